@@ -1,0 +1,74 @@
+"""The ``calib`` click group and the entry point that turns errors into one-line messages.
+
+Errors a user can fix (a :class:`~calib.CalibError`, a bad option or argument) end the program with
+one line on stderr and exit code 2; ``--debug`` (or ``CALIB_DEBUG=1``) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import click
+
+from calib._exceptions import CalibError
+from calib._version import __version__
+from calib.cli.stats import stats
+
+EXIT_USAGE = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="calib")
+@click.option("--debug", is_flag=True, help="Show the full traceback when an error stops calib.")
+def cli(debug: bool) -> None:
+    """Audit language models for memorization of their training data.
+
+    Every rate calib reports comes with the false-positive rate it certifies and an interval.
+    Documentation: docs/ in the source tree (docs/cli.md lists every command).
+    """
+
+
+cli.add_command(stats)
+
+
+def _debug_requested(args: Sequence[str]) -> bool:
+    if os.environ.get("CALIB_DEBUG", "") not in ("", "0"):
+        return True
+    return "--debug" in args
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Run the ``calib`` command line; exits the process with the command's status."""
+    argv = list(sys.argv[1:] if args is None else args)
+    debug = _debug_requested(argv)
+    try:
+        rv = cli.main(args=argv, prog_name="calib", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("calib: aborted", err=True)
+        sys.exit(1)
+    except click.UsageError as exc:
+        if debug:
+            raise
+        command = exc.ctx.command_path if exc.ctx is not None else "calib"
+        hint = f" (see '{command} --help')"
+        click.echo(f"{command}: error: {_one_line(exc.format_message())}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        if debug:
+            raise
+        click.echo(f"calib: error: {_one_line(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code if exc.exit_code != 1 else EXIT_USAGE)
+    except CalibError as exc:
+        if debug:
+            raise
+        click.echo(f"calib: error: {_one_line(str(exc))}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(rv if isinstance(rv, int) else 0)
