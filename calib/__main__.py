@@ -1,0 +1,5 @@
+"""Run the calib command line as ``python -m calib``."""
+
+from calib.cli import main
+
+main()

@@ -1,0 +1,54 @@
+"""``calib stats beta-law``: the law of the population FPR of a threshold from N controls at level α."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from calib.cli.stats._output import confidence_option, emit, json_option, pct, translate_errors
+from calib.stats.beta_law import FprLaw, fpr_law
+
+
+def law_record(law: FprLaw) -> dict[str, Any]:
+    """The JSON keys of an FPR law (shared with ``calib stats conformal``)."""
+    return {
+        "n": law.n,
+        "alpha": law.alpha,
+        "k": law.k,
+        "certified_alpha": law.certified_alpha,
+        "certifiable": law.certifiable,
+        "mean": law.mean,
+        "confidence": law.confidence,
+        "interval": None if law.interval is None else list(law.interval),
+        "upper": law.upper,
+        "prob_exceeds_certified": law.prob_exceeds_certified,
+        "alpha_dagger": law.alpha_dagger,
+        "exact": law.exact,
+    }
+
+
+def law_summary(r: dict[str, Any]) -> str:
+    """Human-readable lines for an FPR law record."""
+    if not r["certifiable"]:
+        return (f"N={r['n']} controls cannot certify alpha={r['alpha']:g}: K=floor(alpha(N+1))=0, "
+                f"so no threshold exists and no claim is possible")
+    up = ", ".join(f"{100 * float(q):g}%: {pct(v)}" for q, v in r["upper"].items())
+    return "\n".join([
+        f"N={r['n']} controls, target alpha={r['alpha']:g}: K={r['k']}, certified alpha_N={r['k']}/{r['n'] + 1}"
+        f" = {pct(r['certified_alpha'])}",
+        f"population FPR of the realized threshold ~ Beta({r['k']}, {r['n'] - r['k'] + 1}): mean {pct(r['mean'])}, "
+        f"{100 * r['confidence']:g}% central interval [{pct(r['interval'][0])}, {pct(r['interval'][1])}]",
+        f"upper bounds ({up}); P(FPR > alpha_N) = {r['prob_exceeds_certified']:.3f}",
+    ])
+
+
+@click.command("beta-law")
+@click.option("--n", "n", type=int, required=True, help="Number of controls N.")
+@click.option("--alpha", required=True, help="Target level: a decimal (0.001) or a fraction k/(N+1) (6/5001).")
+@confidence_option
+@json_option
+@translate_errors
+def beta_law(n: int, alpha: str, confidence: float, as_json: bool) -> None:
+    """Beta(K, N-K+1) law of the FPR of a threshold calibrated on N controls at level ALPHA."""
+    emit(law_record(fpr_law(n, alpha, confidence)), as_json, law_summary)
