@@ -2,4 +2,141 @@
 
 Every function is pure, typed, validates its arguments (``ValueError`` naming the parameter) and
 returns a frozen result object that cites its source. This package imports nothing else of calib.
+docs/statistics.md states every definition, its assumptions and its reference.
 """
+
+from calib.stats.beta_law import (
+    ControlsPlan,
+    FprLaw,
+    fpr_law,
+    plan_controls,
+)
+from calib.stats.bootstrap import (
+    BootstrapInterval,
+    bootstrap_ci,
+)
+from calib.stats.budget import (
+    BudgetResult,
+    attempts_needed,
+    generation_probability,
+    min_probability_within,
+)
+from calib.stats.census import (
+    CensusResult,
+    CensusThreshold,
+    census,
+    census_threshold,
+    character_margins,
+)
+from calib.stats.conformal import (
+    CalibratedRate,
+    ConformalCalibration,
+    alpha_dagger,
+    calibrate,
+    conformal_k,
+    conformal_test,
+    min_controls,
+    p_values,
+    parse_alpha,
+    sweep,
+)
+from calib.stats.counterfactual import (
+    CounterfactualRates,
+    LONG_COLUMNS,
+    TargetReferenceTable,
+    WIDE_SCHEMA,
+    counterfactual_rates,
+    wide_from_long,
+)
+from calib.stats.intervals import (
+    PairedDifference,
+    ProportionInterval,
+    ShiftedInterval,
+    clopper_pearson,
+    paired_difference,
+)
+from calib.stats.multiple import (
+    BenjaminiHochberg,
+    BonferroniPlan,
+    benjamini_hochberg,
+    bonferroni_max_candidates,
+    bonferroni_min_controls,
+)
+from calib.stats.passk import (
+    PassAtK,
+    jensen_shannon,
+    pass_at_k,
+    pass_at_k_summary,
+)
+from calib.stats.proxies import (
+    OperatingPoint,
+    ProxyEvaluation,
+    RocCurve,
+    evaluate_proxy,
+    roc_auc,
+    roc_curve,
+    tpr_at_fpr,
+)
+from calib.stats.regression import (
+    Coefficient,
+    LogisticFit,
+    logistic_regression,
+)
+
+__all__ = [
+    "BenjaminiHochberg",
+    "BonferroniPlan",
+    "BootstrapInterval",
+    "BudgetResult",
+    "CalibratedRate",
+    "CensusResult",
+    "CensusThreshold",
+    "Coefficient",
+    "ConformalCalibration",
+    "ControlsPlan",
+    "CounterfactualRates",
+    "FprLaw",
+    "LONG_COLUMNS",
+    "LogisticFit",
+    "OperatingPoint",
+    "PairedDifference",
+    "PassAtK",
+    "ProportionInterval",
+    "ProxyEvaluation",
+    "RocCurve",
+    "ShiftedInterval",
+    "TargetReferenceTable",
+    "WIDE_SCHEMA",
+    "alpha_dagger",
+    "attempts_needed",
+    "benjamini_hochberg",
+    "bonferroni_max_candidates",
+    "bonferroni_min_controls",
+    "bootstrap_ci",
+    "calibrate",
+    "census",
+    "census_threshold",
+    "character_margins",
+    "clopper_pearson",
+    "conformal_k",
+    "conformal_test",
+    "counterfactual_rates",
+    "evaluate_proxy",
+    "fpr_law",
+    "generation_probability",
+    "jensen_shannon",
+    "logistic_regression",
+    "min_controls",
+    "min_probability_within",
+    "p_values",
+    "paired_difference",
+    "parse_alpha",
+    "pass_at_k",
+    "pass_at_k_summary",
+    "plan_controls",
+    "roc_auc",
+    "roc_curve",
+    "sweep",
+    "tpr_at_fpr",
+    "wide_from_long",
+]

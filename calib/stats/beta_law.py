@@ -24,7 +24,7 @@ from calib.stats._checks import check_confidence, check_count, check_probability
 from calib.stats._levels import K_TOLERANCE, conformal_k, min_controls, parse_alpha
 from calib.stats._result import Result
 
-__all__ = ["ControlsPlan", "FprLaw", "UPPER_LEVELS", "fpr_law", "plan_controls"]
+__all__ = ["ControlsPlan", "FprLaw", "fpr_law", "plan_controls"]
 
 #: The one-sided upper quantiles every FPR law reports.
 UPPER_LEVELS = (0.9, 0.95, 0.99)

@@ -47,6 +47,7 @@ __all__ = [
     "calibrate",
     "conformal_k",
     "conformal_test",
+    "min_controls",
     "p_values",
     "parse_alpha",
     "sweep",

@@ -1,0 +1,53 @@
+"""Docs cover every command, option and public statistic (STYLE.md rule 10)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+import calib.stats
+from calib.cli import cli
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _commands(group: click.Group, prefix: str = "calib"):
+    for name, command in sorted(group.commands.items()):
+        path = f"{prefix} {name}"
+        yield path, command
+        if isinstance(command, click.Group):
+            yield from _commands(command, path)
+
+
+COMMANDS = list(_commands(cli))
+
+
+def _section(text: str, heading: str) -> str:
+    """The text under the Markdown heading that names ``heading`` in backticks, up to the next heading."""
+    match = re.search(rf"^#+ `{re.escape(heading)}`\n(.*?)(?=^#+ |\Z)", text, flags=re.M | re.S)
+    assert match, f"docs/cli.md has no section headed `{heading}`"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("path,command", COMMANDS, ids=[p for p, _ in COMMANDS])
+def test_every_command_and_option_is_documented(path, command):
+    section = _section((DOCS / "cli.md").read_text(), path)
+    for param in command.params:
+        for opt in param.opts:
+            if opt.startswith("--"):
+                assert f"`{opt}`" in section, f"{path}: option {opt} is not documented in docs/cli.md"
+
+
+def test_global_options_are_documented():
+    text = (DOCS / "cli.md").read_text()
+    for param in cli.params:
+        for opt in param.opts:
+            assert f"`{opt}`" in text
+
+
+@pytest.mark.parametrize("name", calib.stats.__all__)
+def test_every_public_statistic_is_documented(name):
+    assert re.search(rf"\b{re.escape(name)}\b", (DOCS / "statistics.md").read_text()), name
