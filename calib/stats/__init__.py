@@ -19,6 +19,7 @@ from calib.stats.budget import (
     BudgetResult,
     attempts_needed,
     generation_probability,
+    log10_min_probability_within,
     min_probability_within,
 )
 from calib.stats.census import (
@@ -125,6 +126,7 @@ __all__ = [
     "fpr_law",
     "generation_probability",
     "jensen_shannon",
+    "log10_min_probability_within",
     "logistic_regression",
     "min_controls",
     "min_probability_within",

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from calib.stats._checks import check_confidence, check_probability
 from calib.stats._result import Result
 
-__all__ = ["BudgetResult", "attempts_needed", "generation_probability", "min_probability_within"]
+__all__ = [
+    "BudgetResult",
+    "attempts_needed",
+    "generation_probability",
+    "log10_min_probability_within",
+    "min_probability_within",
+]
 
 #: Attempt counts at or above this are reported as floats (exact integers are not meaningful there).
 _INT_LIMIT = 2**53
@@ -74,3 +80,17 @@ def min_probability_within(attempts: float, confidence: float = 0.95) -> float:
     n = _attempts(attempts)
     c = check_confidence(confidence)
     return -math.expm1(math.log1p(-c) / n)
+
+
+def log10_min_probability_within(attempts: float, confidence: float = 0.95) -> float:
+    """log10 of :func:`min_probability_within`, finite even for budgets beyond 1e300.
+
+    Used by the census, which works in log10 because window probabilities reach 1e-27 and below.
+    """
+    n = _attempts(attempts)
+    c = check_confidence(confidence)
+    log_miss = math.log1p(-c)
+    if n <= 1e300:
+        return math.log10(-math.expm1(log_miss / n))
+    # Here p ≈ −ln(1 − c)/n to relative precision p/2, far below a double's resolution.
+    return math.log10(-log_miss) - math.log10(n)

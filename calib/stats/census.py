@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from calib.stats._checks import check_confidence, check_count, check_finite_array
 from calib.stats._result import Result
+from calib.stats.budget import log10_min_probability_within
 
 __all__ = [
     "CensusResult",
@@ -299,15 +300,6 @@ def _union_length(starts: NDArray[np.int64], ends: NDArray[np.int64]) -> int:
     return int((reach - np.maximum(starts, previous)).sum())
 
 
-def _log10_min_probability(budget: int, confidence: float) -> float:
-    """log10 of the smallest p with 1 − (1 − p)^n >= c: p = −expm1(log1p(−c)/n), without underflow."""
-    log_miss = math.log1p(-confidence)
-    if budget <= 1e300:
-        return math.log10(-math.expm1(log_miss / float(budget)))
-    # Here p ≈ −ln(1 − c)/n to relative precision p/2, far below a double's resolution.
-    return math.log10(-log_miss) - math.log10(budget)
-
-
 def census(
     starts: ArrayLike,
     ends: ArrayLike,
@@ -378,7 +370,7 @@ def census(
     if budget is not None:
         n_budget = check_count("budget", budget, minimum=1)
         conf = check_confidence(budget_confidence, "budget_confidence")
-        min_log10 = _log10_min_probability(n_budget, conf)
+        min_log10 = log10_min_probability_within(n_budget, conf)
         within = above & (values >= min_log10)
         within_count = int(np.count_nonzero(within))
         covered_within = _union_length(s[within], e[within])
