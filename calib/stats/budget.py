@@ -86,11 +86,16 @@ def log10_min_probability_within(attempts: float, confidence: float = 0.95) -> f
     """log10 of :func:`min_probability_within`, finite even for budgets beyond 1e300.
 
     Used by the census, which works in log10 because window probabilities reach 1e-27 and below.
+    ``attempts`` may be a Python int too large for a float (e.g. 10**400).
     """
-    n = _attempts(attempts)
     c = check_confidence(confidence)
     log_miss = math.log1p(-c)
-    if n <= 1e300:
-        return math.log10(-math.expm1(log_miss / n))
+    if isinstance(attempts, numbers.Integral) and not isinstance(attempts, bool) and attempts > 10**300:
+        log10_n = math.log10(attempts)  # math.log10 takes ints of any size
+    else:
+        n = _attempts(attempts)
+        if n <= 1e300:
+            return math.log10(-math.expm1(log_miss / n))
+        log10_n = math.log10(n)
     # Here p ≈ −ln(1 − c)/n to relative precision p/2, far below a double's resolution.
-    return math.log10(-log_miss) - math.log10(n)
+    return math.log10(-log_miss) - log10_n
