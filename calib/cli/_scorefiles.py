@@ -44,12 +44,22 @@ def read_table(path: str | Path) -> pl.DataFrame:
         raise InputError(f"cannot read this {suffix or 'file'} table: {first}", path=str(p)) from exc
 
 
-def _row_location(suffix: str, row: int) -> tuple[int | None, str]:
-    # CSV/TSV: line = row + 2 (header on line 1); JSON lines: line = row + 1; Parquet has rows only.
+def _row_location(path: Path, suffix: str, row: int) -> tuple[int | None, str]:
+    """The file line of table row ``row`` (0-based), or a "row N: " prefix where lines mean nothing.
+
+    CSV/TSV: the header is line 1. JSON lines: blank lines are skipped by the reader, so the file is
+    scanned for the ``row``-th non-blank line. Parquet has rows only.
+    """
     if suffix in (".csv", ".tsv"):
         return row + 2, ""
-    if suffix in (".jsonl", ".ndjson"):
-        return row + 1, ""
+    if suffix in (".jsonl", ".ndjson") and not str(path).endswith((".gz", ".zst")):
+        with path.open("rb") as handle:
+            seen = -1
+            for number, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    seen += 1
+                    if seen == row:
+                        return number, ""
     return None, f"row {row + 1}: "
 
 
@@ -68,7 +78,7 @@ def column_values(table: pl.DataFrame, column: str, path: Path, *, what: str = "
         bad = (cast.is_null() & series.is_not_null()).arg_true()
         if bad.len():
             row = int(bad[0])
-            line, prefix = _row_location(suffix, row)
+            line, prefix = _row_location(path, suffix, row)
             raise InputError(f"{prefix}{what} {series[row]!r} in column {column!r} is not a number",
                              path=str(path), line=line)
         series = cast
@@ -76,15 +86,15 @@ def column_values(table: pl.DataFrame, column: str, path: Path, *, what: str = "
         raise InputError(f"column {column!r} holds {series.dtype}, not numbers", path=str(path))
     nulls = series.is_null().arg_true()
     if nulls.len():
-        line, prefix = _row_location(suffix, int(nulls[0]))
+        line, prefix = _row_location(path, suffix, int(nulls[0]))
         raise InputError(f"{prefix}{what} in column {column!r} is empty; every row needs a number",
                          path=str(path), line=line)
     values = series.cast(pl.Float64).to_numpy()
     finite = np.isfinite(values)
     if not finite.all():
         row = int(np.argmin(finite))
-        line, prefix = _row_location(suffix, row)
-        raise InputError(f"{prefix}{what} {values[row]!r} in column {column!r} is not finite; "
+        line, prefix = _row_location(path, suffix, row)
+        raise InputError(f"{prefix}{what} {float(values[row])} in column {column!r} is not finite; "
                          f"remove the row or fix the score", path=str(path), line=line)
     return values
 

@@ -54,6 +54,10 @@ def main(args: Sequence[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("calib: aborted", err=True)
         sys.exit(1)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # A group called without a command: show its help, as a user asking for it would see it.
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
+        sys.exit(0)
     except click.UsageError as exc:
         if debug:
             raise
