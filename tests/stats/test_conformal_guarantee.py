@@ -47,7 +47,8 @@ def _binomial_slack(p: float, n: int) -> float:
     return 4.5 * math.sqrt(max(p * (1 - p), 1e-12) / n) + 1.0 / n
 
 
-@settings(max_examples=25, deadline=None)
+# Derandomized so that CI is reproducible; the 4.5-sigma slack makes a false alarm rare anyway.
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(
     n=hs.integers(min_value=9, max_value=300),
     k=hs.integers(min_value=1, max_value=8),
