@@ -4,8 +4,8 @@ P(at least once in n attempts) = 1 − (1 − p)^n, and the attempts needed for 
 ln(1 − c) / ln(1 − p) ≈ −ln(1 − c)/p (≈ 3/p at 95 %). Both are computed with log1p/expm1, so they
 stay exact for p down to 1e-300, where 1 − p rounds to 1 in floating point.
 
-Reference: the extractable-memorization paper, §6 and App. F.1 (p = 10^-21 needs about 3 × 10^21
-attempts for 95 %: "nearly seven times the age of the universe at 1,000 queries per second").
+Reference: Cooper et al., "Extractable Memorization From First Principles", §6 and App. F.1
+(p = 10^-21 needs about 3 × 10^21 attempts for 95 %: "nearly seven times the age of the universe at 1,000 queries per second").
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ non-member (control) scores produced by exactly the same procedure. With target 
 * the calibrated memorization rate is the share of member candidates scoring > τ minus α_N, with the
   member Clopper–Pearson interval shifted down by α_N (App. D.1).
 
-Reference: the extractable-memorization paper ("extractable memorization" in ``papers/``), App. C.1
+Reference: Cooper et al., "Extractable Memorization From First Principles", App. C.1
 (notation: N = 5000, α = 0.1 % gives K = 5, α_N = 5/5001, in-sample FPR 4/5000), C.2 (validity),
 C.4 (the Beta law), D.1 (plotted intervals); Vovk, Gammerman & Shafer (2005), *Algorithmic Learning
 in a Random World*, ch. 2 (conformal p-values).
