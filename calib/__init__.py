@@ -3,4 +3,4 @@
 from calib._exceptions import CalibError, InputError, InvalidParameterError
 from calib._version import __version__
 
-__all__ = sorted(["CalibError", "InputError", "InvalidParameterError", "__version__"])
+__all__ = ["CalibError", "InputError", "InvalidParameterError", "__version__"]

@@ -42,10 +42,10 @@ from calib.stats.conformal import (
     sweep,
 )
 from calib.stats.counterfactual import (
-    CounterfactualRates,
     LONG_COLUMNS,
-    TargetReferenceTable,
     WIDE_SCHEMA,
+    CounterfactualRates,
+    TargetReferenceTable,
     counterfactual_rates,
     wide_from_long,
 )

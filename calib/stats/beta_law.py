@@ -9,8 +9,8 @@ Beta–binomial identity (extraction paper App. C.4.1–C.4.2).
 
 Reference: Cooper et al., "Extractable Memorization From First Principles", App. C.4
 (Beta(5, 4996) for N = 5000, α = 0.1 %: mean α_N, 95 % central interval [0.032 %, 0.205 %],
-90 % and 95 % upper bounds 0.16 % and 0.18 %, P(α* > α_N) ≈ 44 %); David & Nagaraja (2003), *Order Statistics*, 3rd ed., §2.2 (uniform order
-statistics are Beta distributed).
+90 % and 95 % upper bounds 0.16 % and 0.18 %, P(α* > α_N) ≈ 44 %); David & Nagaraja (2003),
+*Order Statistics*, 3rd ed., §2.2 (uniform order statistics are Beta distributed).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ ln(1 − c) / ln(1 − p) ≈ −ln(1 − c)/p (≈ 3/p at 95 %). Both are compu
 stay exact for p down to 1e-300, where 1 − p rounds to 1 in floating point.
 
 Reference: Cooper et al., "Extractable Memorization From First Principles", §6 and App. F.1
-(p = 10^-21 needs about 3 × 10^21 attempts for 95 %: "nearly seven times the age of the universe at 1,000 queries per second").
+(p = 10^-21 needs about 3 × 10^21 attempts for 95 %: "nearly seven times the age of the universe
+at 1,000 queries per second").
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ in a Random World*, ch. 2 (conformal p-values).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 

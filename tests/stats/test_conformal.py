@@ -18,7 +18,6 @@ from calib.stats.conformal import (
     sweep,
 )
 
-
 # --- K and the certified level ------------------------------------------------------------------
 
 def test_k_for_the_papers_operating_point():

@@ -222,7 +222,8 @@ def test_bad_flags(flags, message):
 
 def test_complete_separation_names_the_predictor():
     flags = [0, 0, 0, 1, 1, 1]
-    with pytest.raises(ValueError, match=r"'sem' separates the flags \(no flag 0 has sem above 3 and no flag 1 has sem below 4\)"):
+    expected = r"'sem' separates the flags \(no flag 0 has sem above 3 and no flag 1 has sem below 4\)"
+    with pytest.raises(ValueError, match=expected):
         logistic_regression(flags, {"text": [0, 1, 0, 1, 0, 1], "sem": [1, 2, 3, 4, 5, 6]})
 
 

@@ -26,7 +26,8 @@ def _summary(r: dict) -> str:
     m = r.get("members")
     if m:
         lines.append(f"members: {m['claims']} of {m['n']} claimed ({pct(m['member_rate'])}); calibrated rate "
-                     f"{pct(m['calibrated_rate'])}, {100 * m['confidence']:g}% band [{pct(m['low'])}, {pct(m['high'])}]")
+                     f"{pct(m['calibrated_rate'])}, {100 * m['confidence']:g}% band "
+                     f"[{pct(m['low'])}, {pct(m['high'])}]")
     return "\n".join(lines)
 
 

@@ -30,9 +30,9 @@ def plan(n_controls: int | None, n_candidates: int | None, fwer: float | None, a
         record = {"alpha": p.alpha, "upper": p.upper, "confidence": p.confidence, "min_controls": p.n_controls,
                   "k": p.k, "certified_alpha": p.certified_alpha, "achieved_upper": p.achieved_upper}
         emit(record, as_json, lambda r: (
-            f"{r['min_controls']} controls certify alpha={r['alpha']:g} (K={r['k']}, alpha_N={pct(r['certified_alpha'])}) "
-            f"with population FPR <= "
-            f"{pct(r['achieved_upper'])} for {pct(r['confidence'])} of control draws"))
+            f"{r['min_controls']} controls certify alpha={r['alpha']:g} (K={r['k']}, "
+            f"alpha_N={pct(r['certified_alpha'])}) with population FPR <= {pct(r['achieved_upper'])} "
+            f"for {pct(r['confidence'])} of control draws"))
         return
     if fwer is None or (n_controls is None) == (n_candidates is None):
         raise InvalidParameterError("give exactly one of --controls N or --candidates M, and --fwer D")
