@@ -1,0 +1,373 @@
+"""The Server seam (DESIGN.md "Seams"): one small core protocol plus optional abilities.
+
+Every kind (``openai``, ``tgi``, ``anthropic``, ``embedded``) implements :class:`Server`
+(``capabilities`` and ``complete``) and, where its server can, the optional protocols
+:class:`Scoring` (teacher-forced log-probs of a continuation), :class:`Tokenizing`, :class:`Chatting`
+and :class:`Embedding`. What a server can do is probed once (:class:`Capabilities`) and checked
+against what a study needs before any work (:func:`require`).
+
+Log-probabilities are natural logs under the server's base distribution (temperature 1), as the
+OpenAI, vLLM and TGI APIs return them; calib converts to log10 only when it scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from calib._exceptions import CalibError
+
+__all__ = [
+    "Capabilities",
+    "CapabilityError",
+    "ChatMessage",
+    "ChatParams",
+    "ChatResponse",
+    "Chatting",
+    "Completion",
+    "Embedding",
+    "RequestFailed",
+    "SamplingParams",
+    "ScoredContinuation",
+    "Scoring",
+    "Server",
+    "ServerError",
+    "TokenLogprob",
+    "Tokenizing",
+    "Tool",
+    "ToolCall",
+    "require",
+]
+
+
+class ServerError(CalibError):
+    """A server could not be reached or answered in a way calib cannot use."""
+
+
+class RequestFailed(ServerError):
+    """One request failed after every retry; carries what a run records about it.
+
+    Attributes
+    ----------
+    server
+        The server's name in the spec.
+    route
+        The route or operation, e.g. ``/v1/completions``.
+    attempts
+        How many times it was sent.
+    error
+        The last error, one line (status and a short body, or the exception).
+    status
+        The last HTTP status, when there was one.
+    """
+
+    def __init__(self, server: str, route: str, attempts: int, error: str, status: int | None = None) -> None:
+        self.server, self.route, self.attempts, self.error, self.status = server, route, attempts, error, status
+        super().__init__(f"server {server!r}: {route} failed after {attempts} attempt(s): {error}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a run directory records for a failed request."""
+        return {"server": self.server, "route": self.route, "attempts": self.attempts,
+                "error": self.error, "status": self.status}
+
+
+class CapabilityError(ServerError):
+    """A study needs a capability the server lacks (names the server, the capability, the fix)."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding parameters of a completion request.
+
+    ``temperature = 0`` is greedy decoding. ``logprobs`` asks for that many top alternatives per
+    generated token (``None``: no log-probs). ``stop`` sequences end the completion and are not
+    part of its text.
+    """
+
+    max_tokens: int = 500
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    stop: tuple[str, ...] = ()
+    n: int = 1
+    seed: int | None = None
+    logprobs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must lie in (0, 1], got {self.top_p}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1 or None, got {self.top_k}")
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        if self.logprobs is not None and self.logprobs < 0:
+            raise ValueError(f"logprobs must be >= 0 or None, got {self.logprobs}")
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+    @property
+    def greedy(self) -> bool:
+        """True for greedy (argmax) decoding."""
+        return self.temperature == 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, e.g. for hashing into a cache key."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One token with its log-prob and, when asked for, the top alternatives at its position.
+
+    ``top`` holds ``(token_id, token_text, logprob)`` triples in descending log-prob order (ids are
+    ``None`` where an API gives only text). ``rank`` is the token's 1-based rank in the full
+    distribution where the server reports it (vLLM does), else ``None``.
+    """
+
+    token_id: int | None
+    token: str
+    logprob: float
+    top: tuple[tuple[int | None, str, float], ...] = ()
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated completion of one prompt."""
+
+    text: str
+    finish_reason: str | None
+    tokens: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoredContinuation:
+    """Teacher-forced log-probs of ``continuation`` given ``prompt``, aligned by token ids.
+
+    ``prompt_token_ids`` and ``continuation_token_ids`` come from the server's own tokenizer (the
+    prompt and the continuation tokenized separately and concatenated, so the boundary is exact);
+    ``tokens[i]`` scores ``continuation_token_ids[i]`` with its top alternatives (temperature 1).
+    ``temperature_logprobs[T]`` holds the continuation's per-token log-probs under the base policy at
+    temperature T, for servers that normalise over the whole vocabulary
+    (:attr:`Capabilities.full_distribution`).
+    """
+
+    prompt_token_ids: tuple[int, ...]
+    continuation_token_ids: tuple[int, ...]
+    tokens: tuple[TokenLogprob, ...]
+    temperature_logprobs: dict[float, tuple[float, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one server can do, probed once at start and stored with the run.
+
+    Attributes
+    ----------
+    kind, name, model, server_version
+        Identity: the kind, the spec's name for the server, the served model, the version string.
+    max_context
+        Context length in tokens, when the server says.
+    batch_prompts
+        One request may carry a list of prompts (OpenAI /v1/completions on vLLM).
+    echo_logprobs, prompt_logprobs
+        Teacher-forced scoring via ``echo`` + ``logprobs`` or vLLM's ``prompt_logprobs``
+        (TGI: ``decoder_input_details``).
+    max_top_logprobs
+        The most top alternatives per position the server returns (vLLM's --max-logprobs, 20 by default).
+    token_ids_in
+        Prompts may be sent as token ids (exact alignment of scored continuations).
+    full_distribution
+        The server can score under a temperature other than 1 (it normalises over the whole vocabulary).
+    tokenize, chat, tools, embeddings
+        The optional abilities.
+    """
+
+    kind: str
+    name: str
+    model: str
+    server_version: str | None = None
+    max_context: int | None = None
+    batch_prompts: bool = False
+    echo_logprobs: bool = False
+    prompt_logprobs: bool = False
+    max_top_logprobs: int = 0
+    token_ids_in: bool = False
+    full_distribution: bool = False
+    tokenize: bool = False
+    chat: bool = False
+    tools: bool = False
+    embeddings: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def scoring(self) -> bool:
+        """Teacher-forced scoring is possible one way or another."""
+        return self.echo_logprobs or self.prompt_logprobs
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for the run directory."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool a chat model may call: a name, a description and a JSON-schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model made: its id, the tool's name and the decoded arguments."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One chat message. ``role`` is system, user, assistant or tool; a tool result names the call it
+    answers in ``tool_call_id``; an assistant message may carry ``tool_calls``."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ChatParams:
+    """Decoding parameters of a chat request."""
+
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """A chat model's answer: text, tool calls, why it stopped, and token usage."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@runtime_checkable
+class Server(Protocol):
+    """The core protocol every kind implements."""
+
+    name: str
+
+    async def capabilities(self) -> Capabilities:
+        """Probe (once; later calls return the stored result) what the server can do."""
+        ...
+
+    async def complete(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
+        """``params.n`` completions for each prompt, in prompt order.
+
+        Raises :class:`RequestFailed` when a request still fails after its retries.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and worker threads."""
+        ...
+
+
+@runtime_checkable
+class Scoring(Protocol):
+    """Teacher-forced scoring of a continuation given a prompt."""
+
+    async def score(self, prompt: str, continuation: str, *, top_logprobs: int = 0,
+                    temperatures: Sequence[float] = ()) -> ScoredContinuation:
+        """Log-probs of each continuation token, with ``top_logprobs`` alternatives per position.
+
+        ``temperatures`` (only where :attr:`Capabilities.full_distribution`) adds the continuation's
+        per-token log-probs under the base policy at those temperatures.
+        """
+        ...
+
+
+@runtime_checkable
+class Tokenizing(Protocol):
+    """The server's own tokenizer."""
+
+    async def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added)."""
+        ...
+
+    async def detokenize(self, token_ids: Sequence[int]) -> str:
+        """Text of ``token_ids``."""
+        ...
+
+
+@runtime_checkable
+class Chatting(Protocol):
+    """Chat with optional tool use (judges and agents)."""
+
+    async def chat(self, messages: Sequence[ChatMessage], *, tools: Sequence[Tool] = (),
+                   params: ChatParams | None = None) -> ChatResponse:
+        """The model's next message."""
+        ...
+
+
+@runtime_checkable
+class Embedding(Protocol):
+    """Text embeddings."""
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text."""
+        ...
+
+
+_HOW_TO_ENABLE = {
+    "prompt_logprobs": "use vLLM (prompt_logprobs) or an OpenAI-compatible server that accepts echo with "
+    "logprobs; for TGI 3 start it with --enable-prefill-logprobs",
+    "scoring": "use vLLM (prompt_logprobs) or an OpenAI-compatible server that accepts echo with logprobs; "
+    "for TGI 3 start it with --enable-prefill-logprobs",
+    "tokenize": "use vLLM (/tokenize), TGI (/tokenize) or calib's embedded server",
+    "chat": "serve a chat model (a chat template) or use an anthropic server",
+    "tools": "serve a model whose chat template supports tools (vLLM: --enable-auto-tool-choice "
+    "--tool-call-parser ...)",
+    "embeddings": "serve an embedding model (vLLM: --task embed) or use the offline fallback",
+    "full_distribution": "score at temperature 1, or use calib's embedded server, which normalises over the "
+    "whole vocabulary",
+    "token_ids_in": "use vLLM or calib's embedded server, which accept token ids as prompts",
+}
+
+
+def require(caps: Capabilities, needed: Sequence[str], *, top_logprobs: int = 0) -> None:
+    """Stop before any work when ``caps`` lacks something in ``needed``.
+
+    ``needed`` names attributes of :class:`Capabilities` (``"scoring"``, ``"tokenize"``, ``"chat"``,
+    ``"tools"``, ``"embeddings"``, ``"full_distribution"``, ...). ``top_logprobs`` checks the number
+    of alternatives the server returns per position.
+
+    Raises
+    ------
+    CapabilityError
+        Naming the server, the capability and how to enable it.
+    """
+    for name in needed:
+        if not getattr(caps, name):
+            fix = _HOW_TO_ENABLE.get(name, "use a server that offers it")
+            raise CapabilityError(f"server {caps.name!r} ({caps.kind}, model {caps.model!r}) lacks {name}: {fix}")
+    if top_logprobs > caps.max_top_logprobs:
+        raise CapabilityError(
+            f"server {caps.name!r} ({caps.kind}) returns at most {caps.max_top_logprobs} top log-probs per "
+            f"token, the study needs {top_logprobs}: raise the server's limit (vLLM: --max-logprobs "
+            f"{top_logprobs}) or lower the study's top_k"
+        )

@@ -1,0 +1,89 @@
+"""The request cache: every server response, keyed by a hash of server identity and request.
+
+SQLite in WAL mode, one row per request. A row is written in one transaction after the response is
+complete, so a run killed at any moment (even ``kill -9``) leaves either the whole row or none, and a
+re-run with the same spec does no network work for what it already has. Keys hash the server's
+identity (kind, model, revision, base URL set by the caller) and the canonical JSON request body;
+secrets are never part of either, so they never reach the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RequestCache", "cache_key"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    route TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+
+
+def cache_key(identity: Mapping[str, Any], route: str, body: Any) -> str:
+    """SHA-256 of the canonical JSON of (identity, route, body): equal requests, equal keys."""
+    return hashlib.sha256(_canonical({"identity": identity, "route": route, "body": body}).encode()).hexdigest()
+
+
+class RequestCache:
+    """A SQLite (WAL) store of JSON responses by key; safe to share between threads of one process.
+
+    Parameters
+    ----------
+    path
+        The database file (created with its parent folder). ``":memory:"`` keeps it in memory.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Any | None:
+        """The cached response for ``key``, or ``None``."""
+        with self._lock:
+            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(row[0])
+
+    def put(self, key: str, route: str, response: Any) -> None:
+        """Store ``response`` (JSON data) under ``key``, atomically (one transaction)."""
+        text = _canonical(response)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (key, route, response, created) VALUES (?, ?, ?, ?)",
+                (key, route, text, time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
