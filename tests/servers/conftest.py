@@ -1,0 +1,79 @@
+"""Fixtures for the server tests: the tiny model (built once per session) and ``calib serve`` running it.
+
+Nothing here reaches the internet: the model is built locally and served on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from calib.servers.tiny import build_tiny_model
+
+SERVED_NAME = "tiny"
+
+def calib_command(*args: str) -> list[str]:
+    """The argv running ``calib ARGS...`` in a fresh interpreter of this environment."""
+    return [sys.executable, "-m", "calib", *args]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight GPT-2-style model with a chat template, built once per session."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def served_model(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``calib serve`` running the tiny model on 127.0.0.1 (a free port); yields its base URL.
+
+    Port 0 lets the system choose the port, and the line ``calib serve`` prints once listening says
+    which, so there is no race for a port. On teardown the server gets SIGTERM and must exit 0.
+    """
+    log = tmp_path_factory.mktemp("serve") / "stderr.txt"
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("CALIB_DEBUG", None)
+    argv = calib_command("serve", str(tiny_model_dir), "--port", "0", "--name", SERVED_NAME, "--threads", "1")
+    with log.open("w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
+    try:
+        url = _wait_until_listening(proc, log, timeout=90.0)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"calib serve ignored SIGTERM; its stderr:\n{log.read_text()}") from None
+    assert code == 0, f"calib serve exited {code} on SIGTERM; its stderr:\n{log.read_text()}"
+
+
+def _wait_until_listening(proc: subprocess.Popen, log: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    pattern = re.compile(r"^calib serve: (\S+) at (http://127\.0\.0\.1:\d+) \(OpenAI /v1 and TGI routes\)$", re.M)
+    url = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"calib serve exited {proc.returncode} before listening:\n{log.read_text()}")
+        match = url or pattern.search(log.read_text())
+        if match:
+            url = match if isinstance(match, str) else match.group(2)
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        return url
+            except OSError:
+                pass
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"calib serve did not answer /health within {timeout:.0f} s:\n{log.read_text()}")
