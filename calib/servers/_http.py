@@ -48,6 +48,16 @@ class RetryPolicy:
     timeout: float = 600.0
     connect_timeout: float = 10.0
 
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("base_delay", "max_delay"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
+        for name in ("timeout", "connect_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds to wait before the next attempt."""
         if retry_after is not None:
@@ -90,11 +100,23 @@ def _classify(exc: BaseException) -> tuple[bool, float | None, int | None, str]:
     if isinstance(exc, MalformedResponse):
         return True, None, None, f"malformed response: {exc}"
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-        return True, None, None, "timed out"
+        return True, None, None, f"timed out ({type(exc).__name__})"
+    if isinstance(exc, (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch)):
+        # A certificate or fingerprint does not fix itself between attempts.
+        return False, None, None, f"{type(exc).__name__}: {exc}"
     if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError)):
         return True, None, None, f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, aiohttp.TooManyRedirects):
+        return False, None, None, f"too many redirects: {exc.message}"
+    if isinstance(exc, aiohttp.ContentTypeError):
+        # resp.json() on a body that is not JSON (callers other than HttpClient): its status is the server's.
+        retryable = exc.status < 300 or exc.status in RETRYABLE_STATUS
+        return retryable, None, exc.status, f"HTTP {exc.status}: not JSON ({exc.message})"
     if isinstance(exc, aiohttp.ClientResponseError):
-        return exc.status in RETRYABLE_STATUS, None, exc.status, f"HTTP {exc.status}: {exc.message}"
+        # The session never raises for a status (raise_for_status=False), so this is aiohttp failing to
+        # parse the answer (a bad status line or header): a malformed response, retried like one. Its
+        # ``status`` (400) is the parser's, not the server's, so none is recorded.
+        return True, None, None, f"malformed HTTP response: {exc.message}"
     return False, None, None, f"{type(exc).__name__}: {exc}"
 
 
@@ -180,6 +202,8 @@ class HttpClient:
     ) -> None:
         if not base_urls:
             raise ValueError(f"server {name!r}: give at least one base URL")
+        if max_in_flight < 1:
+            raise ValueError(f"server {name!r}: max_in_flight must be >= 1, got {max_in_flight}")
         self.name = name
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self._next_url = itertools.cycle(self.base_urls)

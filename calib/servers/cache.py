@@ -31,16 +31,26 @@ CREATE TABLE IF NOT EXISTS responses (
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    # ensure_ascii: a token's text may be a lone surrogate (half of a character split across tokens),
+    # which is valid JSON ("\ud83d") but cannot be encoded as UTF-8 for hashing or for SQLite.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
 
 
 def cache_key(identity: Mapping[str, Any], route: str, body: Any) -> str:
-    """SHA-256 of the canonical JSON of (identity, route, body): equal requests, equal keys."""
+    """SHA-256 of the canonical JSON of (identity, route, body): equal requests, equal keys.
+
+    Canonical means sorted keys and no insignificant whitespace, so the order in which a dict was
+    built does not change the key. Never put a secret in ``identity`` or ``body``.
+    """
     return hashlib.sha256(_canonical({"identity": identity, "route": route, "body": body}).encode()).hexdigest()
 
 
 class RequestCache:
     """A SQLite (WAL) store of JSON responses by key; safe to share between threads of one process.
+
+    Several processes may open the same file (SQLite locks it; a writer waits up to 30 s). Each
+    :meth:`put` commits on its own, and ``synchronous=NORMAL`` in WAL mode keeps every committed row
+    through a crash of the process (only a power loss may drop the last few).
 
     Parameters
     ----------
@@ -61,13 +71,13 @@ class RequestCache:
         self.misses = 0
 
     def get(self, key: str) -> Any | None:
-        """The cached response for ``key``, or ``None``."""
+        """The cached response for ``key``, or ``None`` (a stored JSON ``null`` also reads as ``None``)."""
         with self._lock:
             row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            self.misses += 1
-            return None
-        self.hits += 1
+            if row is None:
+                self.misses += 1
+                return None
+            self.hits += 1
         return json.loads(row[0])
 
     def put(self, key: str, route: str, response: Any) -> None:
@@ -87,3 +97,9 @@ class RequestCache:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+    def __enter__(self) -> RequestCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

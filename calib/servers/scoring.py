@@ -52,7 +52,7 @@ def _logsumexp(values: Sequence[float]) -> float:
     m = max(values)
     if m == -math.inf:
         return -math.inf
-    return m + math.log(sum(math.exp(v - m) for v in values))
+    return m + math.log(math.fsum(math.exp(v - m) for v in values))
 
 
 def _is_argmax(tok: TokenLogprob) -> bool:
@@ -100,19 +100,23 @@ def extraction_scores(scored: ScoredContinuation, *, top_k: int = 40,
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     tokens = scored.tokens
     greedy = all(_is_argmax(t) for t in tokens)
-    ln_top_k = 0.0
-    for tok in tokens:
-        ln_top_k += _top_k_logprob(tok, top_k)
-        if ln_top_k == -math.inf:
-            break
+    # Every position is checked (not only up to the first token outside the top k), so a server that
+    # gave too few alternatives fails the same way whatever the continuation.
+    ln_top_k = math.fsum(_top_k_logprob(tok, top_k) for tok in tokens)
     base: dict[float, float] = {}
     for temperature in temperatures:
         if temperature <= 0:
             raise ValueError(f"temperatures must be > 0 (greedy is its own score), got {temperature}")
+        # fsum: a sum of hundreds of log-probs keeps its last digits (plain sum drifts by ~1e-13 relative).
         if temperature == 1.0:
-            ln = sum(t.logprob for t in tokens)
+            ln = math.fsum(t.logprob for t in tokens)
         elif temperature in scored.temperature_logprobs:
-            ln = sum(scored.temperature_logprobs[temperature])
+            per_token = scored.temperature_logprobs[temperature]
+            if len(per_token) != len(tokens):
+                raise ValueError(f"temperature_logprobs[{temperature}] has {len(per_token)} log-probs for "
+                                 f"{len(tokens)} continuation tokens: score the same continuation at every "
+                                 "temperature")
+            ln = math.fsum(per_token)
         else:
             raise ValueError(f"no log-probs at temperature {temperature}: score with temperatures="
                              f"[{temperature}] on a server that normalises over the whole vocabulary")

@@ -47,7 +47,8 @@ def vllm_url(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
     env = {**os.environ, "VLLM_VENV": str(VENV)}
     with log.open("w") as out:
-        proc = subprocess.Popen(["bash", str(ROOT / "servers" / "vllm" / "serve-cpu.sh"), str(tiny_model_dir), str(port)],
+        script = ROOT / "servers" / "vllm" / "serve-cpu.sh"
+        proc = subprocess.Popen(["bash", str(script), str(tiny_model_dir), str(port)],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

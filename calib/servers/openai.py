@@ -1,0 +1,622 @@
+"""The ``openai`` kind: any OpenAI-compatible server (vLLM first, SGLang, calib's embedded server).
+
+Requests go through :class:`~calib.servers._http.HttpClient` (aiohttp), not the ``openai`` SDK: on the
+hot path aiohttp was measured about 1.4 times faster at a third of the CPU (the generation servers
+issue). ``/v1/completions`` carries up to ``batch_size`` prompts per request where the server accepts
+a list.
+
+Scoring a continuation (teacher forcing) and how it is aligned
+--------------------------------------------------------------
+:meth:`OpenAIServer.score` never aligns by string matching. The prompt (with the special tokens the
+server adds, e.g. BOS) and the continuation (without) are tokenized **separately** by the server's own
+``/tokenize``; their concatenation fixes which tokens are the continuation's.
+
+* Where the server accepts token-id prompts (vLLM, calib's embedded server), exactly those ids are
+  sent, so the boundary is exact by construction. Log-probs come from vLLM's ``prompt_logprobs``
+  (ids, ranks and top alternatives per position) or else from ``echo`` + ``logprobs`` with
+  ``max_tokens`` 0 (1 where the server demands at least one generated token; it is discarded).
+* Where it accepts only text, the joined text is sent, and the server's tokens of the joined text
+  (``/tokenize`` of prompt + continuation, and the ids in the answer where it returns them) must equal
+  the separately tokenized ids. When they differ — the server re-tokenizes across the
+  prompt/continuation boundary, e.g. a prompt ending in a space merges with the continuation's first
+  word — :class:`~calib.servers.base.ServerError` names the first differing token position; calib
+  does not guess an alignment. End the prompt at a token boundary or use a server that accepts token
+  ids.
+
+The top alternatives of ``echo`` + ``logprobs`` are keyed by token text, which merges distinct tokens
+that decode alike; the kind asks vLLM for them by id (``return_tokens_as_token_ids``, the token text is
+then empty) and prefers ``prompt_logprobs``, which is keyed by id and carries each token's rank.
+
+Config keys: ``base_url`` or ``base_urls``, ``model`` (default: the first one ``/v1/models`` lists),
+``api_key_env`` (the name of an environment variable holding the key, sent only in the
+``Authorization`` header), ``max_in_flight`` (32), ``timeout`` (seconds per attempt, 600),
+``max_retries`` (5), ``revision`` (part of the cache identity), ``batch_size`` (prompts per
+``/v1/completions`` request, 32) and ``cache`` (a :class:`~calib.servers.cache.RequestCache`).
+
+The request cache keys on kind, model, revision and the request body; without a ``revision`` the base
+URLs stand in for it, so that two servers that give the same name to different weights never share
+answers. A sampled request without a seed is cached like any other: a re-run returns the same samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from calib._exceptions import InvalidParameterError
+from calib.servers._http import HttpClient, RetryPolicy, with_retries
+from calib.servers.base import (
+    Capabilities,
+    ChatMessage,
+    ChatParams,
+    ChatResponse,
+    Completion,
+    RequestFailed,
+    SamplingParams,
+    ScoredContinuation,
+    ServerError,
+    TokenLogprob,
+    Tool,
+    ToolCall,
+    require,
+)
+from calib.servers.cache import RequestCache
+from calib.servers.registry import register
+
+__all__ = ["OpenAIServer"]
+
+_KEYS = frozenset({"kind", "base_url", "base_urls", "model", "api_key_env", "max_in_flight", "timeout",
+                   "max_retries", "revision", "batch_size", "cache"})
+_PROBE_TEXT = "def add(a, b):\n    return a + b\n"
+# A large request whose refusal names the server's limit (vLLM: "... greater than max allowed: 20").
+_PROBE_TOP = 1000
+_LIMIT = re.compile(r"(?:max(?:imum)?(?: allowed)?|at most|<=|less than or equal to)\D{0,12}?(\d+)", re.I)
+_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+
+
+def check_config(name: str, kind: str, config: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    """Refuse unknown keys and inline secrets in a server's spec table (names the key and the fix)."""
+    if "api_key" in config:
+        raise InvalidParameterError(
+            f"server {name!r}: do not write the API key into the spec; put it in an environment variable "
+            f"and name that variable in api_key_env")
+    unknown = sorted(set(config) - allowed)
+    if unknown:
+        raise InvalidParameterError(
+            f"server {name!r} ({kind}): unknown key(s) {', '.join(map(repr, unknown))}; allowed: "
+            f"{', '.join(sorted(allowed))}")
+    cache = config.get("cache")
+    if cache is not None and not isinstance(cache, RequestCache):
+        raise InvalidParameterError(f"server {name!r}: cache must be a RequestCache, got {type(cache).__name__}")
+
+
+def api_key_from_env(name: str, env_var: str | None) -> str | None:
+    """The secret in the environment variable ``env_var`` (None when no variable is named).
+
+    The value never appears in a message, a repr or a cache key.
+    """
+    if env_var is None:
+        return None
+    if not isinstance(env_var, str) or not env_var:
+        raise InvalidParameterError(f"server {name!r}: api_key_env must name an environment variable, "
+                                    f"got {env_var!r}")
+    value = os.environ.get(env_var)
+    if not value:
+        raise InvalidParameterError(f"server {name!r}: the environment variable {env_var} (api_key_env) is not "
+                                    f"set; export it before running")
+    return value
+
+
+def positive(name: str, key: str, value: Any, kind: type = int) -> Any:
+    """``value`` as a positive number, or a ValueError naming the key."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
+            kind is int and int(value) != value):
+        raise InvalidParameterError(f"server {name!r}: {key} must be a positive {kind.__name__}, got {value!r}")
+    return kind(value)
+
+
+def first_mismatch(expected: Sequence[int], got: Sequence[int]) -> int | None:
+    """The first position where two id sequences differ (a length difference counts), else None."""
+    for i, (a, b) in enumerate(zip(expected, got)):
+        if a != b:
+            return i
+    return None if len(expected) == len(got) else min(len(expected), len(got))
+
+
+def boundary_error(server: str, where: str, pos: int, n_prompt: int, expected: Sequence[int],
+                   got: Sequence[int]) -> ServerError:
+    """The error for a scored continuation whose tokens do not line up with the server's."""
+    side = (f"continuation token {pos - n_prompt}" if pos >= n_prompt else f"prompt token {pos}")
+    exp = expected[pos] if pos < len(expected) else "end of sequence"
+    have = got[pos] if pos < len(got) else "end of sequence"
+    return ServerError(
+        f"server {server!r}: {where}: token {pos} ({side}) is id {have} on the server but {exp} when the prompt "
+        f"and continuation are tokenized separately: the server re-tokenizes across the prompt/continuation "
+        f"boundary, and calib does not align by string matching; end the prompt at a token boundary, or use a "
+        f"server that accepts token-id prompts (vLLM, calib's embedded server)")
+
+
+def _limit_from(error: str, asked: int) -> int | None:
+    for match in _LIMIT.finditer(error):
+        value = int(match.group(1))
+        if 0 <= value < asked:
+            return value
+    return None
+
+
+@register("openai")
+class OpenAIServer:
+    """A client of one OpenAI-compatible server (or several replicas of it)."""
+
+    kind = "openai"
+
+    def __init__(self, name: str, config: Mapping[str, Any]) -> None:
+        check_config(name, self.kind, config, _KEYS)
+        urls = config.get("base_urls") or ([config["base_url"]] if config.get("base_url") else [])
+        if isinstance(urls, str):
+            urls = [urls]
+        if not urls:
+            raise InvalidParameterError(f"server {name!r} (openai): give base_url or base_urls, e.g. "
+                                        f"base_url = \"http://127.0.0.1:8000\"")
+        # Tolerate base URLs written with the OpenAI SDK's /v1 suffix: calib adds the routes itself.
+        self.base_urls = [re.sub(r"/v1/?$", "", str(u).rstrip("/")) for u in urls]
+        self.name = name
+        self.model: str | None = config.get("model")
+        self.revision: str | None = config.get("revision")
+        self.batch_size = positive(name, "batch_size", config.get("batch_size", 32))
+        max_in_flight = positive(name, "max_in_flight", config.get("max_in_flight", 32))
+        max_retries = config.get("max_retries", 5)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise InvalidParameterError(f"server {name!r}: max_retries must be an integer >= 0, got {max_retries!r}")
+        timeout = positive(name, "timeout", config.get("timeout", 600.0), float)
+        key = api_key_from_env(name, config.get("api_key_env"))
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        identity: dict[str, Any] = {"kind": self.kind, "model": self.model, "revision": self.revision}
+        if self.revision is None:
+            identity["base_urls"] = sorted(self.base_urls)
+        self.policy = RetryPolicy(max_attempts=max_retries + 1, timeout=timeout)
+        self._http = HttpClient(name, self.base_urls, headers=headers, max_in_flight=max_in_flight,
+                                policy=self.policy, cache=config.get("cache"), identity=identity)
+        self._caps: Capabilities | None = None
+        self._probe_lock = asyncio.Lock()
+        # What the probe found about the completions route (see _probe): the max_tokens that scoring by
+        # prompt_logprobs and by echo work with, and vLLM's ways of naming tokens by id.
+        self._plp_max_tokens = 1
+        self._echo_max_tokens = 1
+        self._return_token_ids = False
+        self._ids_as_tokens = False
+
+    def __repr__(self) -> str:
+        return f"OpenAIServer(name={self.name!r}, base_urls={self.base_urls!r}, model={self.model!r})"
+
+    @property
+    def stats(self):
+        """Request counters and the requests that failed after their retries (to record)."""
+        return self._http.stats
+
+    # ----------------------------------------------------------------------------------- probing
+    async def _try(self, method: str, route: str, body: Any = None) -> tuple[Any, RequestFailed | None]:
+        """One probe request: its JSON answer, or the failure (a refusal is an answer, not a lost request)."""
+        try:
+            return await with_retries(self.name, route, lambda: self._http._once(method, route, body),
+                                      self.policy), None
+        except RequestFailed as failure:
+            return None, failure
+
+    async def capabilities(self) -> Capabilities:
+        """Probe once what the server can do; later calls return the stored result."""
+        async with self._probe_lock:
+            if self._caps is None:
+                self._caps = await self._probe()
+        return self._caps
+
+    async def _probe(self) -> Capabilities:
+        notes: list[str] = []
+        models, failure = await self._try("GET", "/v1/models")
+        if failure is not None and failure.status is None:
+            raise ServerError(f"server {self.name!r}: cannot reach {', '.join(self.base_urls)}: {failure.error}; "
+                              f"start the server or correct base_url")
+        entries = [m for m in (models or {}).get("data", []) if isinstance(m, dict)]
+        if self.model is None:
+            if not entries:
+                why = failure.error if failure else "it lists no model"
+                raise ServerError(f"server {self.name!r}: cannot learn the model from /v1/models ({why}); set "
+                                  f"model in the server's spec")
+            self.model = str(entries[0]["id"])
+        self._http.identity["model"] = self.model
+        entry = next((m for m in entries if m.get("id") == self.model), entries[0] if entries else {})
+        max_context = entry.get("max_model_len")
+
+        version, _ = await self._try("GET", "/version")
+        server_version = version.get("version") if isinstance(version, dict) else None
+        tok, _ = await self._try("POST", "/tokenize", {"model": self.model, "prompt": _PROBE_TEXT,
+                                                       "add_special_tokens": True})
+        ids = tok.get("tokens") if isinstance(tok, dict) else None
+        tokenize = isinstance(ids, list) and bool(ids) and all(isinstance(i, int) for i in ids)
+        if not tokenize:
+            notes.append("no /tokenize: scoring needs the server's own tokenizer (vLLM and calib's embedded "
+                         "server have it)")
+        if max_context is None and isinstance(tok, dict):
+            max_context = tok.get("max_model_len")
+
+        (token_ids_in, batch, echo, prompt_lp, extensions, max_top, chat, tools, embeddings) = await asyncio.gather(
+            self._probe_token_ids(ids if tokenize else None), self._probe_batch(), self._probe_echo(),
+            self._probe_prompt_logprobs(), self._probe_extensions(), self._probe_max_top(), self._probe_chat(),
+            self._probe_tools(), self._probe_embeddings())
+        self._return_token_ids, self._ids_as_tokens = extensions
+        self._plp_max_tokens = 1 if prompt_lp is None else prompt_lp
+        self._echo_max_tokens = 1 if echo is None else echo
+        if (prompt_lp if prompt_lp is not None else echo) == 1:
+            notes.append("scoring requests generate one token (the server refuses max_tokens 0); it is discarded")
+        if not token_ids_in:
+            notes.append("prompts as text only: a scored continuation is checked against the server's "
+                         "re-tokenization of prompt + continuation and refused where they differ")
+        if tools and not chat:
+            tools = False
+        return Capabilities(
+            kind=self.kind, name=self.name, model=self.model, server_version=server_version,
+            max_context=max_context if isinstance(max_context, int) else None, batch_prompts=batch,
+            echo_logprobs=echo is not None, prompt_logprobs=prompt_lp is not None, max_top_logprobs=max_top,
+            token_ids_in=token_ids_in, full_distribution=False, tokenize=tokenize, chat=chat, tools=tools,
+            embeddings=embeddings, notes=tuple(notes))
+
+    def _completion_body(self, prompt: Any, **extra: Any) -> dict[str, Any]:
+        return {"model": self.model, "prompt": prompt, "temperature": 0.0, **extra}
+
+    async def _probe_token_ids(self, ids: list[int] | None) -> bool:
+        if not ids:
+            return False
+        answer, _ = await self._try("POST", "/v1/completions", self._completion_body(ids, max_tokens=1))
+        return bool(isinstance(answer, dict) and answer.get("choices"))
+
+    async def _probe_batch(self) -> bool:
+        answer, _ = await self._try("POST", "/v1/completions",
+                                    self._completion_body(["a", "b"], max_tokens=1))
+        return isinstance(answer, dict) and len(answer.get("choices") or []) == 2
+
+    async def _probe_echo(self) -> int | None:
+        """The max_tokens that echo + logprobs scoring works with (0, else 1), or None."""
+        for max_tokens in (0, 1):
+            answer, _ = await self._try("POST", "/v1/completions", self._completion_body(
+                _PROBE_TEXT, max_tokens=max_tokens, echo=True, logprobs=1))
+            try:
+                lps = answer["choices"][0]["logprobs"]["token_logprobs"]
+            except (TypeError, KeyError, IndexError):
+                continue
+            if isinstance(lps, list) and len(lps) >= 2 and lps[0] is None and isinstance(lps[1], (int, float)):
+                return max_tokens
+        return None
+
+    async def _probe_prompt_logprobs(self) -> int | None:
+        for max_tokens in (0, 1):
+            answer, _ = await self._try("POST", "/v1/completions", self._completion_body(
+                _PROBE_TEXT, max_tokens=max_tokens, prompt_logprobs=1))
+            try:
+                plp = answer["choices"][0]["prompt_logprobs"]
+            except (TypeError, KeyError, IndexError):
+                continue
+            if isinstance(plp, list) and len(plp) >= 2 and isinstance(plp[1], dict):
+                return max_tokens
+        return None
+
+    async def _probe_extensions(self) -> tuple[bool, bool]:
+        """(return_token_ids, return_tokens_as_token_ids): vLLM's ways of naming tokens by id."""
+        answer, _ = await self._try("POST", "/v1/completions", self._completion_body(
+            "a", max_tokens=1, logprobs=1, return_token_ids=True, return_tokens_as_token_ids=True))
+        try:
+            choice = answer["choices"][0]
+        except (TypeError, KeyError, IndexError):
+            return False, False
+        return (isinstance(choice.get("token_ids"), list),
+                any(_TOKEN_ID.match(str(t)) for t in ((choice.get("logprobs") or {}).get("tokens") or [])))
+
+    async def _probe_max_top(self) -> int:
+        asked = _PROBE_TOP
+        for _ in range(4):
+            answer, failure = await self._try("POST", "/v1/completions",
+                                              self._completion_body("a", max_tokens=1, logprobs=asked))
+            if answer is not None:
+                try:
+                    top = answer["choices"][0]["logprobs"]["top_logprobs"][0]
+                except (TypeError, KeyError, IndexError):
+                    return 0
+                # Accepted: the server returns that many (or its whole vocabulary). Counting the answer's
+                # entries would undercount, as alternatives keyed by text collide.
+                return asked if isinstance(top, dict) else 0
+            limit = _limit_from(failure.error, asked) if failure else None
+            if limit is None:
+                limit = {_PROBE_TOP: 20, 20: 5, 5: 1}.get(asked)
+            if not limit:
+                return 0
+            asked = limit
+        return 0
+
+    async def _probe_chat(self) -> bool:
+        answer, _ = await self._try("POST", "/v1/chat/completions", {
+            "model": self.model, "messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 1,
+            "temperature": 0.0})
+        return isinstance(answer, dict) and bool(answer.get("choices"))
+
+    async def _probe_tools(self) -> bool:
+        tool = {"type": "function", "function": {"name": "probe", "description": "A probe.",
+                                                 "parameters": {"type": "object", "properties": {}}}}
+        answer, _ = await self._try("POST", "/v1/chat/completions", {
+            "model": self.model, "messages": [{"role": "user", "content": "Call probe."}], "max_tokens": 1,
+            "temperature": 0.0, "tools": [tool], "tool_choice": "auto"})
+        return isinstance(answer, dict) and bool(answer.get("choices"))
+
+    async def _probe_embeddings(self) -> bool:
+        answer, _ = await self._try("POST", "/v1/embeddings", {"model": self.model, "input": ["probe"]})
+        try:
+            return isinstance(answer["data"][0]["embedding"], list)
+        except (TypeError, KeyError, IndexError):
+            return False
+
+    # ----------------------------------------------------------------------------------- completion
+    async def complete(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
+        """``params.n`` completions per prompt, in prompt order; up to ``batch_size`` prompts per request."""
+        caps = await self.capabilities()
+        if params.logprobs:
+            require(caps, [], top_logprobs=params.logprobs)
+        prompts = list(prompts)
+        size = self.batch_size if caps.batch_prompts else 1
+        chunks = [prompts[i:i + size] for i in range(0, len(prompts), size)]
+        answers = await asyncio.gather(*(self._complete_chunk(chunk, params) for chunk in chunks))
+        return [completions for answer in answers for completions in answer]
+
+    async def _complete_chunk(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+        body: dict[str, Any] = {"model": self.model, "prompt": prompts if len(prompts) > 1 else prompts[0],
+                                "max_tokens": params.max_tokens, "temperature": params.temperature,
+                                "top_p": params.top_p, "n": params.n}
+        if params.top_k is not None:
+            body["top_k"] = params.top_k
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.logprobs is not None:
+            body["logprobs"] = params.logprobs
+            # Ids of the generated tokens: vLLM's return_token_ids keeps the token texts as well;
+            # older vLLM names tokens "token_id:N" instead (their text is then empty).
+            if self._return_token_ids:
+                body["return_token_ids"] = True
+            elif self._ids_as_tokens:
+                body["return_tokens_as_token_ids"] = True
+        answer = await self._http.post_json("/v1/completions", body)
+        choices = sorted(_choices(self.name, answer, "/v1/completions"), key=lambda c: c.get("index", 0))
+        if len(choices) != len(prompts) * params.n:
+            raise ServerError(f"server {self.name!r}: /v1/completions answered {len(choices)} choices for "
+                              f"{len(prompts)} prompt(s) x n={params.n}")
+        out = [self._completion(c, params) for c in choices]
+        return [out[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
+
+    def _completion(self, choice: dict[str, Any], params: SamplingParams) -> Completion:
+        tokens: tuple[TokenLogprob, ...] = ()
+        logprobs = choice.get("logprobs")
+        if params.logprobs is not None and isinstance(logprobs, dict):
+            ids = choice.get("token_ids") if isinstance(choice.get("token_ids"), list) else None
+            tokens = tuple(_echo_tokens(logprobs, 0, len(logprobs.get("tokens") or []), ids, params.logprobs))
+        return Completion(text=choice.get("text") or "", finish_reason=choice.get("finish_reason"), tokens=tokens)
+
+    # ----------------------------------------------------------------------------------- scoring
+    async def _tokenize(self, text: str, add_special_tokens: bool) -> list[int]:
+        answer = await self._http.post_json("/tokenize", {"model": self.model, "prompt": text,
+                                                          "add_special_tokens": add_special_tokens})
+        ids = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(ids, list):
+            raise ServerError(f"server {self.name!r}: /tokenize answered without a token list")
+        return [int(i) for i in ids]
+
+    async def score(self, prompt: str, continuation: str, *, top_logprobs: int = 0,
+                    temperatures: Sequence[float] = ()) -> ScoredContinuation:
+        """Teacher-forced log-probs of ``continuation`` after ``prompt``, aligned by token ids.
+
+        See the module docstring for the alignment; raises :class:`ServerError` where the server
+        re-tokenizes across the boundary and :class:`CapabilityError` where it cannot score.
+        """
+        caps = await self.capabilities()
+        require(caps, ["scoring", "tokenize"], top_logprobs=top_logprobs)
+        if any(float(t) != 1.0 for t in temperatures):
+            require(caps, ["full_distribution"])
+        prompt_ids, cont_ids = await asyncio.gather(self._tokenize(prompt, True), self._tokenize(continuation, False))
+        if not prompt_ids:
+            raise InvalidParameterError(f"server {self.name!r}: the prompt {prompt!r} has no tokens, so the first "
+                                        f"continuation token has no log-prob; give a non-empty prompt")
+        expected = prompt_ids + cont_ids
+        if not cont_ids:
+            return ScoredContinuation(tuple(prompt_ids), (), ())
+        if caps.token_ids_in:
+            sent: Any = expected
+        else:
+            joined = await self._tokenize(prompt + continuation, True)
+            pos = first_mismatch(expected, joined)
+            if pos is not None:
+                raise boundary_error(self.name, "/tokenize of prompt + continuation", pos, len(prompt_ids),
+                                     expected, joined)
+            sent = prompt + continuation
+        if caps.prompt_logprobs:
+            tokens = await self._score_prompt_logprobs(sent, expected, len(prompt_ids), top_logprobs)
+        else:
+            tokens = await self._score_echo(sent, expected, len(prompt_ids), top_logprobs)
+        return ScoredContinuation(tuple(prompt_ids), tuple(cont_ids), tuple(tokens))
+
+    async def _score_prompt_logprobs(self, sent: Any, expected: list[int], n_prompt: int,
+                                     top: int) -> list[TokenLogprob]:
+        body = self._completion_body(sent, max_tokens=self._plp_max_tokens, prompt_logprobs=top)
+        answer = await self._http.post_json("/v1/completions", body)
+        choice = _choices(self.name, answer, "/v1/completions")[0]
+        positions = choice.get("prompt_logprobs")
+        if not isinstance(positions, list) or len(positions) < len(expected):
+            raise ServerError(f"server {self.name!r}: prompt_logprobs covers "
+                              f"{len(positions) if isinstance(positions, list) else 0} positions, the scored "
+                              f"sequence has {len(expected)} tokens")
+        returned = choice.get("prompt_token_ids")
+        if isinstance(returned, list):
+            pos = first_mismatch(expected, returned[:len(expected)])
+            if pos is not None:
+                raise boundary_error(self.name, "prompt_token_ids", pos, n_prompt, expected, returned)
+        tokens = []
+        for pos in range(n_prompt, len(expected)):
+            entries = positions[pos]
+            token_id = expected[pos]
+            if not isinstance(entries, dict) or str(token_id) not in entries:
+                have = sorted(entries, key=lambda k: entries[k].get("rank") or 0)[:1] if isinstance(entries, dict) \
+                    else []
+                got = list(expected)
+                got[pos] = int(have[0]) if have else -1
+                raise boundary_error(self.name, "prompt_logprobs", pos, n_prompt, expected, got)
+            mine = entries[str(token_id)]
+            # vLLM sends the top k and the scored token (k + 1 entries when it is outside the top k).
+            alternatives = sorted(
+                ((int(k), v.get("decoded_token") or "", float(v["logprob"]), v.get("rank"))
+                 for k, v in entries.items()),
+                key=lambda t: (t[3] if isinstance(t[3], int) else 1 << 30, -t[2]))
+            tokens.append(TokenLogprob(
+                token_id=token_id, token=mine.get("decoded_token") or "", logprob=float(mine["logprob"]),
+                top=tuple(a[:3] for a in alternatives[:top]),
+                rank=mine.get("rank") if isinstance(mine.get("rank"), int) else None))
+        return tokens
+
+    async def _score_echo(self, sent: Any, expected: list[int], n_prompt: int, top: int) -> list[TokenLogprob]:
+        # Alternatives keyed by text merge distinct tokens that decode alike (byte pieces of one
+        # character), so ask for them by id where the server can name them so.
+        extra: dict[str, Any] = {}
+        if self._return_token_ids:
+            extra["return_token_ids"] = True
+        if self._ids_as_tokens:
+            extra["return_tokens_as_token_ids"] = True
+        body = self._completion_body(sent, max_tokens=self._echo_max_tokens, echo=True, logprobs=top, **extra)
+        answer = await self._http.post_json("/v1/completions", body)
+        choice = _choices(self.name, answer, "/v1/completions")[0]
+        logprobs = choice.get("logprobs")
+        if not isinstance(logprobs, dict) or len(logprobs.get("token_logprobs") or []) < len(expected):
+            raise ServerError(f"server {self.name!r}: echo + logprobs returned fewer positions than the "
+                              f"{len(expected)} tokens scored")
+        ids = choice.get("prompt_token_ids") if isinstance(choice.get("prompt_token_ids"), list) else None
+        tokens = _echo_tokens(logprobs, n_prompt, len(expected), ids, top)
+        got = [t.token_id for t in tokens]
+        if all(i is not None for i in got):
+            full = expected[:n_prompt] + got
+            pos = first_mismatch(expected, full)
+            if pos is not None:
+                raise boundary_error(self.name, "echo tokens", pos, n_prompt, expected, full)
+        return [TokenLogprob(token_id=expected[n_prompt + i], token=t.token, logprob=t.logprob, top=t.top,
+                             rank=t.rank) for i, t in enumerate(tokens)]
+
+    # ----------------------------------------------------------------------------------- tokenizer
+    async def tokenize(self, text: str) -> list[int]:
+        """The server's token ids of ``text`` (vLLM's /tokenize, no special tokens added)."""
+        require(await self.capabilities(), ["tokenize"])
+        return await self._tokenize(text, False)
+
+    async def detokenize(self, token_ids: Sequence[int]) -> str:
+        """The server's text of ``token_ids`` (vLLM's /detokenize)."""
+        require(await self.capabilities(), ["tokenize"])
+        answer = await self._http.post_json("/detokenize", {"model": self.model, "tokens": [int(i) for i in token_ids]})
+        if not isinstance(answer, dict) or not isinstance(answer.get("prompt"), str):
+            raise ServerError(f"server {self.name!r}: /detokenize answered without a prompt string")
+        return answer["prompt"]
+
+    # ----------------------------------------------------------------------------------- chat, embeddings
+    async def chat(self, messages: Sequence[ChatMessage], *, tools: Sequence[Tool] = (),
+                   params: ChatParams | None = None) -> ChatResponse:
+        """The model's next message through /v1/chat/completions (OpenAI tool-call format)."""
+        caps = await self.capabilities()
+        require(caps, ["chat", "tools"] if tools else ["chat"])
+        params = params or ChatParams()
+        body: dict[str, Any] = {"model": self.model, "messages": [openai_message(m) for m in messages],
+                                "max_tokens": params.max_tokens, "temperature": params.temperature}
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if tools:
+            body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                               "parameters": t.parameters}} for t in tools]
+        answer = await self._http.post_json("/v1/chat/completions", body)
+        choice = _choices(self.name, answer, "/v1/chat/completions")[0]
+        message = choice.get("message") or {}
+        calls = tuple(self._tool_call(c) for c in message.get("tool_calls") or [])
+        usage = answer.get("usage") or {}
+        return ChatResponse(content=message.get("content") or "", tool_calls=calls,
+                            finish_reason=choice.get("finish_reason"), input_tokens=usage.get("prompt_tokens"),
+                            output_tokens=usage.get("completion_tokens"))
+
+    def _tool_call(self, call: dict[str, Any]) -> ToolCall:
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                raise ServerError(f"server {self.name!r}: the model called {function.get('name')!r} with arguments "
+                                  f"that are not JSON: {arguments[:200]!r}") from exc
+        if not isinstance(arguments, dict):
+            raise ServerError(f"server {self.name!r}: tool call arguments must be a JSON object, got {arguments!r}")
+        return ToolCall(id=str(call.get("id") or ""), name=str(function.get("name") or ""), arguments=arguments)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text through /v1/embeddings."""
+        require(await self.capabilities(), ["embeddings"])
+        answer = await self._http.post_json("/v1/embeddings", {"model": self.model, "input": list(texts)})
+        data = sorted(answer.get("data") or [], key=lambda d: d.get("index", 0)) if isinstance(answer, dict) else []
+        if len(data) != len(texts):
+            raise ServerError(f"server {self.name!r}: /v1/embeddings answered {len(data)} vectors for "
+                              f"{len(texts)} texts")
+        return [[float(x) for x in d["embedding"]] for d in data]
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+
+def openai_message(message: ChatMessage) -> dict[str, Any]:
+    """A :class:`ChatMessage` in the OpenAI chat format (tool calls with JSON-encoded arguments)."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                             for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def _choices(server: str, answer: Any, route: str) -> list[dict[str, Any]]:
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+        raise ServerError(f"server {server!r}: {route} answered without choices")
+    return choices
+
+
+def _key_id(key: str) -> tuple[int | None, str]:
+    match = _TOKEN_ID.match(key)
+    return (int(match.group(1)), "") if match else (None, key)
+
+
+def _echo_tokens(logprobs: dict[str, Any], start: int, stop: int, ids: list[int] | None,
+                 top: int) -> list[TokenLogprob]:
+    """TokenLogprobs for positions [start, stop) of an OpenAI ``logprobs`` object.
+
+    Token ids come from ``ids`` (vLLM's ``token_ids`` / ``prompt_token_ids``, indexed from the first
+    position) or from ``token_id:N`` strings (``return_tokens_as_token_ids``); else they are None.
+    """
+    texts = logprobs.get("tokens") or []
+    values = logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or []
+    out = []
+    for pos in range(start, stop):
+        token_id, text = _key_id(str(texts[pos])) if pos < len(texts) else (None, "")
+        if ids is not None and pos < len(ids):
+            token_id = int(ids[pos])
+        value = values[pos]
+        if value is None:
+            raise ServerError(f"the server gave no log-prob at token {pos}")
+        alternatives = tops[pos] if pos < len(tops) and isinstance(tops[pos], dict) else {}
+        ranked = sorted(((*_key_id(k), float(v)) for k, v in alternatives.items()), key=lambda t: -t[2])
+        out.append(TokenLogprob(token_id=token_id, token=text, logprob=float(value), top=tuple(ranked[:top])))
+    return out

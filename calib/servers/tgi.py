@@ -1,0 +1,412 @@
+"""The ``tgi`` kind: Hugging Face text-generation-inference through the ``text-generation`` client.
+
+Generation goes through :class:`text_generation.AsyncClient` (``POST /``), each call wrapped in
+:func:`~calib.servers._http.with_retries` (rate limits, overload, shard faults, timeouts, resets and
+malformed answers are retried; validation errors fail at once) and bounded by ``max_in_flight``. The
+JSON routes the client lacks (``GET /info``, ``POST /tokenize``) go through aiohttp.
+
+Scoring a continuation
+----------------------
+:meth:`TGIServer.score` sends prompt + continuation with ``decoder_input_details`` (prefill log-probs)
+and aligns the answer **by token ids**: the prompt and the continuation are tokenized separately by
+the server's ``/tokenize`` (which always adds the model's special tokens; those of the continuation,
+the tokens with an empty character span, are dropped), and the prefill ids must equal their
+concatenation. TGI takes text only, so where it re-tokenizes across the prompt/continuation boundary
+the ids differ and :class:`~calib.servers.base.ServerError` names the first differing position;
+calib never aligns by string matching.
+
+TGI returns ``top_n_tokens`` alternatives only for *generated* tokens, never for prefill positions.
+Top alternatives at continuation position i therefore come from one more request per position: the
+prompt plus the text of the first i continuation tokens (cut at the token's offset from
+``/tokenize``), one generated token, ``top_n_tokens = k``; its prefill ids are checked the same way. A
+token that starts inside a character (byte-level BPE) cannot be reached by a text prompt: that
+position raises :class:`~calib.servers.base.ServerError`. TGI caps ``top_n_tokens``
+with ``--max-top-n-tokens`` (5 by default). TGI 3 computes prefill log-probs only when started with
+``--enable-prefill-logprobs``; without it the capability probe reports no prompt log-probs and a
+study that scores stops before any work, saying so. TGI has no ``/detokenize``.
+
+Config keys: ``base_url``, ``max_in_flight`` (32), ``timeout`` (seconds per attempt, 600),
+``max_retries`` (5), ``api_key_env`` (sent as ``Authorization: Bearer``), ``revision`` (part of the
+cache identity) and ``cache`` (a :class:`~calib.servers.cache.RequestCache`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+from text_generation import AsyncClient
+from text_generation import errors as tgi_errors
+from text_generation.types import Response
+
+from calib._exceptions import InvalidParameterError
+from calib.servers._http import HttpClient, RetryPolicy, _classify, with_retries
+from calib.servers.base import (
+    Capabilities,
+    CapabilityError,
+    Completion,
+    RequestFailed,
+    SamplingParams,
+    ScoredContinuation,
+    ServerError,
+    TokenLogprob,
+    require,
+)
+from calib.servers.cache import cache_key
+from calib.servers.openai import _limit_from, api_key_from_env, boundary_error, check_config, first_mismatch, positive
+from calib.servers.registry import register
+
+__all__ = ["TGIServer"]
+
+_KEYS = frozenset({"kind", "base_url", "max_in_flight", "timeout", "max_retries", "api_key_env", "revision",
+                   "cache"})
+_PROBE_TEXT = "def add(a, b):\n    return a + b\n"
+_PROBE_TOP = 1000
+PREFILL_FIX = ("TGI returned no prefill log-probs: TGI 3 computes them only when started with "
+               "--enable-prefill-logprobs")
+_RETRYABLE = (tgi_errors.RateLimitExceededError, tgi_errors.OverloadedError, tgi_errors.ShardNotReadyError,
+              tgi_errors.ShardTimeoutError, tgi_errors.IncompleteGenerationError, tgi_errors.UnknownError)
+_FINAL = (tgi_errors.ValidationError, tgi_errors.BadRequestError, tgi_errors.NotFoundError,
+          tgi_errors.GenerationError, tgi_errors.NotSupportedError)
+_FINISH = {"length": "length", "eos_token": "stop", "stop_sequence": "stop"}
+
+
+def classify_tgi(exc: BaseException) -> tuple[bool, float | None, int | None, str]:
+    """(retryable, retry_after, status, message) for an error of the ``text-generation`` client."""
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, _RETRYABLE):
+        return True, None, None, message
+    if isinstance(exc, _FINAL):
+        return False, None, None, message
+    if isinstance(exc, (json.JSONDecodeError, KeyError)):  # a body that is not TGI's JSON
+        return True, None, None, f"malformed response: {message}"
+    if isinstance(exc, aiohttp.ContentTypeError):
+        return exc.status >= 500 or exc.status in (408, 429), None, exc.status, f"HTTP {exc.status}: not JSON"
+    return _classify(exc)
+
+
+@register("tgi")
+class TGIServer:
+    """A client of one TGI server."""
+
+    kind = "tgi"
+
+    def __init__(self, name: str, config: Mapping[str, Any]) -> None:
+        check_config(name, self.kind, config, _KEYS)
+        base_url = config.get("base_url")
+        if not isinstance(base_url, str) or not base_url:
+            raise InvalidParameterError(f"server {name!r} (tgi): give base_url, e.g. base_url = "
+                                        f"\"http://127.0.0.1:8080\"")
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.revision: str | None = config.get("revision")
+        self.model: str | None = None
+        max_in_flight = positive(name, "max_in_flight", config.get("max_in_flight", 32))
+        max_retries = config.get("max_retries", 5)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise InvalidParameterError(f"server {name!r}: max_retries must be an integer >= 0, got {max_retries!r}")
+        timeout = positive(name, "timeout", config.get("timeout", 600.0), float)
+        key = api_key_from_env(name, config.get("api_key_env"))
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.policy = RetryPolicy(max_attempts=max_retries + 1, timeout=timeout)
+        identity: dict[str, Any] = {"kind": self.kind, "model": None, "revision": self.revision}
+        if self.revision is None:
+            identity["base_url"] = self.base_url
+        self._http = HttpClient(name, [self.base_url], headers=headers, max_in_flight=max_in_flight,
+                                policy=self.policy, cache=config.get("cache"), identity=identity)
+        self._client = AsyncClient(self.base_url, headers=headers, timeout=max(1, round(timeout)))
+        self._semaphore = asyncio.Semaphore(max_in_flight)
+        self._caps: Capabilities | None = None
+        self._probe_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"TGIServer(name={self.name!r}, base_url={self.base_url!r})"
+
+    @property
+    def stats(self):
+        """Request counters and the requests that failed after their retries (to record)."""
+        return self._http.stats
+
+    # ----------------------------------------------------------------------------------- requests
+    async def _generate(self, prompt: str, *, record: bool = True, sample: int | None = None,
+                        **parameters: Any) -> Response:
+        """One ``generate`` call: from the cache, else with retries (``sample`` only keys the cache)."""
+        cache = self._http.cache if record else None
+        key = None
+        if cache is not None:
+            key = cache_key(self._http.identity, "POST /generate",
+                            {"inputs": prompt, "parameters": parameters, "sample": sample})
+            hit = cache.get(key)
+            if hit is not None:
+                self._http.stats.cache_hits += 1
+                return Response.model_validate(hit)
+
+        async def attempt() -> Response:
+            async with self._semaphore:
+                self._http.stats.attempts += 1
+                return await self._client.generate(prompt, **parameters)
+
+        try:
+            response = await with_retries(self.name, "/generate", attempt, self.policy, classify=classify_tgi,
+                                          on_retry=self._count_retry)
+        except RequestFailed as failure:
+            if record:
+                self._http.stats.failures += 1
+                self._http.stats.failed.append(failure)
+            raise
+        if key is not None:
+            cache.put(key, "POST /generate", response.model_dump(mode="json"))
+        return response
+
+    def _count_retry(self) -> None:
+        self._http.stats.retries += 1
+
+    async def _tokens(self, text: str) -> list[dict[str, Any]]:
+        """TGI's ``/tokenize`` of ``text``: ``[{id, text, start, stop}]`` (special tokens included)."""
+        answer = await self._http.post_json("/tokenize", {"inputs": text})
+        if not isinstance(answer, list) or not all(isinstance(t, dict) and "id" in t for t in answer):
+            raise ServerError(f"server {self.name!r}: /tokenize answered {str(answer)[:80]!r}, not a token list")
+        return answer
+
+    # ----------------------------------------------------------------------------------- probing
+    async def capabilities(self) -> Capabilities:
+        """Probe once what the server can do; later calls return the stored result."""
+        async with self._probe_lock:
+            if self._caps is None:
+                self._caps = await self._probe()
+        return self._caps
+
+    async def _probe_request(self, route: str, call) -> tuple[Any, RequestFailed | None]:
+        try:
+            return await with_retries(self.name, route, call, self.policy, classify=classify_tgi), None
+        except RequestFailed as failure:
+            return None, failure
+
+    async def _probe(self) -> Capabilities:
+        notes = ["no /detokenize route: TGI offers /tokenize only"]
+        info, failure = await self._probe_request("/info", lambda: self._http._once("GET", "/info", None))
+        if info is None:
+            raise ServerError(f"server {self.name!r}: GET {self.base_url}/info failed ({failure.error}); start TGI "
+                              f"or correct base_url")
+        self.model = str(info.get("model_id") or "")
+        self._http.identity["model"] = self.model
+        if info.get("model_sha"):
+            self._http.identity["model_sha"] = info["model_sha"]
+        tokens, _ = await self._probe_request("/tokenize", lambda: self._http._once(
+            "POST", "/tokenize", {"inputs": _PROBE_TEXT}))
+        tokenize = isinstance(tokens, list) and bool(tokens) and all(isinstance(t, dict) for t in tokens)
+        prefill, max_top = await asyncio.gather(self._probe_prefill(), self._probe_top())
+        if not prefill:
+            notes.append(PREFILL_FIX)
+        if max_top:
+            notes.append("top alternatives of a scored continuation cost one request per continuation token "
+                         "(TGI returns top_n_tokens for generated tokens only)")
+        max_context = info.get("max_total_tokens") or info.get("max_input_length")
+        return Capabilities(
+            kind=self.kind, name=self.name, model=self.model, server_version=info.get("version"),
+            max_context=max_context if isinstance(max_context, int) else None, prompt_logprobs=prefill,
+            max_top_logprobs=max_top, tokenize=tokenize, notes=tuple(notes))
+
+    async def _probe_prefill(self) -> bool:
+        answer, _ = await self._probe_request("/generate", lambda: self._client.generate(
+            _PROBE_TEXT, max_new_tokens=1, decoder_input_details=True))
+        if answer is None:
+            return False
+        prefill = answer.details.prefill
+        return len(prefill) >= 2 and all(t.logprob is not None for t in prefill[1:])
+
+    async def _probe_top(self) -> int:
+        asked = _PROBE_TOP
+        for _ in range(4):
+            answer, failure = await self._probe_request("/generate", lambda n=asked: self._client.generate(
+                "a", max_new_tokens=1, top_n_tokens=n))
+            if answer is not None:
+                top = answer.details.top_tokens
+                return min(asked, len(top[0])) if top else 0
+            limit = _limit_from(failure.error, asked) if failure else None
+            if limit is None:
+                limit = {_PROBE_TOP: 5, 5: 1}.get(asked)
+            if not limit:
+                return 0
+            asked = limit
+        return 0
+
+    # ----------------------------------------------------------------------------------- completion
+    async def complete(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
+        """``params.n`` completions per prompt (one prompt per request; n > 1 by repeated seeded calls)."""
+        caps = await self.capabilities()
+        if params.logprobs:
+            require(caps, [], top_logprobs=params.logprobs)
+        return list(await asyncio.gather(*(self._complete_one(p, params) for p in prompts)))
+
+    async def _complete_one(self, prompt: str, params: SamplingParams) -> list[Completion]:
+        parameters: dict[str, Any] = {"max_new_tokens": params.max_tokens, "do_sample": not params.greedy}
+        if params.stop:
+            parameters["stop_sequences"] = list(params.stop)
+        if params.logprobs:
+            parameters["top_n_tokens"] = params.logprobs
+        if not params.greedy:
+            parameters["temperature"] = params.temperature
+            if params.top_p < 1.0:
+                parameters["top_p"] = params.top_p
+            if params.top_k is not None:
+                parameters["top_k"] = params.top_k
+        if params.max_tokens == 0:
+            return [Completion(text="", finish_reason="length")] * params.n
+        if params.greedy:
+            # Greedy decoding is deterministic: one call answers all n.
+            response = await self._generate(prompt, **parameters)
+            return [self._completion(response, params)] * params.n
+        if params.seed is not None:
+            calls = [self._generate(prompt, seed=params.seed + j, **parameters) for j in range(params.n)]
+        else:
+            calls = [self._generate(prompt, sample=j, **parameters) for j in range(params.n)]
+        return [self._completion(r, params) for r in await asyncio.gather(*calls)]
+
+    def _completion(self, response: Response, params: SamplingParams) -> Completion:
+        details = response.details
+        reason = details.finish_reason.value if hasattr(details.finish_reason, "value") else str(details.finish_reason)
+        text = response.generated_text
+        if reason == "stop_sequence":
+            # TGI keeps the stop sequence in the text; calib's completions end before it.
+            cuts = [text.find(s) for s in params.stop if s and s in text]
+            if cuts:
+                text = text[:min(cuts)]
+        tokens: tuple[TokenLogprob, ...] = ()
+        if params.logprobs is not None:
+            tops = details.top_tokens or []
+            tokens = tuple(
+                TokenLogprob(token_id=t.id, token=t.text, logprob=float(t.logprob or 0.0),
+                             top=_top(tops[i]) if i < len(tops) else ())
+                for i, t in enumerate(details.tokens))
+        return Completion(text=text, finish_reason=_FINISH.get(reason, reason), tokens=tokens)
+
+    # ----------------------------------------------------------------------------------- scoring
+    async def score(self, prompt: str, continuation: str, *, top_logprobs: int = 0,
+                    temperatures: Sequence[float] = ()) -> ScoredContinuation:
+        """Teacher-forced log-probs of ``continuation`` after ``prompt``, aligned by token ids.
+
+        See the module docstring; raises :class:`ServerError` where TGI re-tokenizes across the boundary
+        and :class:`CapabilityError` where it cannot score (no prefill log-probs: the message names
+        ``--enable-prefill-logprobs``).
+        """
+        caps = await self.capabilities()
+        require(caps, ["scoring", "tokenize"], top_logprobs=top_logprobs)
+        if any(float(t) != 1.0 for t in temperatures):
+            require(caps, ["full_distribution"])
+        if not prompt:
+            raise InvalidParameterError(f"server {self.name!r}: TGI cannot score after an empty prompt; give a "
+                                        f"non-empty prompt")
+        p_tokens, c_tokens = await asyncio.gather(self._tokens(prompt), self._tokens(continuation) if continuation
+                                                  else asyncio.sleep(0, result=[]))
+        prompt_ids = [t["id"] for t in _strip_specials(p_tokens, leading=False)]
+        cont_tokens = _strip_specials(c_tokens, leading=True)
+        cont_ids = [t["id"] for t in cont_tokens]
+        expected = prompt_ids + cont_ids
+        if not cont_ids:
+            return ScoredContinuation(tuple(prompt_ids), (), ())
+        response = await self._generate(prompt + continuation, max_new_tokens=1, decoder_input_details=True)
+        prefill = response.details.prefill
+        got = [t.id for t in prefill]
+        pos = first_mismatch(expected, got[:len(expected)])
+        if pos is not None:
+            raise boundary_error(self.name, "prefill", pos, len(prompt_ids), expected, got)
+        n = len(prompt_ids)
+        if any(prefill[i].logprob is None for i in range(n, len(expected))):
+            raise CapabilityError(f"server {self.name!r} (tgi, model {self.model!r}) lacks prompt_logprobs: "
+                                  f"{PREFILL_FIX}")
+        tops: list[tuple[tuple[int | None, str, float], ...]] = [()] * len(cont_ids)
+        if top_logprobs:
+            prefixes = _prefixes(continuation, cont_tokens)
+            tops = list(await asyncio.gather(*(
+                self._top_at(prompt, prefixes[i], expected, n, i, top_logprobs) for i in range(len(cont_ids)))))
+        tokens = tuple(TokenLogprob(token_id=cont_ids[i], token=prefill[n + i].text,
+                                    logprob=float(prefill[n + i].logprob), top=tops[i])
+                       for i in range(len(cont_ids)))
+        return ScoredContinuation(tuple(prompt_ids), tuple(cont_ids), tokens)
+
+    async def _top_at(self, prompt: str, prefix: str | None, expected: list[int], n_prompt: int,
+                      i: int, k: int) -> tuple[tuple[int | None, str, float], ...]:
+        """The top-k alternatives at continuation position ``i``: one generated token after the prefix."""
+        if prefix is None:
+            raise ServerError(f"server {self.name!r}: continuation token {i} starts inside a character, and TGI "
+                              f"takes text only, so the top alternatives at that position cannot be asked for; "
+                              f"score with top_logprobs=0 or use a server that accepts token-id prompts")
+        response = await self._generate(prompt + prefix, max_new_tokens=1, decoder_input_details=True,
+                                        top_n_tokens=k)
+        got = [t.id for t in response.details.prefill]
+        pos = first_mismatch(expected[:n_prompt + i], got[:n_prompt + i])
+        if pos is not None:
+            raise boundary_error(self.name, f"prefix of continuation token {i}", pos, n_prompt, expected, got)
+        top = response.details.top_tokens
+        if not top:
+            raise ServerError(f"server {self.name!r}: /generate answered no top_tokens for top_n_tokens={k}")
+        return _top(top[0])[:k]
+
+    # ----------------------------------------------------------------------------------- tokenizer
+    async def tokenize(self, text: str) -> list[int]:
+        """The server's token ids of ``text`` (TGI's /tokenize, without the special tokens it adds)."""
+        require(await self.capabilities(), ["tokenize"])
+        if not text:
+            return []
+        return [t["id"] for t in _strip_specials(await self._tokens(text), leading=True)]
+
+    async def detokenize(self, token_ids: Sequence[int]) -> str:
+        """TGI has no detokenize route: always raises :class:`CapabilityError`."""
+        raise CapabilityError(f"server {self.name!r} (tgi) lacks detokenize: TGI offers /tokenize only; use an "
+                              f"openai server (vLLM's /detokenize) or calib's embedded server")
+
+    async def aclose(self) -> None:
+        """Close the connection pool of the JSON routes (the client opens a session per call)."""
+        await self._http.aclose()
+
+
+def _strip_specials(tokens: list[dict[str, Any]], *, leading: bool) -> list[dict[str, Any]]:
+    """Drop the special tokens TGI's /tokenize adds: those with an empty character span at the ends
+    (leading ones only where asked: a prompt keeps its BOS, which the model sees)."""
+    def added(t: dict[str, Any]) -> bool:
+        return t.get("start") is not None and t.get("start") == t.get("stop")
+
+    start, stop = 0, len(tokens)
+    while leading and start < stop and added(tokens[start]):
+        start += 1
+    while stop > start and added(tokens[stop - 1]):
+        stop -= 1
+    return tokens[start:stop]
+
+
+def _prefixes(continuation: str, tokens: list[dict[str, Any]]) -> list[str | None]:
+    """The text of the continuation before each of its tokens (None where a token starts mid-character).
+
+    The tokens' own texts where they add up to the continuation; else their ``start`` offsets, which TGI
+    gives in bytes of the UTF-8 text (a byte-level token may hold part of a character, whose text TGI
+    then reports as U+FFFD). Offsets that end at the continuation's length in characters, not bytes,
+    are character offsets (as Python tokenizers report them): there a token that starts where the
+    previous one started holds the rest of a character.
+    """
+    texts = [str(t.get("text", "")) for t in tokens]
+    if "".join(texts) == continuation:
+        return [""] + list(itertools.accumulate(texts[:-1]))
+    starts = [int(t.get("start") or 0) for t in tokens]
+    raw = continuation.encode("utf-8")
+    out: list[str | None] = []
+    if max(int(t.get("stop") or 0) for t in tokens) == len(continuation) != len(raw):
+        for j, start in enumerate(starts):
+            out.append(None if j and start == starts[j - 1] else continuation[:start])
+        return out
+    for start in starts:
+        try:
+            out.append(raw[:start].decode("utf-8"))
+        except UnicodeDecodeError:
+            out.append(None)
+    return out
+
+
+def _top(tokens: Sequence[Any]) -> tuple[tuple[int | None, str, float], ...]:
+    ranked = sorted(((t.id, t.text, float(t.logprob)) for t in tokens if t.logprob is not None),
+                    key=lambda t: -t[2])
+    return tuple(ranked)
