@@ -26,7 +26,14 @@ import aiohttp
 from calib.servers.base import RequestFailed
 from calib.servers.cache import RequestCache, cache_key
 
-__all__ = ["HTTPStatusError", "HttpClient", "MalformedResponse", "RetryPolicy", "with_retries"]
+__all__ = [
+    "HTTPStatusError",
+    "HttpClient",
+    "MalformedResponse",
+    "RetryPolicy",
+    "classify_error",
+    "with_retries",
+]
 
 T = TypeVar("T")
 
@@ -93,7 +100,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _classify(exc: BaseException) -> tuple[bool, float | None, int | None, str]:
+def classify_error(exc: BaseException) -> tuple[bool, float | None, int | None, str]:
     """(retryable, retry_after, status, one-line message) for an attempt's exception."""
     if isinstance(exc, HTTPStatusError):
         return exc.status in RETRYABLE_STATUS, exc.retry_after, exc.status, str(exc)
@@ -126,7 +133,7 @@ async def with_retries(
     attempt: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
     *,
-    classify: Callable[[BaseException], tuple[bool, float | None, int | None, str]] = _classify,
+    classify: Callable[[BaseException], tuple[bool, float | None, int | None, str]] = classify_error,
     rng: random.Random | None = None,
     on_retry: Callable[[], None] | None = None,
 ) -> T:
@@ -273,6 +280,26 @@ class HttpClient:
         if key is not None:
             self.cache.put(key, f"{method} {route}", result)
         return result
+
+    async def probe(
+        self,
+        method: str,
+        route: str,
+        body: Any = None,
+        *,
+        classify: Callable[[BaseException], tuple[bool, float | None, int | None, str]] | None = None,
+    ) -> tuple[Any, RequestFailed | None]:
+        """One capability-probe request, with retries: ``(answer, None)`` or ``(None, failure)``.
+
+        A refusal tells what the server can do, so it is returned rather than raised, and it is
+        neither cached nor counted among the run's failed requests.
+        """
+        try:
+            answer = await with_retries(self.name, route, lambda: self._once(method, route, body), self.policy,
+                                        classify=classify or classify_error, rng=self._rng, on_retry=self._count_retry)
+        except RequestFailed as failure:
+            return None, failure
+        return answer, None
 
     async def post_json(self, route: str, body: Any, *, use_cache: bool = True) -> Any:
         """POST ``body`` as JSON to ``route``."""

@@ -28,6 +28,7 @@ from typing import Any
 import anthropic
 
 from calib._exceptions import InvalidParameterError
+from calib.servers._config import api_key_from_env, check_config, positive
 from calib.servers._http import HttpStats
 from calib.servers.base import (
     Capabilities,
@@ -43,7 +44,6 @@ from calib.servers.base import (
     ToolCall,
 )
 from calib.servers.cache import cache_key
-from calib.servers.openai import api_key_from_env, check_config, positive
 from calib.servers.registry import register
 
 __all__ = ["AnthropicServer", "anthropic_request"]

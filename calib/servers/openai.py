@@ -42,20 +42,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from calib._exceptions import InvalidParameterError
-from calib.servers._http import HttpClient, RetryPolicy, with_retries
+from calib.servers._config import api_key_from_env, boundary_error, check_config, first_mismatch, limit_from, positive
+from calib.servers._http import HttpClient, RetryPolicy
 from calib.servers.base import (
     Capabilities,
     ChatMessage,
     ChatParams,
     ChatResponse,
     Completion,
-    RequestFailed,
     SamplingParams,
     ScoredContinuation,
     ServerError,
@@ -64,7 +63,6 @@ from calib.servers.base import (
     ToolCall,
     require,
 )
-from calib.servers.cache import RequestCache
 from calib.servers.registry import register
 
 __all__ = ["OpenAIServer"]
@@ -74,78 +72,7 @@ _KEYS = frozenset({"kind", "base_url", "base_urls", "model", "api_key_env", "max
 _PROBE_TEXT = "def add(a, b):\n    return a + b\n"
 # A large request whose refusal names the server's limit (vLLM: "... greater than max allowed: 20").
 _PROBE_TOP = 1000
-_LIMIT = re.compile(r"(?:max(?:imum)?(?: allowed)?|at most|<=|less than or equal to)\D{0,12}?(\d+)", re.I)
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
-
-
-def check_config(name: str, kind: str, config: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    """Refuse unknown keys and inline secrets in a server's spec table (names the key and the fix)."""
-    if "api_key" in config:
-        raise InvalidParameterError(
-            f"server {name!r}: do not write the API key into the spec; put it in an environment variable "
-            f"and name that variable in api_key_env")
-    unknown = sorted(set(config) - allowed)
-    if unknown:
-        raise InvalidParameterError(
-            f"server {name!r} ({kind}): unknown key(s) {', '.join(map(repr, unknown))}; allowed: "
-            f"{', '.join(sorted(allowed))}")
-    cache = config.get("cache")
-    if cache is not None and not isinstance(cache, RequestCache):
-        raise InvalidParameterError(f"server {name!r}: cache must be a RequestCache, got {type(cache).__name__}")
-
-
-def api_key_from_env(name: str, env_var: str | None) -> str | None:
-    """The secret in the environment variable ``env_var`` (None when no variable is named).
-
-    The value never appears in a message, a repr or a cache key.
-    """
-    if env_var is None:
-        return None
-    if not isinstance(env_var, str) or not env_var:
-        raise InvalidParameterError(f"server {name!r}: api_key_env must name an environment variable, "
-                                    f"got {env_var!r}")
-    value = os.environ.get(env_var)
-    if not value:
-        raise InvalidParameterError(f"server {name!r}: the environment variable {env_var} (api_key_env) is not "
-                                    f"set; export it before running")
-    return value
-
-
-def positive(name: str, key: str, value: Any, kind: type = int) -> Any:
-    """``value`` as a positive number, or a ValueError naming the key."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
-            kind is int and int(value) != value):
-        raise InvalidParameterError(f"server {name!r}: {key} must be a positive {kind.__name__}, got {value!r}")
-    return kind(value)
-
-
-def first_mismatch(expected: Sequence[int], got: Sequence[int]) -> int | None:
-    """The first position where two id sequences differ (a length difference counts), else None."""
-    for i, (a, b) in enumerate(zip(expected, got)):
-        if a != b:
-            return i
-    return None if len(expected) == len(got) else min(len(expected), len(got))
-
-
-def boundary_error(server: str, where: str, pos: int, n_prompt: int, expected: Sequence[int],
-                   got: Sequence[int]) -> ServerError:
-    """The error for a scored continuation whose tokens do not line up with the server's."""
-    side = (f"continuation token {pos - n_prompt}" if pos >= n_prompt else f"prompt token {pos}")
-    exp = expected[pos] if pos < len(expected) else "end of sequence"
-    have = got[pos] if pos < len(got) else "end of sequence"
-    return ServerError(
-        f"server {server!r}: {where}: token {pos} ({side}) is id {have} on the server but {exp} when the prompt "
-        f"and continuation are tokenized separately: the server re-tokenizes across the prompt/continuation "
-        f"boundary, and calib does not align by string matching; end the prompt at a token boundary, or use a "
-        f"server that accepts token-id prompts (vLLM, calib's embedded server)")
-
-
-def _limit_from(error: str, asked: int) -> int | None:
-    for match in _LIMIT.finditer(error):
-        value = int(match.group(1))
-        if 0 <= value < asked:
-            return value
-    return None
 
 
 @register("openai")
@@ -199,14 +126,6 @@ class OpenAIServer:
         return self._http.stats
 
     # ----------------------------------------------------------------------------------- probing
-    async def _try(self, method: str, route: str, body: Any = None) -> tuple[Any, RequestFailed | None]:
-        """One probe request: its JSON answer, or the failure (a refusal is an answer, not a lost request)."""
-        try:
-            return await with_retries(self.name, route, lambda: self._http._once(method, route, body),
-                                      self.policy), None
-        except RequestFailed as failure:
-            return None, failure
-
     async def capabilities(self) -> Capabilities:
         """Probe once what the server can do; later calls return the stored result."""
         async with self._probe_lock:
@@ -216,7 +135,7 @@ class OpenAIServer:
 
     async def _probe(self) -> Capabilities:
         notes: list[str] = []
-        models, failure = await self._try("GET", "/v1/models")
+        models, failure = await self._http.probe("GET", "/v1/models")
         if failure is not None and failure.status is None:
             raise ServerError(f"server {self.name!r}: cannot reach {', '.join(self.base_urls)}: {failure.error}; "
                               f"start the server or correct base_url")
@@ -231,9 +150,9 @@ class OpenAIServer:
         entry = next((m for m in entries if m.get("id") == self.model), entries[0] if entries else {})
         max_context = entry.get("max_model_len")
 
-        version, _ = await self._try("GET", "/version")
+        version, _ = await self._http.probe("GET", "/version")
         server_version = version.get("version") if isinstance(version, dict) else None
-        tok, _ = await self._try("POST", "/tokenize", {"model": self.model, "prompt": _PROBE_TEXT,
+        tok, _ = await self._http.probe("POST", "/tokenize", {"model": self.model, "prompt": _PROBE_TEXT,
                                                        "add_special_tokens": True})
         ids = tok.get("tokens") if isinstance(tok, dict) else None
         tokenize = isinstance(ids, list) and bool(ids) and all(isinstance(i, int) for i in ids)
@@ -270,18 +189,18 @@ class OpenAIServer:
     async def _probe_token_ids(self, ids: list[int] | None) -> bool:
         if not ids:
             return False
-        answer, _ = await self._try("POST", "/v1/completions", self._completion_body(ids, max_tokens=1))
+        answer, _ = await self._http.probe("POST", "/v1/completions", self._completion_body(ids, max_tokens=1))
         return bool(isinstance(answer, dict) and answer.get("choices"))
 
     async def _probe_batch(self) -> bool:
-        answer, _ = await self._try("POST", "/v1/completions",
+        answer, _ = await self._http.probe("POST", "/v1/completions",
                                     self._completion_body(["a", "b"], max_tokens=1))
         return isinstance(answer, dict) and len(answer.get("choices") or []) == 2
 
     async def _probe_echo(self) -> int | None:
         """The max_tokens that echo + logprobs scoring works with (0, else 1), or None."""
         for max_tokens in (0, 1):
-            answer, _ = await self._try("POST", "/v1/completions", self._completion_body(
+            answer, _ = await self._http.probe("POST", "/v1/completions", self._completion_body(
                 _PROBE_TEXT, max_tokens=max_tokens, echo=True, logprobs=1))
             try:
                 lps = answer["choices"][0]["logprobs"]["token_logprobs"]
@@ -293,7 +212,7 @@ class OpenAIServer:
 
     async def _probe_prompt_logprobs(self) -> int | None:
         for max_tokens in (0, 1):
-            answer, _ = await self._try("POST", "/v1/completions", self._completion_body(
+            answer, _ = await self._http.probe("POST", "/v1/completions", self._completion_body(
                 _PROBE_TEXT, max_tokens=max_tokens, prompt_logprobs=1))
             try:
                 plp = answer["choices"][0]["prompt_logprobs"]
@@ -305,7 +224,7 @@ class OpenAIServer:
 
     async def _probe_extensions(self) -> tuple[bool, bool]:
         """(return_token_ids, return_tokens_as_token_ids): vLLM's ways of naming tokens by id."""
-        answer, _ = await self._try("POST", "/v1/completions", self._completion_body(
+        answer, _ = await self._http.probe("POST", "/v1/completions", self._completion_body(
             "a", max_tokens=1, logprobs=1, return_token_ids=True, return_tokens_as_token_ids=True))
         try:
             choice = answer["choices"][0]
@@ -317,7 +236,7 @@ class OpenAIServer:
     async def _probe_max_top(self) -> int:
         asked = _PROBE_TOP
         for _ in range(4):
-            answer, failure = await self._try("POST", "/v1/completions",
+            answer, failure = await self._http.probe("POST", "/v1/completions",
                                               self._completion_body("a", max_tokens=1, logprobs=asked))
             if answer is not None:
                 try:
@@ -327,7 +246,7 @@ class OpenAIServer:
                 # Accepted: the server returns that many (or its whole vocabulary). Counting the answer's
                 # entries would undercount, as alternatives keyed by text collide.
                 return asked if isinstance(top, dict) else 0
-            limit = _limit_from(failure.error, asked) if failure else None
+            limit = limit_from(failure.error, asked) if failure else None
             if limit is None:
                 limit = {_PROBE_TOP: 20, 20: 5, 5: 1}.get(asked)
             if not limit:
@@ -336,7 +255,7 @@ class OpenAIServer:
         return 0
 
     async def _probe_chat(self) -> bool:
-        answer, _ = await self._try("POST", "/v1/chat/completions", {
+        answer, _ = await self._http.probe("POST", "/v1/chat/completions", {
             "model": self.model, "messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 1,
             "temperature": 0.0})
         return isinstance(answer, dict) and bool(answer.get("choices"))
@@ -344,13 +263,13 @@ class OpenAIServer:
     async def _probe_tools(self) -> bool:
         tool = {"type": "function", "function": {"name": "probe", "description": "A probe.",
                                                  "parameters": {"type": "object", "properties": {}}}}
-        answer, _ = await self._try("POST", "/v1/chat/completions", {
+        answer, _ = await self._http.probe("POST", "/v1/chat/completions", {
             "model": self.model, "messages": [{"role": "user", "content": "Call probe."}], "max_tokens": 1,
             "temperature": 0.0, "tools": [tool], "tool_choice": "auto"})
         return isinstance(answer, dict) and bool(answer.get("choices"))
 
     async def _probe_embeddings(self) -> bool:
-        answer, _ = await self._try("POST", "/v1/embeddings", {"model": self.model, "input": ["probe"]})
+        answer, _ = await self._http.probe("POST", "/v1/embeddings", {"model": self.model, "input": ["probe"]})
         try:
             return isinstance(answer["data"][0]["embedding"], list)
         except (TypeError, KeyError, IndexError):

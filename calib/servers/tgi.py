@@ -44,7 +44,8 @@ from text_generation import errors as tgi_errors
 from text_generation.types import Response
 
 from calib._exceptions import InvalidParameterError
-from calib.servers._http import HttpClient, RetryPolicy, _classify, with_retries
+from calib.servers._config import api_key_from_env, boundary_error, check_config, first_mismatch, limit_from, positive
+from calib.servers._http import HttpClient, RetryPolicy, classify_error, with_retries
 from calib.servers.base import (
     Capabilities,
     CapabilityError,
@@ -57,7 +58,6 @@ from calib.servers.base import (
     require,
 )
 from calib.servers.cache import cache_key
-from calib.servers.openai import _limit_from, api_key_from_env, boundary_error, check_config, first_mismatch, positive
 from calib.servers.registry import register
 
 __all__ = ["TGIServer"]
@@ -86,7 +86,7 @@ def classify_tgi(exc: BaseException) -> tuple[bool, float | None, int | None, st
         return True, None, None, f"malformed response: {message}"
     if isinstance(exc, aiohttp.ContentTypeError):
         return exc.status >= 500 or exc.status in (408, 429), None, exc.status, f"HTTP {exc.status}: not JSON"
-    return _classify(exc)
+    return classify_error(exc)
 
 
 @register("tgi")
@@ -181,6 +181,7 @@ class TGIServer:
         return self._caps
 
     async def _probe_request(self, route: str, call) -> tuple[Any, RequestFailed | None]:
+        """A probe through the text-generation client: its answer, or the failure (a refusal is an answer)."""
         try:
             return await with_retries(self.name, route, call, self.policy, classify=classify_tgi), None
         except RequestFailed as failure:
@@ -188,7 +189,7 @@ class TGIServer:
 
     async def _probe(self) -> Capabilities:
         notes = ["no /detokenize route: TGI offers /tokenize only"]
-        info, failure = await self._probe_request("/info", lambda: self._http._once("GET", "/info", None))
+        info, failure = await self._http.probe("GET", "/info", classify=classify_tgi)
         if info is None:
             raise ServerError(f"server {self.name!r}: GET {self.base_url}/info failed ({failure.error}); start TGI "
                               f"or correct base_url")
@@ -196,8 +197,7 @@ class TGIServer:
         self._http.identity["model"] = self.model
         if info.get("model_sha"):
             self._http.identity["model_sha"] = info["model_sha"]
-        tokens, _ = await self._probe_request("/tokenize", lambda: self._http._once(
-            "POST", "/tokenize", {"inputs": _PROBE_TEXT}))
+        tokens, _ = await self._http.probe("POST", "/tokenize", {"inputs": _PROBE_TEXT}, classify=classify_tgi)
         tokenize = isinstance(tokens, list) and bool(tokens) and all(isinstance(t, dict) for t in tokens)
         prefill, max_top = await asyncio.gather(self._probe_prefill(), self._probe_top())
         if not prefill:
@@ -227,7 +227,7 @@ class TGIServer:
             if answer is not None:
                 top = answer.details.top_tokens
                 return min(asked, len(top[0])) if top else 0
-            limit = _limit_from(failure.error, asked) if failure else None
+            limit = limit_from(failure.error, asked) if failure else None
             if limit is None:
                 limit = {_PROBE_TOP: 5, 5: 1}.get(asked)
             if not limit:

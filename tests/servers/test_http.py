@@ -22,8 +22,8 @@ from calib.servers._http import (
     HTTPStatusError,
     MalformedResponse,
     RetryPolicy,
-    _classify,
     _retry_after,
+    classify_error,
     with_retries,
 )
 from calib.servers.base import RequestFailed
@@ -328,7 +328,7 @@ _INFO = aiohttp.RequestInfo(URL("http://127.0.0.1:1/v1/x"), "POST", {}, URL("htt
     (ValueError("a bug of the caller"), False, None),
 ], ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else None)
 def test_classify(exc: BaseException, retryable: bool, status: int | None) -> None:
-    got_retryable, _, got_status, message = _classify(exc)
+    got_retryable, _, got_status, message = classify_error(exc)
     assert (got_retryable, got_status) == (retryable, status) and message
 
 

@@ -106,10 +106,13 @@ class EmbeddedServer:
         """Teacher-forced log-probs of ``continuation`` after ``prompt``.
 
         The two are tokenized separately and their ids concatenated, so the boundary is exactly where the
-        caller put it (a tokenizer that would merge tokens across it is not consulted).
+        caller put it (a tokenizer that would merge tokens across it is not consulted). The prompt gets the
+        tokenizer's special tokens (e.g. BOS) as a text prompt would on vLLM, the continuation none, as
+        the ``openai`` kind does.
         """
         def run(m: EmbeddedModel) -> ScoredContinuation:
-            return m.score(m.tokenize(prompt), m.tokenize(continuation), top_logprobs, temperatures)
+            return m.score(m.tokenize(prompt, add_special_tokens=True), m.tokenize(continuation), top_logprobs,
+                           temperatures)
 
         return await self._call(run)
 
