@@ -51,3 +51,13 @@ def test_global_options_are_documented():
 @pytest.mark.parametrize("name", calib.stats.__all__)
 def test_every_public_statistic_is_documented(name):
     assert re.search(rf"\b{re.escape(name)}\b", (DOCS / "statistics.md").read_text()), name
+
+
+def test_every_server_config_key_is_documented():
+    from calib.servers import anthropic, openai, tgi
+    from calib.servers.embedded import kind as embedded
+
+    text = (DOCS / "servers.md").read_text()
+    for module in (openai, tgi, anthropic, embedded):
+        for key in module._KEYS:
+            assert f"`{key}`" in text, f"{module.__name__}: config key {key} is not documented in docs/servers.md"

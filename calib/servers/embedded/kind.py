@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from calib._exceptions import InvalidParameterError
 from calib._version import __version__
+from calib.servers._config import check_config, positive
 from calib.servers.base import (
     Capabilities,
     CapabilityError,
@@ -155,18 +156,18 @@ class EmbeddedServer:
         await asyncio.get_running_loop().run_in_executor(None, partial(self._executor.shutdown, wait=True))
 
 
+_KEYS = frozenset({"kind", "model_dir", "max_model_len", "threads"})
+
+
 def _optional_int(name: str, config: Mapping[str, Any], key: str) -> int | None:
     value = config.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidParameterError(f"server {name!r}: {key} must be a positive integer, got {value!r}")
-    return value
+    return None if value is None else positive(name, key, value)
 
 
 @register("embedded")
 def embedded(name: str, config: Mapping[str, Any]) -> EmbeddedServer:
     """Build the ``embedded`` server ``name`` from its spec table (``model_dir``, ``max_model_len``, ``threads``)."""
+    check_config(name, "embedded", config, _KEYS)
     model_dir = config.get("model_dir")
     if not isinstance(model_dir, str | Path) or not str(model_dir):
         raise InvalidParameterError(f"server {name!r}: kind 'embedded' needs model_dir, the path of a Hugging "
