@@ -34,6 +34,7 @@ from calib.servers import (
     require,
 )
 from calib.servers.openai import OpenAIServer
+from tests.servers._loopback import serve_app
 
 SECRET = "sk-test-5f1e0c9a-never-anywhere"
 PROMPTS = ["def add(a, b):", "import json\n", "class Foo:", "for i in range(", "return "]
@@ -341,14 +342,8 @@ class StrictServer:
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        try:
-            yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-        finally:
-            await runner.cleanup()
+        async with serve_app(app, "/v1") as url:
+            yield url
 
 
 def test_the_probe_falls_back_where_the_server_is_strict(monkeypatch):

@@ -26,6 +26,7 @@ from calib.servers import (
 )
 from calib.servers._http import RetryPolicy
 from calib.servers.tgi import TGIServer, _prefixes, classify_tgi
+from tests.servers._loopback import serve_app
 
 # text-generation 0.7 calls pydantic's deprecated .dict() on every request.
 pytestmark = pytest.mark.filterwarnings("ignore:The `dict` method is deprecated:DeprecationWarning")
@@ -238,14 +239,8 @@ class Tgi3Server:
         app.router.add_post("/", self.generate)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/info", self.info)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        try:
-            yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-        finally:
-            await runner.cleanup()
+        async with serve_app(app) as url:
+            yield url
 
 
 def test_tgi3_without_prefill_logprobs_stops_scoring_naming_the_flag(monkeypatch):
