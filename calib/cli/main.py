@@ -14,6 +14,7 @@ import click
 
 from calib._exceptions import CalibError
 from calib._version import __version__
+from calib.cli.organism import organism
 from calib.cli.serve import serve
 from calib.cli.stats import stats
 
@@ -31,6 +32,7 @@ def cli(debug: bool) -> None:
     """
 
 
+cli.add_command(organism)
 cli.add_command(serve)
 cli.add_command(stats)
 

@@ -14,7 +14,7 @@ import string
 import textwrap
 from pathlib import Path
 
-__all__ = ["CHAT_TEMPLATE", "EOS_TOKEN", "build_tiny_model"]
+__all__ = ["CHAT_TEMPLATE", "EOS_TOKEN", "build_tiny_model", "save_tokenizer", "train_bpe_tokenizer"]
 
 EOS_TOKEN = "<|endoftext|>"
 
@@ -40,7 +40,8 @@ def _training_text() -> list[str]:
     return [f.read_text(encoding="utf-8") for f in files]
 
 
-def _train_tokenizer(vocab_size: int):  # -> tokenizers.Tokenizer
+def train_bpe_tokenizer(texts, vocab_size: int):  # -> tokenizers.Tokenizer
+    """A byte-level BPE tokenizer (GPT-2 style, end-of-text as the only special token) trained on ``texts``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -54,8 +55,32 @@ def _train_tokenizer(vocab_size: int):  # -> tokenizers.Tokenizer
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_training_text(), trainer=trainer)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer
+
+
+def save_tokenizer(tokenizer, out: Path, model_max_length: int) -> int:
+    """Write ``tokenizer`` as a Hugging Face tokenizer folder in ``out`` (end-of-text as BOS/EOS/UNK, the
+    chat template); returns the end-of-text token id."""
+    tokenizer.save(str(out / "tokenizer.json"))
+    eos_id = tokenizer.token_to_id(EOS_TOKEN)
+    special = {"content": EOS_TOKEN, "lstrip": False, "normalized": False, "rstrip": False,
+               "single_word": False, "special": True}
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "added_tokens_decoder": {str(eos_id): special},
+        "bos_token": EOS_TOKEN,
+        "eos_token": EOS_TOKEN,
+        "unk_token": EOS_TOKEN,
+        "model_max_length": model_max_length,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": CHAT_TEMPLATE,
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n", encoding="utf-8")
+    (out / "special_tokens_map.json").write_text(
+        json.dumps({"bos_token": EOS_TOKEN, "eos_token": EOS_TOKEN, "unk_token": EOS_TOKEN}, indent=2) + "\n",
+        encoding="utf-8")
+    return eos_id
 
 
 def build_tiny_model(path: str | Path, *, seed: int = 0, vocab_size: int = 384, n_layer: int = 2,
@@ -92,25 +117,8 @@ def build_tiny_model(path: str | Path, *, seed: int = 0, vocab_size: int = 384, 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
 
-    tokenizer = _train_tokenizer(vocab_size)
-    tokenizer.save(str(out / "tokenizer.json"))
-    eos_id = tokenizer.token_to_id(EOS_TOKEN)
-    special = {"content": EOS_TOKEN, "lstrip": False, "normalized": False, "rstrip": False,
-               "single_word": False, "special": True}
-    tokenizer_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "added_tokens_decoder": {str(eos_id): special},
-        "bos_token": EOS_TOKEN,
-        "eos_token": EOS_TOKEN,
-        "unk_token": EOS_TOKEN,
-        "model_max_length": n_positions,
-        "clean_up_tokenization_spaces": False,
-        "chat_template": CHAT_TEMPLATE,
-    }
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n", encoding="utf-8")
-    (out / "special_tokens_map.json").write_text(
-        json.dumps({"bos_token": EOS_TOKEN, "eos_token": EOS_TOKEN, "unk_token": EOS_TOKEN}, indent=2) + "\n",
-        encoding="utf-8")
+    tokenizer = train_bpe_tokenizer(_training_text(), vocab_size)
+    eos_id = save_tokenizer(tokenizer, out, n_positions)
 
     config = GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_positions=n_positions, n_embd=n_embd,
                         n_layer=n_layer, n_head=n_head, bos_token_id=eos_id, eos_token_id=eos_id,

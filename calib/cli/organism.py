@@ -1,0 +1,46 @@
+"""``calib organism``: build the model organism (tiny target/reference code models with known members)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def organism() -> None:
+    """The model organism: a reference and a target model trained here, with known members."""
+
+
+@organism.command("build")
+@click.option("--preset", type=click.Choice(["tiny", "demo"]), default="demo", show_default=True,
+              help="Size: tiny (tests, about a minute) or demo (the demo study, a few minutes).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random choice.")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Cache folder (default: $CALIB_CACHE_DIR, else ~/.cache/calib).")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+def build(preset: str, seed: int, cache_dir: Path | None, as_json: bool) -> None:
+    """Build (or find in the cache) the organism; print the paths of both models and the ground truth."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from calib.organism.build import build_organism
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
+                  console=None) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(f"training the {phase} model", total=total)
+            bar.update(tasks[phase], completed=done)
+
+        paths = build_organism(preset, seed=seed, cache_dir=cache_dir, progress=progress)
+    record = paths.to_dict()
+    if as_json:
+        click.echo(json.dumps(record))
+    else:
+        how = "found in the cache" if paths.cached else f"built in {paths.seconds:.0f} s"
+        click.echo(f"organism ({preset}, seed {seed}) {how}\n  target:    {paths.target}\n"
+                   f"  reference: {paths.reference}\n  truth:     {paths.truth}")

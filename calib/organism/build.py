@@ -1,0 +1,210 @@
+"""Building the model organism: reference and target models with known members, cached.
+
+1. The interpreter's standard library is split by file into background, member candidates and control
+   candidates (:mod:`calib.organism.corpus`), and members of three kinds are planted with their
+   controls (:mod:`calib.organism.planted`).
+2. A byte-level BPE tokenizer is trained on the background; the **reference** model is trained on the
+   background alone.
+3. The **target** model is the reference continued on the planted members (dense: each member's
+   variants repeated) mixed with a replay sample of the background, like the paper's setups where the
+   reference is a checkpoint before further training on the target data.
+4. The ground truth (``organism.json``, ``truth.parquet``) is written beside the two Hugging Face
+   model folders.
+
+Everything is deterministic from (corpus, preset, seed, calib version), which also keys the cache:
+``<cache>/organism/<key>/`` is built in a temporary folder and renamed into place when complete, so a
+second build is instant and an interrupted one leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from calib._exceptions import InvalidParameterError
+from calib._version import __version__
+from calib.organism.corpus import corpus_fingerprint, load_stdlib_functions, split_corpus, stdlib_files
+from calib.organism.planted import PlantSpec, plant, target_training_texts, write_truth
+from calib.organism.train import ModelShape, TrainSchedule, encode_documents, new_model, train_causal_lm
+
+__all__ = ["PRESETS", "OrganismPaths", "Preset", "build_organism", "cache_root"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A size preset: model shape, background size, planted members and the two training phases.
+
+    ``replay_share`` is the number of background documents replayed in the target phase, as a share
+    of the target phase's member documents.
+    """
+
+    name: str
+    shape: ModelShape
+    max_background: int
+    plant: PlantSpec
+    reference: TrainSchedule
+    target: TrainSchedule
+    replay_share: float
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        name="tiny",
+        shape=ModelShape(vocab_size=1024, n_layer=2, n_embd=128, n_head=4, context=512),
+        max_background=600,
+        plant=PlantSpec(n_verbatim=8, verbatim_repeats=8, n_business=4, business_forms=2, business_repeats=4,
+                        n_families=3, family_size=4),
+        reference=TrainSchedule(epochs=2, lr=2e-3, batch_size=16),
+        target=TrainSchedule(epochs=16, lr=3e-3, batch_size=4),
+        replay_share=0.1,
+    ),
+    "demo": Preset(
+        name="demo",
+        shape=ModelShape(vocab_size=4096, n_layer=4, n_embd=256, n_head=4, context=512),
+        max_background=3000,
+        plant=PlantSpec(n_verbatim=30, verbatim_repeats=8, n_business=16, business_forms=3, business_repeats=3,
+                        n_families=8, family_size=5),
+        reference=TrainSchedule(epochs=2, lr=1e-3, batch_size=16),
+        target=TrainSchedule(epochs=16, lr=2e-3, batch_size=4),
+        replay_share=0.1,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class OrganismPaths:
+    """Where a built organism lies: the two model folders, the ground-truth table, its root folder."""
+
+    target: Path
+    reference: Path
+    truth: Path
+    summary: Path
+    root: Path
+    seconds: float
+    cached: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready paths (``calib organism build --json``)."""
+        return {"target": str(self.target), "reference": str(self.reference), "truth": str(self.truth),
+                "summary": str(self.summary), "root": str(self.root), "seconds": round(self.seconds, 3),
+                "cached": self.cached}
+
+
+def cache_root() -> Path:
+    """calib's cache folder: ``$CALIB_CACHE_DIR``, else ``$XDG_CACHE_HOME/calib``, else ``~/.cache/calib``."""
+    if os.environ.get("CALIB_CACHE_DIR"):
+        return Path(os.environ["CALIB_CACHE_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "calib"
+
+
+def _key(preset: Preset, seed: int, fingerprint: str) -> str:
+    blob = json.dumps({"preset": dataclasses.asdict(preset), "seed": seed, "corpus": fingerprint,
+                       "calib": __version__}, sort_keys=True, default=str)
+    return f"{preset.name}-s{seed}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+def _paths(root: Path, seconds: float, cached: bool) -> OrganismPaths:
+    return OrganismPaths(target=root / "target", reference=root / "reference", truth=root / "truth.parquet",
+                         summary=root / "organism.json", root=root, seconds=seconds, cached=cached)
+
+
+Say = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+def build_organism(preset: str = "demo", *, seed: int = 0, cache_dir: str | Path | None = None,
+                   progress: Say | None = None) -> OrganismPaths:
+    """Build (or find in the cache) the organism for ``preset`` and ``seed``.
+
+    Parameters
+    ----------
+    preset
+        ``"tiny"`` (tests, about a minute) or ``"demo"`` (the demo study).
+    seed
+        Seed of every random choice: the split, the planted items, initialisation and batching.
+    cache_dir
+        Cache folder (default :func:`cache_root`).
+    progress
+        Called as ``progress(phase, done, total)`` while training.
+    """
+    if preset not in PRESETS:
+        raise InvalidParameterError(f"unknown organism preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    spec = PRESETS[preset]
+    started = time.perf_counter()
+    files = stdlib_files()
+    root_dir = Path(cache_dir) if cache_dir is not None else cache_root()
+    final = root_dir / "organism" / _key(spec, seed, corpus_fingerprint(files))
+    if (final / "organism.json").is_file():
+        return _paths(final, time.perf_counter() - started, cached=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        _build_into(work, spec, seed, progress)
+        try:
+            os.replace(work, final)
+        except OSError:  # another process finished the same build first: keep theirs
+            if not (final / "organism.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return _paths(final, time.perf_counter() - started, cached=False)
+
+
+def _build_into(out: Path, spec: Preset, seed: int, progress: Say | None) -> None:
+    import torch
+
+    from calib.servers.tiny import save_tokenizer, train_bpe_tokenizer
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    split = split_corpus(load_stdlib_functions(), seed=seed)
+    rng = random.Random(seed)
+    background = [f.source for f in split.background]
+    rng.shuffle(background)
+    background = background[:spec.max_background]
+    items = plant(split, spec.plant, seed=seed)
+    member_texts = target_training_texts(items, seed=seed)
+
+    tokenizer = train_bpe_tokenizer(background, spec.shape.vocab_size)
+    shape = dataclasses.replace(spec.shape, vocab_size=tokenizer.get_vocab_size())
+    for name in ("reference", "target"):
+        (out / name).mkdir(parents=True)
+    eos_id = save_tokenizer(tokenizer, out / "reference", shape.context)
+    save_tokenizer(tokenizer, out / "target", shape.context)
+
+    def phase(name: str) -> Callable[[int, int, float], None] | None:
+        return None if progress is None else (lambda done, total, loss: progress(name, done, total))
+
+    model = new_model(shape, eos_id=eos_id, seed=seed)
+    background_docs = encode_documents(tokenizer, background, context=shape.context, eos_id=eos_id)
+    reference_losses = train_causal_lm(model, background_docs, spec.reference, pad_id=eos_id, seed=seed,
+                                       progress=phase("reference"))
+    model.save_pretrained(out / "reference", safe_serialization=True)
+
+    member_docs = encode_documents(tokenizer, member_texts, context=shape.context, eos_id=eos_id)
+    n_replay = min(len(background_docs), int(spec.replay_share * len(member_docs)))
+    replay = random.Random(seed + 1).sample(background_docs, n_replay)
+    target_losses = train_causal_lm(model, member_docs + replay, spec.target, pad_id=eos_id, seed=seed + 1,
+                                    progress=phase("target"))
+    model.save_pretrained(out / "target", safe_serialization=True)
+
+    # The planted exposures count repeats within one pass; the target phase makes `epochs` passes.
+    items = [dataclasses.replace(item, exposures=item.exposures * spec.target.epochs) for item in items]
+    write_truth(items, out, spec=spec.plant, seed=seed, extra={
+        "target_epochs": spec.target.epochs,
+        "preset": spec.name, "calib_version": __version__,
+        "background_documents": len(background_docs), "background_tokens": sum(map(len, background_docs)),
+        "target_documents": len(member_docs) + n_replay, "replayed_documents": n_replay,
+        "target_tokens": sum(map(len, member_docs)) + sum(map(len, replay)),
+        "reference_final_loss": reference_losses[-1], "target_final_loss": target_losses[-1],
+        "shape": dataclasses.asdict(shape),
+    })

@@ -1,0 +1,133 @@
+"""Training the organism's models: a byte-level BPE tokenizer and small GPT-2-style causal LMs on the CPU.
+
+Each training document (one function's source) is a sequence of its own, starting at position 0 and
+ending in the end-of-text token, exactly as an audit prompts the model (the signature at the start of
+the context); batches group documents of similar length to keep padding small. Optimisation is AdamW
+with linear warm-up and cosine decay, under bfloat16 autocast on the CPU (about twice the fp32 speed
+here), and every random choice comes from the seed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ModelShape", "TrainSchedule", "encode_documents", "new_model", "train_causal_lm"]
+
+Progress = Callable[[int, int, float], None]  # (step, total_steps, loss)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """GPT-2 shape of a model: vocabulary, layers, width, heads and context length."""
+
+    vocab_size: int
+    n_layer: int
+    n_embd: int
+    n_head: int
+    context: int
+
+
+@dataclass(frozen=True)
+class TrainSchedule:
+    """One training phase: passes over the documents, peak learning rate, batch size, warm-up share."""
+
+    epochs: int
+    lr: float
+    batch_size: int
+    warmup_share: float = 0.05
+    weight_decay: float = 0.01
+
+
+def encode_documents(tokenizer: Any, texts: Sequence[str], *, context: int, eos_id: int) -> list[list[int]]:
+    """Token ids of each text followed by end-of-text, truncated to ``context`` tokens."""
+    encoded = tokenizer.encode_batch(list(texts))
+    return [(e.ids + [eos_id])[:context] for e in encoded]
+
+
+def new_model(shape: ModelShape, *, eos_id: int, seed: int) -> Any:
+    """A freshly initialised GPT-2-style causal LM (weights depend on ``seed`` alone)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=shape.vocab_size, n_positions=shape.context, n_embd=shape.n_embd,
+                        n_layer=shape.n_layer, n_head=shape.n_head, bos_token_id=eos_id, eos_token_id=eos_id,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return GPT2LMHeadModel(config)
+
+
+def _batches(documents: list[list[int]], batch_size: int, rng: random.Random) -> list[list[list[int]]]:
+    """Shuffle, then sort within windows of 50 batches by length, so batches hold similar lengths."""
+    order = documents[:]
+    rng.shuffle(order)
+    window = batch_size * 50
+    batches: list[list[list[int]]] = []
+    for start in range(0, len(order), window):
+        chunk = sorted(order[start:start + window], key=len)
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def train_causal_lm(model: Any, documents: list[list[int]], schedule: TrainSchedule, *, pad_id: int, seed: int,
+                    progress: Progress | None = None) -> list[float]:
+    """Train ``model`` in place on ``documents`` (next-token loss, pads ignored); returns the loss per step."""
+    import torch
+
+    if not documents:
+        raise ValueError("no training documents")
+    rng = random.Random(seed)
+    steps_per_epoch = math.ceil(len(documents) / schedule.batch_size)
+    total = steps_per_epoch * schedule.epochs
+    warmup = max(1, int(schedule.warmup_share * total))
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if param.ndim < 2 or "ln_" in name else decay).append(param)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": schedule.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=schedule.lr, betas=(0.9, 0.95))
+
+    def lr_at(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    model.train()
+    losses: list[float] = []
+    step = 0
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for _ in range(schedule.epochs):
+            for batch in _batches(documents, schedule.batch_size, rng):
+                width = max(len(d) for d in batch)
+                ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+                labels = torch.full((len(batch), width), -100, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, doc in enumerate(batch):
+                    ids[row, :len(doc)] = torch.tensor(doc)
+                    labels[row, :len(doc)] = ids[row, :len(doc)]
+                    mask[row, :len(doc)] = 1
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                losses.append(loss.item())
+                step += 1
+                if progress is not None:
+                    progress(step, total, losses[-1])
+    model.eval()
+    return losses
+
+
+def save_model(model: Any, out: Path) -> None:
+    """Write the model's weights and config (float32 safetensors) into ``out``."""
+    model.save_pretrained(out, safe_serialization=True)
