@@ -219,11 +219,7 @@ def _edit_constant(source: str, rng: random.Random) -> str | None:
     node = rng.choice(numbers)
     value = node.value + rng.choice((1, 2, 3)) if isinstance(node.value, int) else round(node.value * 1.5 + 0.25, 4)
     edited = _replace(source, [(node.lineno, node.col_offset, node.end_col_offset)], repr(value))
-    try:
-        _function_node(edited)
-    except SyntaxError:
-        return None
-    return edited
+    return _if_parses(edited)
 
 
 def _starts_line(lines: Sequence[bytes], node: ast.stmt) -> bool:
@@ -242,11 +238,7 @@ def _edit_comment(source: str, rng: random.Random) -> str | None:
     indent = text[target.lineno - 1][: len(text[target.lineno - 1]) - len(text[target.lineno - 1].lstrip())]
     text.insert(target.lineno - 1, indent + rng.choice(_COMMENTS))
     edited = "\n".join(text)
-    try:
-        _function_node(edited)
-    except SyntaxError:
-        return None
-    return edited
+    return _if_parses(edited)
 
 
 def _simple_assign(node: ast.stmt, lines: Sequence[bytes]) -> tuple[set[str], set[str]] | None:
@@ -283,6 +275,11 @@ def _edit_reorder(source: str, rng: random.Random) -> str | None:
     text = source.split("\n")
     text[row - 1], text[row] = text[row], text[row - 1]
     edited = "\n".join(text)
+    return _if_parses(edited)
+
+
+def _if_parses(edited: str) -> str | None:
+    """``edited`` when it still parses as one function, else None (the edit is skipped)."""
     try:
         _function_node(edited)
     except SyntaxError:
