@@ -22,13 +22,14 @@ def organism() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def build(preset: str, seed: int, cache_dir: Path | None, as_json: bool) -> None:
     """Build (or find in the cache) the organism; print the paths of both models and the ground truth."""
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from calib.organism.build import build_organism
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                   TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
-                  console=None) as bar:
+                  console=Console(stderr=True)) as bar:  # stdout carries only the result
         tasks: dict[str, int] = {}
 
         def progress(phase: str, done: int, total: int) -> None:

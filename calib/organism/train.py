@@ -98,6 +98,8 @@ def train_causal_lm(model: Any, documents: list[list[int]], schedule: TrainSched
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    # transformers warns when a model names no loss type; this is a causal LM, say so.
+    model.loss_type = "ForCausalLM"
     model.train()
     losses: list[float] = []
     step = 0
