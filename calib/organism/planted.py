@@ -152,7 +152,7 @@ def _stdlib_source(function: Function) -> str:
 # -- small edits for near-duplicate families ---------------------------------------------------------
 
 _COMMENTS = ("# keep this in sync with the caller", "# fast path", "# edge case first", "# see the note above",
-             "# TODO: simplify", "# order matters here", "# defensive", "# handled below")
+             "# could be simpler", "# order matters here", "# defensive", "# handled below")
 _SUFFIXES = ("_v", "_tmp", "_val", "2", "_local", "_x")
 _IMPURE = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr, ast.Lambda)
 
