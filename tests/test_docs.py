@@ -61,3 +61,15 @@ def test_every_server_config_key_is_documented():
     for module in (openai, tgi, anthropic, embedded):
         for key in module._KEYS:
             assert f"`{key}`" in text, f"{module.__name__}: config key {key} is not documented in docs/servers.md"
+
+
+@pytest.mark.parametrize("doc,schema", [("data.md", "calib.data.schema:FUNCTIONS_SCHEMA"),
+                                        ("organism.md", "calib.organism.planted:TRUTH_SCHEMA"),
+                                        ("data.md", "calib.data.prompts:PROMPTS_SCHEMA")])
+def test_every_table_column_is_documented(doc, schema):
+    import importlib
+
+    module, name = schema.split(":")
+    text = (DOCS / doc).read_text()
+    for column in getattr(importlib.import_module(module), name):
+        assert f"`{column}`" in text, f"column {column} of {schema} is not documented in docs/{doc}"

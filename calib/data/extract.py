@@ -1,0 +1,375 @@
+"""Cut documents into rows of the functions table (:data:`~calib.data.schema.FUNCTIONS_SCHEMA`).
+
+:func:`extract_document` is the entry point: it decodes, screens and dispatches one document; Python
+goes through :func:`extract_python` (``ast``), C, C++, Java, Rust and Go through
+:mod:`calib.data.treesitter`. :class:`Deduplicator` drops exact duplicates across documents.
+
+Which Python functions count: module-level functions and methods (qualname ``Class.method``, nested
+classes ``Outer.Inner.method``), also under a module- or class-level ``if``/``try`` (platform variants).
+Functions nested inside functions are not rows of their own: they stay part of their parent's body,
+which is what a model asked to complete the parent has to produce.
+
+The columns, for every language, satisfy ``context + signature + body == document[:end of function]``
+for Python (the body starts right after the colon), and ``context`` ends where the function's first line
+starts (decorators, Rust attributes and C++ ``template <...>`` heads belong to the signature):
+
+- ``signature``: from the start of the function's first line (indentation kept, decorators included)
+  to the colon ending the ``def`` header (Python) or to the body's opening brace (excluded), with no
+  trailing whitespace;
+- ``docstring``: Python: the docstring literal as written (it is also the start of ``body``);
+  brace languages: the comment block right before the function (it lies in ``context``);
+- ``body``: the rest of the function, through the end of its last line (Python) or its closing brace;
+- ``body_lines``: non-blank body lines outside the docstring (brace languages: inside the braces);
+- ``start_line``: the 1-based line where ``signature`` starts.
+
+Text handling: CRLF and lone CR become LF, tabs are kept; bytes are decoded as UTF-8 (a BOM is
+dropped). Drop reasons (:data:`~calib.data.schema.DROP_REASONS`) count documents for ``not_utf8``,
+``empty_document``, ``fim_sentinel`` and, in Python, ``syntax_error`` (the document is skipped whole);
+they count functions for ``too_short``, ``too_long``, ``duplicate`` and, in brace languages,
+``syntax_error`` (a function whose syntax tree holds an error; the rest of the document is kept).
+``context`` keeps at most ``max_context_chars`` characters (cut at a line start): prompts use a few
+hundred tokens of it, and a full prefix per function would make memory quadratic in the file size.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import re
+import tokenize
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from calib._exceptions import InvalidParameterError
+from calib.data.schema import FUNCTIONS_SCHEMA, function_id
+
+__all__ = [
+    "FIM_SENTINEL",
+    "LANGUAGES",
+    "Deduplicator",
+    "ExtractionResult",
+    "extract_document",
+    "extract_python",
+]
+
+#: The languages :func:`extract_document` accepts.
+LANGUAGES = ("python", "c", "cpp", "java", "rust", "go")
+
+#: Fill-in-the-middle sentinels of StarCoder (``<fim_prefix>``), Qwen/OpenAI (``<|fim_prefix|>``),
+#: dashed variants (``<fim-prefix>``) and DeepSeek (``<｜fim▁begin｜>``). Code Llama's ``<PRE>`` is left
+#: out: it is also an HTML tag, common in ordinary code.
+FIM_SENTINEL = re.compile(
+    r"<\|?fim[_-](?:prefix|middle|suffix|pad)\|?>|<｜fim▁(?:begin|hole|end)｜>",
+    re.IGNORECASE,
+)
+
+DEFAULT_MAX_CONTEXT_CHARS = 8_000
+
+
+@dataclass(frozen=True)
+class ExtractionResult:
+    """What one document (or a batch) yielded: kept rows of FUNCTIONS_SCHEMA and dropped counts by reason."""
+
+    functions: list[dict[str, Any]] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A function cut out of a document before filtering (shared by the ast and tree-sitter paths)."""
+
+    qualname: str
+    start: int  # character offset of the first line's start
+    signature: str
+    docstring: str
+    body: str
+    body_lines: int
+    start_line: int
+    has_error: bool = False
+
+
+def _validate(min_lines: int, max_lines: int, max_context_chars: int | None) -> None:
+    if min_lines < 0 or max_lines < min_lines:
+        raise InvalidParameterError(
+            f"min_lines={min_lines}, max_lines={max_lines}: need 0 <= min_lines <= max_lines"
+        )
+    if max_context_chars is not None and max_context_chars < 0:
+        raise InvalidParameterError(f"max_context_chars={max_context_chars}: need None or >= 0")
+
+
+def normalise_newlines(text: str) -> str:
+    """CRLF and lone CR to LF (tabs and everything else unchanged)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _context(text: str, start: int, max_chars: int | None) -> str:
+    if max_chars is None or start <= max_chars:
+        return text[:start]
+    cut = start - max_chars
+    newline = text.find("\n", cut - 1, start)
+    return text[newline + 1 : start] if newline >= 0 else ""
+
+
+def _rows(candidates: Iterable[Candidate], text: str, *, language: str, source: str, path: str,
+          min_lines: int, max_lines: int, metadata: Mapping[str, Any] | None,
+          max_context_chars: int | None, dropped: Counter[str]) -> list[dict[str, Any]]:
+    meta = metadata or {}
+    rows = []
+    for cand in candidates:
+        if cand.has_error:
+            dropped["syntax_error"] += 1
+        elif cand.body_lines < min_lines:
+            dropped["too_short"] += 1
+        elif cand.body_lines > max_lines:
+            dropped["too_long"] += 1
+        else:
+            row = {
+                "function_id": function_id(language, path, cand.qualname, cand.signature + cand.body),
+                "language": language,
+                "source": source,
+                "path": path,
+                "repo": _optional(meta.get("repo")),
+                "license": _optional(meta.get("license")),
+                "date": _optional(meta.get("date")),
+                "qualname": cand.qualname,
+                "context": _context(text, cand.start, max_context_chars),
+                "signature": cand.signature,
+                "docstring": cand.docstring,
+                "body": cand.body,
+                "body_lines": cand.body_lines,
+                "start_line": cand.start_line,
+            }
+            assert row.keys() == FUNCTIONS_SCHEMA.keys()
+            rows.append(row)
+    return rows
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+# --- Python ---------------------------------------------------------------------------------------
+
+
+def _definitions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node, prefix + node.name
+        elif isinstance(node, ast.ClassDef):
+            yield from _definitions(node.body, f"{prefix}{node.name}.")
+        elif isinstance(node, ast.If):
+            yield from _definitions(node.body + node.orelse, prefix)
+        elif isinstance(node, (ast.Try, ast.TryStar)):
+            handlers = [stmt for handler in node.handlers for stmt in handler.body]
+            yield from _definitions(node.body + handlers + node.orelse + node.finalbody, prefix)
+
+
+def _header_ends(text: str) -> dict[int, tuple[int, int]]:
+    """For each line holding a ``def`` keyword: the (row, col) just past the colon ending its header.
+
+    One tokenize pass over the document (per-function passes are quadratic on large files). A header
+    ends at the first ``:`` at the bracket depth where its ``def`` stood.
+    """
+    ends: dict[int, tuple[int, int]] = {}
+    depth = 0
+    pending: tuple[int, int] | None = None  # (def row, depth at def)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.NAME and tok.string == "def" and pending is None:
+                pending = (tok.start[0], depth)
+            elif tok.type == tokenize.OP:
+                if tok.string in "([{":
+                    depth += 1
+                elif tok.string in ")]}":
+                    depth -= 1
+                elif tok.string == ":" and pending is not None and depth == pending[1]:
+                    ends.setdefault(pending[0], tok.end)
+                    pending = None
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return ends
+
+
+class _Lines:
+    """Character offsets of line starts, and ast's UTF-8 byte columns turned into character columns."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.split("\n")
+        self.starts = [0]
+        for line in self.lines[:-1]:
+            self.starts.append(self.starts[-1] + len(line) + 1)
+
+    def offset(self, row: int, byte_col: int) -> int:
+        line = self.lines[row - 1]
+        col = byte_col if line.isascii() else len(line.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+        return self.starts[row - 1] + col
+
+    def line_end(self, row: int) -> int:
+        return self.starts[row - 1] + len(self.lines[row - 1])
+
+
+def _python_candidates(text: str, tree: ast.Module) -> list[Candidate]:
+    lines = _Lines(text)
+    ends = _header_ends(text)
+    found = []
+    for node, qualname in _definitions(tree.body, ""):
+        first_row = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        header_end = ends.get(node.lineno)
+        if header_end is None:
+            continue  # defensive: the tokenizer and ast disagree
+        start = lines.starts[first_row - 1]
+        # tokenize columns count characters (ast's count UTF-8 bytes).
+        sig_end = lines.starts[header_end[0] - 1] + header_end[1]
+        end = lines.line_end(node.end_lineno)
+        signature = text[start:sig_end].rstrip()
+        body = text[start + len(signature) : end]
+        doc_rows = (0, -1)
+        docstring = ""
+        first = node.body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            doc_rows = (first.lineno, first.end_lineno)
+            docstring = text[lines.offset(first.lineno, first.col_offset) : lines.offset(first.end_lineno,
+                                                                                        first.end_col_offset)]
+        body_lines = 0
+        for row, line in enumerate(body.split("\n"), start=header_end[0]):
+            if line.strip() and not doc_rows[0] <= row <= doc_rows[1]:
+                body_lines += 1
+        found.append(Candidate(qualname, start, signature, docstring, body, body_lines, first_row))
+    return found
+
+
+def extract_python(text: str, *, source: str, path: str, min_lines: int = 10, max_lines: int = 50,
+                   metadata: Mapping[str, Any] | None = None,
+                   max_context_chars: int | None = DEFAULT_MAX_CONTEXT_CHARS) -> ExtractionResult:
+    """The functions and methods of one Python document, filtered by body length.
+
+    Parameters
+    ----------
+    text
+        The document (CRLF is normalised to LF here).
+    source, path
+        Where the document came from and its path inside the corpus (columns of the same names).
+    min_lines, max_lines
+        Keep functions whose ``body_lines`` lie in ``[min_lines, max_lines]``.
+    metadata
+        Optional ``repo``, ``license`` and ``date`` values for every row.
+    max_context_chars
+        Keep at most this many characters of ``context`` (``None``: all of it).
+
+    A document that does not parse is skipped whole (``syntax_error``); one holding a fill-in-the-middle
+    sentinel is dropped (``fim_sentinel``). The module docstring defines each column.
+    """
+    _validate(min_lines, max_lines, max_context_chars)
+    dropped: Counter[str] = Counter()
+    text = normalise_newlines(text)
+    if _screen(text, dropped):
+        return ExtractionResult([], dropped)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        dropped["syntax_error"] += 1
+        return ExtractionResult([], dropped)
+    rows = _rows(_python_candidates(text, tree), text, language="python", source=source, path=path,
+                 min_lines=min_lines, max_lines=max_lines, metadata=metadata,
+                 max_context_chars=max_context_chars, dropped=dropped)
+    return ExtractionResult(rows, dropped)
+
+
+def _screen(text: str, dropped: Counter[str]) -> bool:
+    """Count and report a document-level drop (empty, FIM sentinels)."""
+    if not text.strip():
+        dropped["empty_document"] += 1
+        return True
+    if FIM_SENTINEL.search(text):
+        dropped["fim_sentinel"] += 1
+        return True
+    return False
+
+
+# --- any language ---------------------------------------------------------------------------------
+
+
+def extract_document(document: str | bytes, *, language: str, source: str, path: str, min_lines: int = 10,
+                     max_lines: int = 50, metadata: Mapping[str, Any] | None = None,
+                     max_context_chars: int | None = DEFAULT_MAX_CONTEXT_CHARS,
+                     deduplicator: Deduplicator | None = None) -> ExtractionResult:
+    """Decode, screen and cut one document in ``language`` (one of :data:`LANGUAGES`).
+
+    Bytes that are not UTF-8 drop the document (``not_utf8``). With a ``deduplicator``, functions it
+    has seen before are dropped (``duplicate``). Other parameters as in :func:`extract_python`.
+    """
+    if language not in LANGUAGES:
+        raise InvalidParameterError(f"language={language!r}: expected one of {', '.join(LANGUAGES)}")
+    _validate(min_lines, max_lines, max_context_chars)
+    if isinstance(document, bytes | bytearray):
+        try:
+            text = bytes(document).decode("utf-8-sig")
+        except UnicodeDecodeError:
+            return ExtractionResult([], Counter(not_utf8=1))
+    else:
+        text = document
+    if language == "python":
+        result = extract_python(text, source=source, path=path, min_lines=min_lines, max_lines=max_lines,
+                                metadata=metadata, max_context_chars=max_context_chars)
+    else:
+        from calib.data.treesitter import function_candidates
+
+        dropped: Counter[str] = Counter()
+        text = normalise_newlines(text)
+        if _screen(text, dropped):
+            return ExtractionResult([], dropped)
+        rows = _rows(function_candidates(language, text), text, language=language, source=source, path=path,
+                     min_lines=min_lines, max_lines=max_lines, metadata=metadata,
+                     max_context_chars=max_context_chars, dropped=dropped)
+        result = ExtractionResult(rows, dropped)
+    return deduplicator.filter(result) if deduplicator is not None else result
+
+
+class Deduplicator:
+    """Drops exact duplicates across documents: the same function text seen before in the same language.
+
+    Function text is ``signature + body`` normalised: common indentation removed, trailing whitespace and
+    blank lines dropped (so a method and an identical top-level copy match). Only a 16-byte digest per
+    kept function is held, so memory grows with the number of distinct functions, not their size.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    @staticmethod
+    def key(row: Mapping[str, Any]) -> bytes:
+        """The digest two rows share exactly when they are duplicates."""
+        lines = [line.rstrip() for line in (row["signature"] + row["body"]).split("\n")]
+        lines = [line for line in lines if line]
+        indent = min((len(line) - len(line.lstrip(" \t")) for line in lines), default=0)
+        blob = row["language"] + "\x1f" + "\n".join(line[indent:] for line in lines)
+        return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def seen(self, row: Mapping[str, Any]) -> bool:
+        """Whether ``row`` duplicates an earlier one; records it when it does not."""
+        key = self.key(row)
+        if key in self._seen:
+            return True
+        self._seen.add(key)
+        return False
+
+    def filter(self, result: ExtractionResult) -> ExtractionResult:
+        """``result`` without the rows seen before (counted as ``duplicate``)."""
+        dropped = Counter(result.dropped)
+        kept = []
+        for row in result.functions:
+            if self.seen(row):
+                dropped["duplicate"] += 1
+            else:
+                kept.append(row)
+        return ExtractionResult(kept, dropped)
