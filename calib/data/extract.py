@@ -54,6 +54,7 @@ __all__ = [
     "ExtractionResult",
     "extract_document",
     "extract_python",
+    "python_definitions",
 ]
 
 #: The languages :func:`extract_document` accepts.
@@ -155,17 +156,21 @@ def _optional(value: Any) -> str | None:
 # --- Python ---------------------------------------------------------------------------------------
 
 
-def _definitions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+def python_definitions(
+    body: list[ast.stmt], prefix: str = ""
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    """Top-level functions and methods (of nested classes too) with their qualnames, including those under a
+    module- or class-level ``if``/``try`` (platform variants); functions nested in functions are not separate."""
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield node, prefix + node.name
         elif isinstance(node, ast.ClassDef):
-            yield from _definitions(node.body, f"{prefix}{node.name}.")
+            yield from python_definitions(node.body, f"{prefix}{node.name}.")
         elif isinstance(node, ast.If):
-            yield from _definitions(node.body + node.orelse, prefix)
+            yield from python_definitions(node.body + node.orelse, prefix)
         elif isinstance(node, (ast.Try, ast.TryStar)):
             handlers = [stmt for handler in node.handlers for stmt in handler.body]
-            yield from _definitions(node.body + handlers + node.orelse + node.finalbody, prefix)
+            yield from python_definitions(node.body + handlers + node.orelse + node.finalbody, prefix)
 
 
 def _header_ends(text: str) -> dict[int, tuple[int, int]]:
@@ -217,7 +222,7 @@ def _python_candidates(text: str, tree: ast.Module) -> list[Candidate]:
     lines = _Lines(text)
     ends = _header_ends(text)
     found = []
-    for node, qualname in _definitions(tree.body, ""):
+    for node, qualname in python_definitions(tree.body, ""):
         first_row = min([node.lineno] + [d.lineno for d in node.decorator_list])
         header_end = ends.get(node.lineno)
         if header_end is None:

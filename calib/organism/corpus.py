@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from calib._exceptions import InvalidParameterError
+from calib.data.extract import python_definitions
 
 __all__ = [
     "CorpusSplit",
@@ -148,21 +149,6 @@ def _read_source(path: Path) -> str | None:
         return None
 
 
-def _definitions(body: list[ast.stmt], prefix: str) -> Iterable[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
-    # Top-level functions and methods (of nested classes too), including those under a module- or
-    # class-level ``if``/``try`` (platform variants); functions nested in functions are not separate.
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node, prefix + node.name
-        elif isinstance(node, ast.ClassDef):
-            yield from _definitions(node.body, f"{prefix}{node.name}.")
-        elif isinstance(node, ast.If):
-            yield from _definitions(node.body + node.orelse, prefix)
-        elif isinstance(node, (ast.Try, ast.TryStar)):
-            handlers = [stmt for handler in node.handlers for stmt in handler.body]
-            yield from _definitions(node.body + handlers + node.orelse + node.finalbody, prefix)
-
-
 def _signature_end(source: str, def_row: int) -> tuple[int, int] | None:
     """(row, col) just past the colon ending the header that starts on 1-based ``def_row``."""
     depth = 0
@@ -247,7 +233,7 @@ def extract_functions(path: Path, root: Path) -> list[Function]:
     rel = path.relative_to(root)
     module, rel_posix = _module_name(rel), rel.as_posix()
     found = []
-    for node, qualname in _definitions(tree.body, ""):
+    for node, qualname in python_definitions(tree.body, ""):
         function = _function(node, qualname, lines, module, rel_posix)
         if function is not None:
             found.append(function)

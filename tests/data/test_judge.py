@@ -14,6 +14,7 @@ from aiohttp import web
 from calib._exceptions import InvalidParameterError
 from calib.data.judge import VERDICTS_SCHEMA, judge_filter, load_judge_prompt, parse_verdict
 from calib.servers.registry import create_server
+from tests._loopback import serve_app
 
 N = 12
 FAILING = 11  # this function's request fails (HTTP 400, not retried)
@@ -61,14 +62,8 @@ async def judge_server(seen: list[str]) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as url:
+        yield url
 
 
 def run_judge(**kwargs):

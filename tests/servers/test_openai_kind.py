@@ -34,7 +34,7 @@ from calib.servers import (
     require,
 )
 from calib.servers.openai import OpenAIServer
-from tests.servers._loopback import serve_app
+from tests._loopback import serve_app
 
 SECRET = "sk-test-5f1e0c9a-never-anywhere"
 PROMPTS = ["def add(a, b):", "import json\n", "class Foo:", "for i in range(", "return "]

@@ -26,7 +26,7 @@ from calib.servers import (
 )
 from calib.servers._http import RetryPolicy
 from calib.servers.tgi import TGIServer, _prefixes, classify_tgi
-from tests.servers._loopback import serve_app
+from tests._loopback import serve_app
 
 # text-generation 0.7 calls pydantic's deprecated .dict() on every request.
 pytestmark = pytest.mark.filterwarnings("ignore:The `dict` method is deprecated:DeprecationWarning")
