@@ -1,0 +1,151 @@
+"""Canonical form of values in an output state (runs inside the sandbox; stdlib only).
+
+DESIGN.md, "Execution semantics": two executions match iff their canonical output states are identical;
+the canonical form drops what differs for reasons unrelated to behaviour (object addresses, the
+harness's own file names and line numbers in messages, set and dict ordering) and nothing else.
+
+So: dicts become lists of ``[key, value]`` pairs sorted by the canonical key, sets sorted lists, tuples
+stay distinct from lists, floats keep their ``repr`` (``0.1 + 0.2`` is not ``0.3``; ``-0.0`` is not
+``0.0``), objects become their class name and attribute state, stand-ins their name, and in any text
+produced by ``repr`` the ``0x…`` addresses are blanked. Depth, length and string size are capped and
+the caps are marked, so a huge value cannot exhaust the harness.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import types
+from typing import Any
+
+from .standins import is_standin, standin_name
+
+MAX_DEPTH = 8
+MAX_ITEMS = 500
+MAX_STR = 20_000
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+#: File names the harness gives the code it runs; blanked in messages so truth and candidate compare equal.
+HARNESS_FILE = re.compile(r"<calib[^>]*>|/calib_harness/[^\s'\"]*")
+
+
+def scrub(text: str) -> str:
+    """Blank object addresses and harness file names in a message."""
+    text = _ADDRESS.sub("0x?", text)
+    return HARNESS_FILE.sub("<code>", text)
+
+
+def _text(value: str) -> Any:
+    if len(value) > MAX_STR:
+        return {"str": value[:MAX_STR], "truncated": len(value)}
+    return value
+
+
+def _qualname(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or ""
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    if module in ("builtins", "__main__") or module.startswith("calib_scaffold"):
+        return str(name)
+    return f"{module}.{name}"
+
+
+def _key(item: Any) -> str:
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -> Any:
+    """Return a JSON-serialisable canonical form of ``value``."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and type(value) is int:
+        return value if abs(value) < 2**53 else {"int": str(value)}
+    if type(value) is float:
+        return {"float": repr(value)}
+    if type(value) is str:
+        return _text(value)
+    if depth >= MAX_DEPTH:
+        return {"depth_limit": type(value).__name__}
+    if id(value) in _seen:
+        return {"cycle": type(value).__name__}
+    seen = _seen | {id(value)}
+    if is_standin(value):
+        return {"standin": standin_name(value)}
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        return {type(value).__name__: raw[:MAX_STR].hex(), **({"truncated": len(raw)} if len(raw) > MAX_STR else {})}
+    if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
+        # by value: the harness's frozen clock makes datetime a subclass whose repr differs
+        kind = next(t.__name__ for t in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
+                    if isinstance(value, t))
+        return {kind: str(value)}
+    if isinstance(value, complex):
+        return {"complex": repr(value)}
+    if isinstance(value, list | tuple):
+        items = [canonical(item, depth + 1, seen) for item in value[:MAX_ITEMS]]
+        out: dict[str, Any] = {"tuple" if isinstance(value, tuple) else "list": items}
+        if type(value) not in (list, tuple):
+            out["type"] = _qualname(type(value))
+            if hasattr(value, "_fields"):
+                out["fields"] = list(value._fields)
+        if len(value) > MAX_ITEMS:
+            out["truncated"] = len(value)
+        return out
+    if isinstance(value, dict | types.MappingProxyType):
+        items = list(value.items())[:MAX_ITEMS]
+        pairs = [[canonical(k, depth + 1, seen), canonical(v, depth + 1, seen)] for k, v in items]
+        pairs.sort(key=lambda kv: _key(kv[0]))
+        out = {"dict": pairs}
+        if type(value) is not dict:
+            out["type"] = _qualname(type(value))
+        return out
+    if isinstance(value, set | frozenset):
+        items = sorted((canonical(item, depth + 1, seen) for item in list(value)[:MAX_ITEMS]), key=_key)
+        return {type(value).__name__: items}
+    if isinstance(value, BaseException):
+        return {"exception": _qualname(type(value)), "args": canonical(value.args, depth + 1, seen)}
+    if isinstance(value, type):
+        return {"class": _qualname(value)}
+    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
+        return {"function": _qualname(value)}
+    if isinstance(value, types.ModuleType):
+        return {"module": value.__name__}
+    if isinstance(value, int | float | str):  # subclasses: enums (IntEnum), str subclasses
+        return {"type": _qualname(type(value)), "value": canonical(_builtin(value), depth + 1, seen)}
+    return _object(value, depth, seen)
+
+
+def _builtin(value: Any) -> Any:
+    for base in (bool, int, float, str):
+        if isinstance(value, base):
+            return base(value)
+    return value
+
+
+def _object(value: Any, depth: int, seen: frozenset[int]) -> Any:
+    state: dict[str, Any] = {}
+    try:
+        attrs = dict(vars(value))
+    except TypeError:
+        attrs = {}
+    for slot_owner in type(value).__mro__:
+        for slot in getattr(slot_owner, "__slots__", ()) or ():
+            if isinstance(slot, str) and hasattr(value, slot) and slot not in ("__dict__", "__weakref__"):
+                attrs.setdefault(slot, getattr(value, slot))
+    for name, item in attrs.items():
+        state[name] = canonical(item, depth + 1, seen)
+    out: dict[str, Any] = {"object": _qualname(type(value))}
+    if state:
+        out["state"] = [[k, state[k]] for k in sorted(state)]
+    else:
+        try:
+            text = repr(value)
+        except Exception as exc:  # noqa: BLE001 - a broken __repr__ is part of the object's behaviour
+            text = f"<repr raised {type(exc).__name__}>"
+        out["repr"] = _text(scrub(text))
+    return out
+
+
+def dumps(value: Any) -> str:
+    """The canonical JSON text of an already canonical structure (what matching compares)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,240 @@
+"""The ambient state the harness controls (runs inside the sandbox; stdlib only).
+
+- A policy (a PEP 578 audit hook, which code cannot remove) that refuses to start processes, load
+  native libraries through ctypes or re-import ``_posixsubprocess``: one layer under bubblewrap's
+  namespaces and rlimits, so a fork bomb fails fast instead of waiting for the wall clock.
+- A frozen clock (``time.time``, ``datetime.now`` …; ``time.sleep`` returns at once and advances it)
+  and seeded randomness (``random``, ``os.urandom``, hence ``uuid4`` and ``secrets``), reset per input.
+- The private working directory, reset per input, holding the input state's files; what the code
+  writes there is part of the output state.
+- Captured stdout/stderr, capped, both at the Python level and at the file-descriptor level.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import os
+import random
+import sys
+import time
+from typing import Any
+
+FROZEN_EPOCH = 1_704_164_645.0  # 2024-01-02T03:04:05Z
+MAX_CAPTURE = 64 * 1024
+MAX_FILE_BYTES = 64 * 1024
+MAX_FILES = 200
+
+
+class SandboxDenied(PermissionError):
+    """The calib sandbox refused an operation (starting a process, loading a native library)."""
+
+
+_DENIED_EVENTS = frozenset({
+    "os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
+    "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "os.setuid", "os.setgid",
+})
+_DENIED_IMPORTS = frozenset({"_posixsubprocess"})
+_state = {"armed": False}
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if not _state["armed"]:
+        return
+    if event in _DENIED_EVENTS:
+        raise SandboxDenied(f"calib sandbox: {event} is not allowed")
+    if event == "import" and args and args[0] in _DENIED_IMPORTS:
+        raise SandboxDenied(f"calib sandbox: importing {args[0]} is not allowed")
+
+
+def install_policy() -> None:
+    """Install the audit hook (armed from now on; it cannot be removed)."""
+    try:
+        import _posixsubprocess  # noqa: PLC0415 - import now, then deny re-imports and fork_exec
+
+        def _denied(*args: Any, **kwargs: Any) -> None:
+            raise SandboxDenied("calib sandbox: starting processes is not allowed")
+
+        _posixsubprocess.fork_exec = _denied  # type: ignore[attr-defined]
+    except ImportError:
+        pass
+    sys.addaudithook(_audit)
+    _state["armed"] = True
+
+
+# --- frozen clock and seeded randomness -------------------------------------------------------------
+
+_clock = {"now": FROZEN_EPOCH, "mono": 1000.0}
+_rng = random.Random(0)
+
+
+def _time() -> float:
+    return _clock["now"]
+
+
+def _sleep(seconds: float) -> None:
+    if seconds < 0:
+        raise ValueError("sleep length must be non-negative")
+    _clock["now"] += seconds
+    _clock["mono"] += seconds
+
+
+class FrozenDateTime(_dt.datetime):
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return cls.fromtimestamp(_clock["now"], tz if tz is not None else _dt.timezone.utc).replace(
+            tzinfo=tz)
+
+    @classmethod
+    def utcnow(cls) -> Any:
+        return cls.fromtimestamp(_clock["now"], _dt.timezone.utc).replace(tzinfo=None)
+
+    @classmethod
+    def today(cls) -> Any:
+        return cls.now()
+
+
+class FrozenDate(_dt.date):
+    @classmethod
+    def today(cls) -> Any:
+        return cls.fromtimestamp(_clock["now"])
+
+
+FrozenDateTime.__name__ = FrozenDateTime.__qualname__ = "datetime"
+FrozenDate.__name__ = FrozenDate.__qualname__ = "date"
+FrozenDateTime.__module__ = FrozenDate.__module__ = "datetime"
+
+
+def freeze() -> None:
+    """Patch the clock and the entropy sources once, before any scaffolding runs."""
+    time.time = _time
+    time.time_ns = lambda: int(_clock["now"] * 1e9)
+    time.monotonic = lambda: _clock["mono"]
+    time.monotonic_ns = lambda: int(_clock["mono"] * 1e9)
+    time.perf_counter = lambda: _clock["mono"]
+    time.perf_counter_ns = lambda: int(_clock["mono"] * 1e9)
+    time.sleep = _sleep
+    time.localtime = (lambda real: lambda secs=None: real(_clock["now"] if secs is None else secs))(time.localtime)
+    time.gmtime = (lambda real: lambda secs=None: real(_clock["now"] if secs is None else secs))(time.gmtime)
+    time.ctime = (lambda real: lambda secs=None: real(_clock["now"] if secs is None else secs))(time.ctime)
+    _dt.datetime = FrozenDateTime  # type: ignore[misc]
+    _dt.date = FrozenDate  # type: ignore[misc]
+    os.urandom = lambda n: _rng.randbytes(n)
+    random._urandom = os.urandom  # type: ignore[attr-defined]
+
+
+def reset(seed: int) -> None:
+    """Per input: the clock back to its frozen start, every random source reseeded."""
+    _clock["now"], _clock["mono"] = FROZEN_EPOCH, 1000.0
+    random.seed(seed)
+    _rng.seed(seed + 1)
+
+
+# --- working directory ------------------------------------------------------------------------------
+
+
+def _walk(root: str) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for base, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            if len(found) >= MAX_FILES:
+                return found
+            path = os.path.join(base, name)
+            rel = os.path.relpath(path, root)
+            try:
+                with open(path, "rb") as fh:
+                    found[rel] = fh.read(MAX_FILE_BYTES + 1)
+            except OSError as exc:
+                found[rel] = f"<unreadable: {type(exc).__name__}>".encode()
+    return found
+
+
+def prepare_workdir(root: str, files: dict[str, str]) -> None:
+    """Empty the working directory and write the input state's files."""
+    for base, dirs, names in os.walk(root, topdown=False):
+        for name in names:
+            try:
+                os.unlink(os.path.join(base, name))
+            except OSError:
+                pass
+        for name in dirs:
+            try:
+                os.rmdir(os.path.join(base, name))
+            except OSError:
+                pass
+    for name, content in files.items():
+        path = os.path.normpath(os.path.join(root, name))
+        if not path.startswith(root + os.sep):
+            continue  # an input file outside the working directory is ignored
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(content)
+    os.chdir(root)
+
+
+def files_written(root: str, files: dict[str, str]) -> dict[str, Any]:
+    """Files created, changed or deleted in the working directory, relative to the input's files."""
+    out: dict[str, Any] = {}
+    now = _walk(root)
+    for rel, data in now.items():
+        before = files.get(rel)
+        if before is not None and before.encode("utf-8") == data:
+            continue
+        if len(data) > MAX_FILE_BYTES:
+            out[rel] = {"truncated": data[:MAX_FILE_BYTES].hex()}
+            continue
+        try:
+            out[rel] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            out[rel] = {"bytes": data.hex()}
+    for rel in files:
+        if rel not in now:
+            out[rel] = None
+    return out
+
+
+# --- captured output --------------------------------------------------------------------------------
+
+
+class Capture(io.TextIOBase):
+    """A text stream that keeps the first ``MAX_CAPTURE`` characters and counts the rest."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if self.size < MAX_CAPTURE:
+            self.parts.append(text[: MAX_CAPTURE - self.size])
+        self.size += len(text)
+        return len(text)
+
+    def value(self) -> str:
+        text = "".join(self.parts)
+        return text if self.size <= MAX_CAPTURE else text + f"<... {self.size - MAX_CAPTURE} more characters>"
+
+
+class FdCapture:
+    """Redirects file descriptors 1 and 2 to a file; :meth:`take` returns what was written since."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(self.fd, 1)
+        os.dup2(self.fd, 2)
+
+    def take(self) -> str:
+        try:
+            size = os.lseek(self.fd, 0, os.SEEK_END)
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            data = os.read(self.fd, min(size, MAX_CAPTURE))
+            os.ftruncate(self.fd, 0)
+            os.lseek(self.fd, 0, os.SEEK_SET)
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace")

@@ -1,0 +1,264 @@
+"""What a function's source says about its inputs (runs inside the sandbox; stdlib only).
+
+For every parameter: its annotation, default, name, and how the body uses it (``p.lower()`` → text,
+``p.append`` → list, ``p["key"]`` → mapping with that key, ``p.attr`` → object with that attribute,
+``p + 1``/``range(p)`` → number, ``p(...)`` → callable, ``isinstance(p, T)`` → T). Literals mined from
+the body (comparison constants and their neighbours, dict keys, string constants, members of ``in``
+collections) seed the value pools, which is how a search reaches the branches guarded by them.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+STR_METHODS = frozenset({
+    "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
+    "replace", "format", "encode", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "title",
+    "capitalize", "casefold", "partition", "rpartition", "zfill", "center", "ljust", "rjust", "expandtabs",
+    "isidentifier", "isnumeric", "isdecimal", "swapcase", "removeprefix", "removesuffix", "format_map",
+})
+LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"})
+DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
+SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
+BYTES_METHODS = frozenset({"decode", "hex"})
+SEQ_METHODS = frozenset({"index", "count", "copy"})
+
+TYPE_NAMES = {
+    "int": "int", "float": "float", "str": "str", "bool": "bool", "bytes": "bytes", "bytearray": "bytes",
+    "list": "list", "List": "list", "Sequence": "list", "MutableSequence": "list", "Iterable": "list",
+    "Iterator": "list", "Collection": "list", "dict": "dict", "Dict": "dict", "Mapping": "dict",
+    "MutableMapping": "dict", "OrderedDict": "dict", "defaultdict": "dict", "set": "set", "Set": "set",
+    "frozenset": "set", "FrozenSet": "set", "AbstractSet": "set", "tuple": "tuple", "Tuple": "tuple",
+    "None": "none", "NoneType": "none", "Path": "path", "PathLike": "path", "PurePath": "path",
+    "Callable": "callable", "complex": "float", "Decimal": "float", "Number": "float", "Real": "float",
+    "Integral": "int", "Text": "str", "AnyStr": "str", "bytes_or_str": "str",
+}
+
+
+@dataclass
+class Param:
+    """One parameter of the function and what is known about the values it takes."""
+
+    name: str
+    kind: str  # positional | keyword | vararg | kwarg
+    types: list[str] = field(default_factory=list)  # int, float, str, bool, bytes, list, dict, set, tuple, ...
+    element: list[str] = field(default_factory=list)  # element types of containers
+    default: Any = None
+    has_default: bool = False
+    keys: list[Any] = field(default_factory=list)  # mapping keys the body reads
+    attrs: list[str] = field(default_factory=list)  # attributes the body reads
+
+
+@dataclass
+class Hints:
+    params: list[Param]
+    ints: list[int] = field(default_factory=list)
+    floats: list[float] = field(default_factory=list)
+    strings: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    self_attrs: list[str] = field(default_factory=list)
+
+
+def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
+    """(types, element types) named by an annotation."""
+    if node is None:
+        return [], []
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            return annotation_types(ast.parse(node.value, mode="eval").body)
+        except SyntaxError:
+            return [], []
+    if isinstance(node, ast.Constant) and node.value is None:
+        return ["none"], []
+    if isinstance(node, ast.Name | ast.Attribute):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return ([TYPE_NAMES[name]] if name in TYPE_NAMES else []), []
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = annotation_types(node.left), annotation_types(node.right)
+        return left[0] + right[0], left[1] + right[1]
+    if isinstance(node, ast.Subscript):
+        outer = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if outer in ("Optional", "Union"):
+            types: list[str] = ["none"] if outer == "Optional" else []
+            elements: list[str] = []
+            for arg in args:
+                t, e = annotation_types(arg)
+                types += t
+                elements += e
+            return types, elements
+        base, _ = annotation_types(node.value)
+        element = annotation_types(args[-1] if base == ["dict"] else args[0])[0]
+        return base, element
+    return [], []
+
+
+def _literal(node: ast.expr | None) -> tuple[bool, Any]:
+    if node is None:
+        return False, None
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -> Hints:
+    """Parameters with their hints, and the literals mined from the body."""
+    args = node.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    params: list[Param] = []
+    for arg, default in zip(positional, defaults):
+        params.append(_param(arg, "positional", default))
+    if args.vararg:
+        params.append(_param(args.vararg, "vararg", None))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        params.append(_param(arg, "keyword", default))
+    if args.kwarg:
+        params.append(_param(args.kwarg, "kwarg", None))
+    self_name = positional[0].arg if skip_first and positional else None
+    if skip_first and params and params[0].kind == "positional":
+        params = params[1:]
+    hints = Hints(params=params)
+    _usage(node, {p.name: p for p in params}, hints, self_name)
+    return hints
+
+
+def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
+    types, element = annotation_types(arg.annotation)
+    has, value = _literal(default)
+    param = Param(name=arg.arg, kind=kind, types=types, element=element, default=value, has_default=has)
+    if has and value is not None and not types:
+        param.types.append(_type_of(value))
+    return param
+
+
+def _type_of(value: Any) -> str:
+    for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"),
+                    (list, "list"), (dict, "dict"), (tuple, "tuple"), (set, "set"), (frozenset, "set")):
+        if isinstance(value, t):
+            return name
+    return "any"
+
+
+def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
+    body_nodes = [n for stmt in func.body for n in ast.walk(stmt)]  # type: ignore[attr-defined]
+    for node in body_nodes:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner = node.value.id
+            if owner == self_name and node.attr not in hints.self_attrs:
+                hints.self_attrs.append(node.attr)
+            elif owner in params:
+                _attribute_use(params[owner], node.attr)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in params:
+            p = params[node.value.id]
+            ok, key = _literal(node.slice)
+            if ok and isinstance(key, str):
+                _add(p.types, "dict")
+                if key not in p.keys:
+                    p.keys.append(key)
+            else:
+                _add(p.types, "list")
+        elif isinstance(node, ast.Call):
+            _call_use(node, params)
+        elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
+            if node.iter.id in params:
+                _add(params[node.iter.id].types, "list")
+        elif isinstance(node, ast.BinOp):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(side, ast.Name) and side.id in params:
+                    ok, value = _literal(other)
+                    _add(params[side.id].types, _type_of(value) if ok else "int")
+        elif isinstance(node, ast.Compare):
+            _compare_use(node, params, hints)
+        elif isinstance(node, ast.Constant):
+            _mine(node.value, hints)
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                ok, value = _literal(key)
+                if ok:
+                    _mine(value, hints)
+
+
+def _attribute_use(p: Param, attr: str) -> None:
+    for methods, kind in ((STR_METHODS, "str"), (LIST_METHODS, "list"), (DICT_METHODS, "dict"),
+                          (SET_METHODS, "set"), (BYTES_METHODS, "bytes"), (SEQ_METHODS, "list")):
+        if attr in methods:
+            _add(p.types, kind)
+            return
+    _add(p.types, "object")
+    if attr not in p.attrs:
+        p.attrs.append(attr)
+
+
+def _call_use(node: ast.Call, params: dict[str, Param]) -> None:
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in params:
+        _add(params[func.id].types, "callable")
+        return
+    if not isinstance(func, ast.Name) or not node.args:
+        return
+    first = node.args[0]
+    if not (isinstance(first, ast.Name) and first.id in params):
+        return
+    p = params[first.id]
+    if func.id in ("len", "sorted", "enumerate", "reversed", "sum", "max", "min", "zip", "any", "all", "iter"):
+        _add(p.types, "list")
+    elif func.id in ("range", "chr", "hex", "bin", "oct"):
+        _add(p.types, "int")
+    elif func.id in ("open",):
+        _add(p.types, "path")
+    elif func.id == "isinstance" and len(node.args) == 2:
+        spec = node.args[1]
+        for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
+            _add_all(p.types, annotation_types(item)[0])
+
+
+def _compare_use(node: ast.Compare, params: dict[str, Param], hints: Hints) -> None:
+    operands = [node.left, *node.comparators]
+    names = [o.id for o in operands if isinstance(o, ast.Name) and o.id in params]
+    for operand, op in zip(node.comparators, node.ops):
+        ok, value = _literal(operand)
+        if not ok:
+            continue
+        if isinstance(op, ast.In | ast.NotIn) and isinstance(value, list | tuple | set | frozenset | dict):
+            for item in value:
+                _mine(item, hints)
+            for name in names:
+                _add_all(params[name].types, [_type_of(v) for v in list(value)[:3]])
+            continue
+        _mine(value, hints)
+        for name in names:
+            if isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) and value is None:
+                _add(params[name].types, "none")
+            elif value is not None:
+                _add(params[name].types, _type_of(value))
+
+
+def _mine(value: Any, hints: Hints) -> None:
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int) and abs(value) < 10**12:
+        for v in (value, value - 1, value + 1):
+            if v not in hints.ints and len(hints.ints) < 40:
+                hints.ints.append(v)
+    elif isinstance(value, float):
+        for v in (value, value + 0.5, value - 0.5):
+            if v not in hints.floats and len(hints.floats) < 20:
+                hints.floats.append(v)
+    elif isinstance(value, str) and len(value) <= 200 and value not in hints.strings and len(hints.strings) < 40:
+        hints.strings.append(value)
+        if "." in value[-6:] and " " not in value and "/" not in value[:1] and 1 < len(value) < 80:
+            hints.files.append(value)
+
+
+def _add(types: list[str], kind: str) -> None:
+    if kind not in types:
+        types.append(kind)
+
+
+def _add_all(types: list[str], kinds: list[str]) -> None:
+    for kind in kinds:
+        _add(types, kind)

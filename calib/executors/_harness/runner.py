@@ -1,0 +1,335 @@
+"""The harness: runs one function on its input states inside the sandbox and reports output states.
+
+Started as ``python -I -S -c "…runner.main()"`` inside bubblewrap. Reads one job (JSON) on stdin and
+writes JSON lines on a private copy of the original stdout; the code under test gets file descriptors
+1 and 2 redirected to a capture file, so nothing it prints can corrupt the channel.
+
+Modes: ``explore`` (x only: choose input states by a coverage-guided search, or run the given ones,
+and report the chosen states with their output states and the lines each covered) and ``replay`` (any
+variant: run the given input states in order). Before each input the harness writes a ``start`` line,
+so if the process dies (a crash, the wall clock) the host knows which input did it and restarts the
+batch after it. State is reset between inputs: a fresh module namespace built from the scaffold, a
+fresh working directory, the clock and the random seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import types
+from typing import Any
+
+from . import canon, env, hints, scaffold, synth
+from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn
+from .values import Obj, decode
+
+WORKDIR = "/work"
+
+
+def workdir() -> str:
+    """``/work`` in bubblewrap; a temporary folder named by the host without it (``--unsafe-no-sandbox``)."""
+    return os.environ.get("CALIB_WORKDIR", WORKDIR)
+
+
+class _Timeout(BaseException):
+    """The per-input time limit (a BaseException so that ``except Exception`` in the code cannot eat it)."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+class Runner:
+    """One function variant in its scaffold, ready to run input states."""
+
+    def __init__(self, job: dict[str, Any], channel: Any) -> None:
+        self.job = job
+        self.channel = channel
+        self.seed = int(job.get("seed", 0))
+        self.timeout = float(job.get("input_timeout", 2.0))
+        self.workdir = workdir()
+        self.placed = scaffold.place(job.get("context", ""), job["function"])
+        self.module = scaffold.Module(self.placed, module_name=job.get("module_name") or "calib_scaffold",
+                                      bare=bool(job.get("bare")))
+        node = self.placed.node
+        self.first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        self.last = node.end_lineno or node.lineno
+        self.executable = executable_lines(self.placed)
+        self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
+        self.lines: set[int] = set()
+        self.started = False
+        self.capture = env.FdCapture(os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd"))
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.channel.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self.channel.flush()
+
+    # --- one input ---------------------------------------------------------------------------------
+    def _trace(self, frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code.co_filename == scaffold.FILENAME and self.first <= code.co_firstlineno <= self.last:
+            self.started = True
+            return self._line
+        return None
+
+    def _line(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.lines.add(frame.f_lineno)
+        return self._line
+
+    def run(self, state: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+        """Run one input state; returns (status, reason, canonical output state)."""
+        files = state.get("files") or {}
+        env.prepare_workdir(self.workdir, files)
+        env.reset(self.seed)
+        LOG.reset()
+        self.lines, self.started = set(), False
+        self.capture.take()
+        out: dict[str, Any] = {}
+        status, reason = "ok", ""
+        stdout, stderr = env.Capture(), env.Capture()
+        real_out, real_err = sys.stdout, sys.stderr
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        instance: Any = None
+        before = self_before = None
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        try:
+            sys.stdout, sys.stderr = stdout, stderr
+            ns = self.module.build()
+            call, instance = self._target(ns, state)
+            args, kwargs = self._arguments(state)
+            before = canon.dumps(canon.canonical([args, kwargs]))
+            self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
+            LOG.reset()
+            sys.settrace(self._trace)
+            try:
+                value = call(*args, **kwargs)
+                value = _drain(value)
+            finally:
+                sys.settrace(None)
+            out["return"] = canon.canonical(value)
+        except _Timeout:
+            status, reason = "invalid", "timeout"
+            out["outcome"] = "timeout"
+        except BaseException as exc:  # noqa: BLE001 - every exception is an observation
+            sys.settrace(None)
+            status, reason = self._classify(exc)
+            out["exception"] = canon._qualname(type(exc))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            sys.stdout, sys.stderr = real_out, real_err
+        try:
+            out["calls"] = LOG.entries
+            # Mutable arguments and self enter the output state when the call changed them: their
+            # unchanged state is the input itself and would make every input a "distinct output".
+            after = canon.canonical([args, kwargs])
+            if before is not None and canon.dumps(after) != before:
+                out["args"] = after
+            if instance is not None:
+                self_after = canon.canonical(instance)
+                if canon.dumps(self_after) != self_before:
+                    out["self"] = self_after
+            out["stdout"] = canon.scrub(stdout.value())
+            out["stderr"] = canon.scrub(stderr.value())
+            fd_text = self.capture.take()
+            if fd_text:
+                out["fd_output"] = canon.scrub(fd_text)
+            out["files"] = env.files_written(self.workdir, files)
+        except BaseException as exc:  # noqa: BLE001 - e.g. a __repr__ that loops; keep what we have
+            out["unobservable"] = type(exc).__name__
+        return status, reason, out
+
+    def _classify(self, exc: BaseException) -> tuple[str, str]:
+        if isinstance(exc, MemoryError):
+            return "invalid", "memory"
+        if isinstance(exc, RecursionError):
+            return "invalid", "recursion"
+        if isinstance(exc, env.SandboxDenied):
+            return "invalid", "sandbox_denied"
+        if not self.started:
+            return "invalid", "call_failed"
+        if isinstance(exc, NameError) and not isinstance(exc, UnboundLocalError):
+            return "invalid", "missing_name"
+        if isinstance(exc, ImportError):
+            return "invalid", "import"
+        try:
+            message = str(exc)
+        except Exception:  # noqa: BLE001
+            message = ""
+        if STANDIN_CLASS_NAME in message:
+            return "invalid", "standin"
+        return "raised", ""
+
+    def _target(self, ns: dict[str, Any], state: dict[str, Any]) -> tuple[Any, Any]:
+        placed = self.placed
+        if not placed.classes:
+            return ns[placed.node.name], None
+        owner: Any = ns[placed.classes[0]]
+        for name in placed.classes[1:]:
+            owner = getattr(owner, name)
+        raw = owner.__dict__.get(placed.node.name) if isinstance(owner, type) else None
+        if raw is None:
+            raise scaffold.ScaffoldError(f"{placed.qualname} was not defined")
+        if isinstance(raw, staticmethod):
+            return raw.__func__, None
+        if isinstance(raw, classmethod):
+            return raw.__get__(None, owner), None
+        instance = make_instance(owner, decode(state["self"]) if state.get("self") else None)
+        if isinstance(raw, property):
+            return (lambda: raw.fget(instance)), instance  # type: ignore[misc]
+        if isinstance(raw, types.FunctionType):
+            return types.MethodType(raw, instance), instance
+        return raw.__get__(instance, owner), instance
+
+    def _arguments(self, state: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        given = {name: decode(src) for name, src in (state.get("args") or {}).items()}
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for p in self.params.params:
+            if p.name not in given:
+                continue
+            value = given.pop(p.name)
+            if p.kind == "positional":
+                args.append(value)
+            elif p.kind == "vararg":
+                args.extend(value)
+            elif p.kind == "kwarg":
+                kwargs.update(value)
+            else:
+                kwargs[p.name] = value
+        kwargs.update(given)  # names x does not have: the call fails the way Python says
+        return args, kwargs
+
+
+def make_instance(cls: type, attrs: Obj | None) -> Any:
+    """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``."""
+    instance: Any
+    try:
+        instance = cls()
+    except Exception:  # noqa: BLE001
+        try:
+            instance = cls.__new__(cls)
+        except Exception:  # noqa: BLE001
+            instance = CalibStandIn("self")
+    for name, value in (vars(attrs).items() if attrs is not None else ()):
+        try:
+            existing = getattr(type(instance), name, None)
+            if callable(existing) or isinstance(existing, property):
+                continue
+            setattr(instance, name, value)
+        except Exception:  # noqa: BLE001
+            pass
+    return instance
+
+
+def executable_lines(placed: scaffold.Placed) -> frozenset[int]:
+    """Lines of x's body the interpreter can report (x's code object and the code nested in it)."""
+    node = placed.node
+    code = compile(__import__("ast").Module(body=[node], type_ignores=[]), scaffold.FILENAME, "exec")
+    body_start = node.body[0].lineno
+    if len(node.body) > 1 and _is_docstring(node.body[0]):
+        body_start = node.body[1].lineno
+    lines: set[int] = set()
+    stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    while stack:
+        item = stack.pop()
+        lines.update(line for _, _, line in item.co_lines() if line is not None)
+        stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
+    return frozenset(line for line in lines if body_start <= line <= (node.end_lineno or line))
+
+
+def _is_docstring(stmt: Any) -> bool:
+    value = getattr(stmt, "value", None)
+    return type(stmt).__name__ == "Expr" and type(value).__name__ == "Constant" and isinstance(value.value, str)
+
+
+def _drain(value: Any) -> Any:
+    """Generators and coroutines run to completion here: their items are the function's output."""
+    if isinstance(value, types.GeneratorType):
+        items = []
+        for item in value:
+            items.append(item)
+            if len(items) >= 1000:
+                break
+        return {"generator": items}
+    if isinstance(value, types.CoroutineType | types.AsyncGeneratorType):
+        import asyncio  # noqa: PLC0415 - only async functions pay for it
+
+        async def _collect() -> Any:
+            if isinstance(value, types.AsyncGeneratorType):
+                return {"async_generator": [item async for item in value]}
+            return await value
+
+        return asyncio.run(_collect())
+    return value
+
+
+def explore(runner: Runner, job: dict[str, Any]) -> None:
+    n = int(job.get("n_inputs", 10))
+    seeds = job.get("inputs")
+    placed = runner.placed
+
+    def run(state: dict[str, Any]) -> synth.Record:
+        runner.emit({"event": "try", "key": repr(sorted(state.items()))})
+        status, reason, out = runner.run(state)
+        return synth.Record(state=state, valid=status != "invalid", status=status or reason,
+                            output=canon.dumps(out), lines=frozenset(runner.lines & runner.executable))
+
+    info = runner.params
+    if seeds is not None:
+        records = [run(state) for state in seeds]
+        chosen = records
+    else:
+        import random  # noqa: PLC0415
+
+        pools = synth.Pools(info, random.Random(runner.seed))
+        records = synth.search(
+            pools, run, executable=runner.executable, n=n, min_valid=int(job.get("min_valid", 8)),
+            coverage=float(job.get("coverage", 0.8)), min_distinct=int(job.get("min_distinct", 2)),
+            budget_runs=int(job.get("budget_runs", 200)), budget_seconds=float(job.get("budget_seconds", 4.0)),
+            avoid=set(job.get("avoid", [])), self_attrs=info.self_attrs if placed.kind == "method" else [])
+        chosen = synth.select(records, n)
+        if len(chosen) < n:  # pad with invalid inputs so the report shows what was tried
+            chosen += [r for r in records if not r.valid][: n - len(chosen)]
+    runner.emit({"event": "explore", "runs": len(records), "executable": sorted(runner.executable),
+                 "warnings": runner.module.warnings,
+                 "chosen": [{"state": r.state, "valid": r.valid, "status": r.status, "output": r.output,
+                             "lines": sorted(r.lines)} for r in chosen]})
+
+
+def replay(runner: Runner, job: dict[str, Any]) -> None:
+    skip = set(job.get("skip", []))
+    for index, state in enumerate(job["inputs"]):
+        if index in skip:
+            continue
+        runner.emit({"event": "start", "index": index})
+        status, reason, out = runner.run(state)
+        runner.emit({"event": "result", "index": index, "status": status, "reason": reason,
+                     "output": canon.dumps(out), "lines": sorted(runner.lines & runner.executable)})
+
+
+def main() -> None:
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    job = json.loads(sys.stdin.read())
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - the code under test reads nothing
+    os.makedirs(workdir(), exist_ok=True)
+    sys.path.extend(job.get("import_paths", []))
+    sys.setrecursionlimit(int(job.get("recursion_limit", 1000)))
+    signal.signal(signal.SIGALRM, _on_alarm)
+    env.freeze()
+    LOG.canon = canon.canonical
+    try:
+        runner = Runner(job, channel)
+    except (scaffold.ScaffoldError, SyntaxError, ValueError) as exc:
+        channel.write(json.dumps({"event": "error", "reason": "unparsable", "message": str(exc)}) + "\n")
+        channel.flush()
+        return
+    env.install_policy()
+    if job["mode"] == "explore":
+        explore(runner, job)
+    else:
+        replay(runner, job)
+    runner.emit({"event": "done"})

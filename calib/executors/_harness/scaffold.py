@@ -1,0 +1,297 @@
+"""Scaffolding from the file context: the module a function runs in (runs inside the sandbox; stdlib only).
+
+The function x is placed back where it stood, after the code that preceded it in its file (its
+context), and the resulting module is executed statement by statement so that one failing statement
+does not take the rest down:
+
+- an import that fails (module not installed, relative import of a withheld package) or that names a
+  module in the always-mocked list (network clients, ``subprocess``) binds recording stand-ins;
+- a failing assignment binds its targets to stand-ins; a failing ``def``/``class`` is retried without
+  its decorators, and a class whose body fails is rebuilt from the body statements that succeed;
+- every global name the module reads but never defines (and is not a builtin) is bound to a stand-in
+  first, so a call to an unresolvable helper is logged instead of raising ``NameError``.
+
+A candidate runs in the same module with its definition in x's place. ``trim_context`` drops leading
+context lines that were cut mid-statement (contexts are cut at a line, not at a statement).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from .standins import CalibStandIn
+
+FILENAME = "<calib:module>"
+MODULE_PREFIX = "calib_scaffold"
+
+#: Top-level modules always replaced by stand-ins: they reach networks, databases or other processes.
+MOCKED_MODULES = frozenset({
+    "requests", "httpx", "aiohttp", "urllib3", "boto3", "botocore", "smtplib", "ftplib", "paramiko",
+    "psycopg2", "psycopg", "pymysql", "MySQLdb", "pymongo", "redis", "sqlalchemy", "subprocess",
+    "socket", "http", "webbrowser", "telnetlib", "poplib", "imaplib", "grpc", "kafka", "pika",
+})
+
+
+class ScaffoldError(Exception):
+    """The function itself cannot be placed or defined (reported as the variant's outcome)."""
+
+
+def indentation(function: str) -> str:
+    """The leading whitespace of the function's first non-blank line."""
+    for line in function.splitlines():
+        if line.strip():
+            return line[: len(line) - len(line.lstrip())]
+    return ""
+
+
+def reindent(function: str, indent: str) -> str:
+    """The function re-indented so that its first line starts with ``indent``."""
+    body = textwrap.dedent(function.expandtabs(8) if "\t" in indentation(function) else function)
+    return textwrap.indent(body, indent, lambda line: True) if indent else body
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def trim_context(context: str, function: str) -> str:
+    """The longest suffix of ``context`` (starting at a line) after which ``function`` parses.
+
+    Returns ``""`` when even the function alone does not parse at its indentation (then it is run
+    dedented, as a module-level function).
+    """
+    joined = context if not context or context.endswith("\n") else context + "\n"
+    if _parses(joined + function):
+        return joined
+    lines = joined.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if i and line[:1] not in ("", " ", "\t", "\n", "#", ")", "]", "}") and _parses("".join(lines[i:]) + function):
+            return "".join(lines[i:])
+    return ""
+
+
+@dataclass
+class Placed:
+    """A function placed in its module: the parsed module, the definition node and where it sits."""
+
+    source: str
+    tree: ast.Module
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    classes: list[str]  # enclosing class names, outermost first
+    first_line: int  # first line of the function text in ``source``
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def qualname(self) -> str:
+        return ".".join([*self.classes, self.node.name])
+
+    @property
+    def kind(self) -> str:
+        """``function``, ``method``, ``staticmethod``, ``classmethod`` or ``property``."""
+        if not self.classes:
+            return "function"
+        for dec in self.node.decorator_list:
+            name = dec.id if isinstance(dec, ast.Name) else dec.attr if isinstance(dec, ast.Attribute) else ""
+            if name in ("staticmethod", "classmethod", "property"):
+                return name
+        return "method"
+
+
+def place(context: str, function: str) -> Placed:
+    """Put ``function`` after ``context`` (already trimmed) and find its definition node."""
+    if context and not _parses(context + function):
+        context = ""
+    if not context:
+        function = reindent(function, "")
+    source = context + function
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ScaffoldError(f"the function does not parse: {exc.msg} (line {exc.lineno})") from None
+    first_line = context.count("\n") + 1
+    found = _find(tree.body, first_line, [])
+    if found is None:
+        raise ScaffoldError("no function definition starts on the function's first line")
+    node, classes = found
+    return Placed(source=source, tree=tree, node=node, classes=classes, first_line=first_line)
+
+
+def _find(body: list[ast.stmt], line: int, classes: list[str]) -> tuple[Any, list[str]] | None:
+    for stmt in body:
+        start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and start == line:
+            return stmt, classes
+        inner: list[tuple[list[ast.stmt], list[str]]] = []
+        if isinstance(stmt, ast.ClassDef):
+            inner.append((stmt.body, [*classes, stmt.name]))
+        elif isinstance(stmt, ast.If | ast.Try | ast.TryStar | ast.With):
+            blocks = [stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", [])]
+            blocks += [h.body for h in getattr(stmt, "handlers", [])]
+            inner += [(b, classes) for b in blocks]
+        for block, cls in inner:
+            hit = _find(block, line, cls)
+            if hit is not None:
+                return hit
+    return None
+
+
+# --- free names -------------------------------------------------------------------------------------
+
+
+def unresolved_names(tree: ast.AST) -> set[str]:
+    """Names the module reads but binds nowhere and that are not builtins."""
+    loaded: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+    return {name for name in loaded - bound if not hasattr(builtins, name)} - {"__file__", "__name__"}
+
+
+# --- executing the module ---------------------------------------------------------------------------
+
+
+class Module:
+    """A module built from placed source; :meth:`build` executes it into a fresh namespace."""
+
+    def __init__(self, placed: Placed, *, module_name: str, bare: bool = False,
+                 mocked: frozenset[str] = MOCKED_MODULES) -> None:
+        self.placed = placed
+        self.module_name = module_name
+        self.bare = bare
+        self.mocked = mocked
+        self.standin_names = set() if bare else unresolved_names(placed.tree)
+        self._compiled: dict[int, Any] = {}
+        self.warnings: list[str] = []
+
+    def _code(self, stmt: ast.stmt) -> Any:
+        key = id(stmt)
+        if key not in self._compiled:
+            self._compiled[key] = compile(ast.Module(body=[stmt], type_ignores=[]), FILENAME, "exec")
+        return self._compiled[key]
+
+    def build(self) -> dict[str, Any]:
+        """Execute the module into a new namespace; records why statements were replaced in ``warnings``."""
+        package = self.module_name.rpartition(".")[0] if "." in self.module_name else None
+        ns: dict[str, Any] = {"__name__": self.module_name, "__builtins__": builtins, "__file__": FILENAME,
+                              "__package__": package}
+        for name in self.standin_names:
+            ns[name] = CalibStandIn(name)
+        self.warnings = []
+        body = self.placed.tree.body
+        if self.bare:
+            body = [s for s in body if s.lineno >= self.placed.first_line
+                    or any(d.lineno >= self.placed.first_line for d in getattr(s, "decorator_list", []))]
+        for stmt in body:
+            self._run(stmt, ns)
+        return ns
+
+    def _run(self, stmt: ast.stmt, ns: dict[str, Any]) -> None:
+        if isinstance(stmt, ast.Import | ast.ImportFrom) and self._mocked(stmt):
+            self._standins_for_import(stmt, ns, "mocked")
+            return
+        try:
+            exec(self._code(stmt), ns)  # noqa: S102 - the whole point: untrusted code, inside the sandbox
+            return
+        except BaseException as exc:  # noqa: BLE001
+            if _fatal(exc):
+                raise
+            error = exc
+        where = f"line {stmt.lineno}"
+        if self.bare:
+            self.warnings.append(f"{where}: {type(error).__name__}")
+            return
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            self._standins_for_import(stmt, ns, type(error).__name__)
+        elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and stmt.decorator_list:
+            bare_def = _without_decorators(stmt)
+            self.warnings.append(f"{where}: decorators dropped ({type(error).__name__})")
+            self._run(bare_def, ns)
+        elif isinstance(stmt, ast.ClassDef):
+            self._rebuild_class(stmt, ns, error)
+        else:
+            names = _targets(stmt)
+            for name in names:
+                ns.setdefault(name, CalibStandIn(name))
+            standins = f" ({', '.join(names)} stand-ins)" if names else ""
+            self.warnings.append(f"{where}: {type(error).__name__}{standins}")
+
+    def _mocked(self, stmt: ast.Import | ast.ImportFrom) -> bool:
+        if isinstance(stmt, ast.ImportFrom):
+            return bool(stmt.module) and stmt.level == 0 and stmt.module.split(".")[0] in self.mocked
+        return any(alias.name.split(".")[0] in self.mocked for alias in stmt.names)
+
+    def _standins_for_import(self, stmt: ast.Import | ast.ImportFrom, ns: dict[str, Any], why: str) -> None:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                ns[bound] = CalibStandIn(alias.name if alias.asname else bound)
+        else:
+            module = "." * stmt.level + (stmt.module or "")
+            for alias in stmt.names:
+                if alias.name == "*":
+                    continue
+                ns[alias.asname or alias.name] = CalibStandIn(f"{module}.{alias.name}".lstrip("."))
+        self.warnings.append(f"line {stmt.lineno}: import stand-ins ({why})")
+
+    def _rebuild_class(self, stmt: ast.ClassDef, ns: dict[str, Any], error: BaseException) -> None:
+        body_ns: dict[str, Any] = {"__module__": self.module_name, "__qualname__": stmt.name}
+        for inner in stmt.body:
+            try:
+                exec(self._code(inner), ns, body_ns)  # noqa: S102
+            except BaseException as exc:  # noqa: BLE001
+                if _fatal(exc):
+                    raise
+                for name in _targets(inner):
+                    body_ns.setdefault(name, CalibStandIn(f"{stmt.name}.{name}"))
+        ns[stmt.name] = type(stmt.name, (object,), body_ns)
+        self.warnings.append(f"line {stmt.lineno}: class {stmt.name} rebuilt without bases ({type(error).__name__})")
+
+
+def _fatal(exc: BaseException) -> bool:
+    """Exceptions that must stop the harness's work on this input (its own timer, exit requests)."""
+    return not isinstance(exc, Exception) and not isinstance(exc, SystemExit | GeneratorExit)
+
+
+def _without_decorators(stmt: Any) -> Any:
+    clone = ast.copy_location(type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields}), stmt)
+    clone.decorator_list = []
+    return ast.fix_missing_locations(clone)
+
+
+def _targets(stmt: ast.stmt) -> list[str]:
+    names: list[str] = []
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+        targets = [stmt.target]
+    elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [stmt.name]
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names.append(node.id)
+    return names

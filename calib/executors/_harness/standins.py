@@ -1,0 +1,183 @@
+"""Recording stand-ins for names and modules the sandbox cannot resolve (runs inside the sandbox).
+
+A stand-in takes the place of an unimportable module (``requests``), a name the file context does not
+define, or ``self`` when the context class cannot be built. Every *call* to a stand-in (and every item
+or attribute it is given) is appended to the call log, which is part of the output state (DESIGN.md,
+"Execution semantics": "ordered log of calls to mocked dependencies"); a call returns the configured
+default, by default another stand-in named after the call so that ``requests.get(url).json()["x"]``
+keeps working and stays visible in the log.
+
+Stdlib only: this module is imported by the harness inside the sandbox.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The class name appears in error messages ("… 'CalibStandIn' …") and marks them as scaffolding failures.
+STANDIN_CLASS_NAME = "CalibStandIn"
+
+
+class CallLog:
+    """The ordered log of calls to stand-ins for one input state."""
+
+    def __init__(self) -> None:
+        self.entries: list[list[Any]] = []
+        self.canon = repr  # replaced by the harness with canon.canonical
+        self.limit = 1000
+        self.default: Any = _STANDIN_DEFAULT
+
+    def record(self, kind: str, name: str, *payload: Any) -> None:
+        if len(self.entries) < self.limit:
+            self.entries.append([kind, name, *[self.canon(p) for p in payload]])
+        elif len(self.entries) == self.limit:
+            self.entries.append(["truncated", name])
+
+    def reset(self) -> None:
+        self.entries = []
+
+
+_STANDIN_DEFAULT = object()
+LOG = CallLog()
+
+
+def _child(parent: CalibStandIn, suffix: str) -> CalibStandIn:
+    return CalibStandIn(object.__getattribute__(parent, "_calib_name") + suffix)
+
+
+class CalibStandIn:
+    """An object that accepts every operation, logs calls, and names itself after how it was reached."""
+
+    __slots__ = ("_calib_name", "_calib_attrs")
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_calib_name", name)
+        object.__setattr__(self, "_calib_attrs", {})
+
+    # --- reaching further -------------------------------------------------------------------------
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        attrs = object.__getattribute__(self, "_calib_attrs")
+        if attr not in attrs:
+            attrs[attr] = _child(self, "." + attr)
+        return attrs[attr]
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        LOG.record("setattr", object.__getattribute__(self, "_calib_name") + "." + attr, value)
+        object.__getattribute__(self, "_calib_attrs")[attr] = value
+
+    def __delattr__(self, attr: str) -> None:
+        LOG.record("delattr", object.__getattribute__(self, "_calib_name") + "." + attr)
+        object.__getattribute__(self, "_calib_attrs").pop(attr, None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = object.__getattribute__(self, "_calib_name")
+        # A stand-in used as a decorator hands the function or class back unchanged (and is not logged):
+        # ``@app.route("/")`` must not turn the decorated definition into a stand-in.
+        if len(args) == 1 and not kwargs and isinstance(args[0], _DECORATABLE):
+            return args[0]
+        LOG.record("call", name, list(args), kwargs)
+        if LOG.default is not _STANDIN_DEFAULT:
+            return LOG.default
+        return CalibStandIn(name + "()")
+
+    def __getitem__(self, key: Any) -> Any:
+        LOG.record("getitem", object.__getattribute__(self, "_calib_name"), key)
+        return _child(self, "[]")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        LOG.record("setitem", object.__getattribute__(self, "_calib_name"), key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        LOG.record("delitem", object.__getattribute__(self, "_calib_name"), key)
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        # ``class Foo(unresolvable.Base):`` gets a plain base class of the same name.
+        name = object.__getattribute__(self, "_calib_name").rsplit(".", 1)[-1] or "Base"
+        return (type(name, (), {"__module__": "calib_standin"}),)
+
+    # --- behaving like an empty, truthy value --------------------------------------------------------
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __contains__(self, item: Any) -> bool:
+        return False
+
+    def __int__(self) -> int:
+        return 0
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __index__(self) -> int:
+        return 0
+
+    def __str__(self) -> str:
+        return "<" + object.__getattribute__(self, "_calib_name") + ">"
+
+    __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+    def __hash__(self) -> int:
+        return hash(object.__getattribute__(self, "_calib_name"))
+
+    def __eq__(self, other: Any) -> bool:
+        return self is other
+
+    def __ne__(self, other: Any) -> bool:
+        return self is not other
+
+    def __lt__(self, other: Any) -> bool:
+        return False
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def __enter__(self) -> CalibStandIn:
+        return _child(self, ".__enter__()")
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+    async def __aenter__(self) -> CalibStandIn:
+        return _child(self, ".__aenter__()")
+
+    async def __aexit__(self, *exc: Any) -> bool:
+        return False
+
+    def __await__(self) -> Any:
+        return iter(())
+
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        raise StopAsyncIteration
+
+    def _arith(self: CalibStandIn, *other: Any) -> CalibStandIn:
+        return _child(self, "<op>")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _arith
+    __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _arith
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = __matmul__ = __rmatmul__ = _arith
+    __neg__ = __pos__ = __abs__ = __invert__ = _arith
+
+
+_DECORATABLE = (type, type(lambda: None), staticmethod, classmethod, property)
+
+
+def is_standin(value: Any) -> bool:
+    return type(value) is CalibStandIn
+
+
+def standin_name(value: CalibStandIn) -> str:
+    return object.__getattribute__(value, "_calib_name")

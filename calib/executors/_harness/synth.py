@@ -1,0 +1,275 @@
+"""Input synthesis: value pools per parameter and a coverage-guided search (runs inside the sandbox).
+
+Pools come from the hints (:mod:`.hints`): types from annotations, defaults and body usage, else from
+the parameter's name (``n``/``count``/``*_id`` → int, ``path``/``filename`` → a file in the working
+directory, ``items``/plural names → list, ``is_*``/``flag`` → bool, ...), each seeded with the literals
+mined from the body. The search starts from a diagonal walk through the pools (input i takes the i-th
+value of every pool), then mutates one or two arguments of a kept input at a time, and keeps an input
+when it reaches new lines or a new output. It stops once N inputs can be chosen with line coverage ≥ C
+and at least N_out distinct outputs, or when the run or time budget is spent. Everything is drawn from
+one ``random.Random(seed)``: same function, same seed, same inputs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .hints import Hints, Param
+from .standins import CalibStandIn
+from .values import Obj, decode, encode
+
+NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
+    # (exact names, suffixes/prefixes marker, type)
+    (("n", "i", "j", "k", "m", "count", "num", "size", "length", "index", "idx", "depth", "level", "limit",
+      "width", "height", "offset", "start", "stop", "end", "step", "year", "month", "day", "port", "age",
+      "timeout", "retries", "number", "total", "pos", "position", "line", "lineno", "col", "max", "min"),
+     ("_id", "_count", "_size", "_len", "_num", "_index", "_idx", "num_", "n_", "max_", "min_"), "int"),
+    (("path", "filename", "fname", "file", "filepath", "file_path", "dirname", "directory", "dir", "folder"),
+     ("_path", "_file", "_filename", "_dir"), "path"),
+    (("name", "text", "s", "string", "key", "prefix", "suffix", "msg", "message", "word", "url", "label",
+      "title", "line", "sep", "delimiter", "pattern", "fmt", "format", "encoding", "mode", "value", "char",
+      "c", "token", "code", "query", "description", "content", "data_str", "email", "host", "method"),
+     ("_name", "_str", "_text", "_key", "_url", "_prefix", "_suffix", "_type", "_mode", "_msg"), "str"),
+    (("flag", "verbose", "strict", "force", "recursive", "enabled", "debug", "quiet", "reverse", "inplace"),
+     ("is_", "has_", "use_", "enable_", "allow_", "should_", "include_", "skip_", "ignore_"), "bool"),
+    (("items", "values", "lst", "seq", "sequence", "array", "arr", "nums", "numbers", "elements", "args",
+      "lines", "words", "rows", "parts", "xs", "names", "keys", "data", "tokens", "entries", "records"),
+     ("_list", "_items", "_values", "_ids", "_names"), "list"),
+    (("d", "mapping", "dct", "dictionary", "config", "options", "opts", "params", "kwargs", "headers",
+      "settings", "attrs", "meta", "metadata", "context", "ctx", "env", "kw"), ("_dict", "_map", "_config"), "dict"),
+    (("x", "y", "z", "a", "b", "val", "amount", "price", "rate", "ratio", "weight", "score", "factor",
+      "alpha", "beta", "t", "dt", "scale", "percent", "threshold", "tol"), ("_rate", "_ratio", "_score"), "float"),
+    (("callback", "func", "fn", "f", "handler", "hook", "cb", "predicate", "key_func"),
+     ("_callback", "_func", "_fn"), "callable"),
+)
+
+BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
+BASE_FLOATS = [0.0, 1.5, -2.25, 3.0, 0.1, 100.0, 0.001, -1.0]
+BASE_STRINGS = ["", "a", "abc", "Hello World", "hello_world", "a,b,c", "  padded  ", "123", "x.txt", "A-B c"]
+
+
+def name_type(name: str) -> str | None:
+    lower = name.lower()
+    for exact, affixes, kind in NAME_RULES:
+        if lower in exact or any(lower.endswith(a) if a.startswith("_") else lower.startswith(a) for a in affixes):
+            return kind
+    if lower.endswith("s") and len(lower) > 3:
+        return "list"
+    return None
+
+
+class Pools:
+    """Candidate values per parameter, most plausible first."""
+
+    def __init__(self, hints: Hints, rng: random.Random) -> None:
+        self.hints = hints
+        self.rng = rng
+        self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
+        self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
+
+    def _pool(self, p: Param) -> list[Any]:
+        types = [t for t in p.types if t not in ("any",)]
+        if not types or types == ["none"]:
+            guess = name_type(p.name)
+            types = ([guess] if guess else ["int", "str", "list"]) + types
+        if p.kind == "vararg":
+            return [(), *[tuple(v[:3]) for v in self._values("list", p) if isinstance(v, list)][:6]]
+        if p.kind == "kwarg":
+            return [{}, *[v for v in self._values("dict", p) if isinstance(v, dict) and all(
+                isinstance(k, str) and k.isidentifier() for k in v)][:6]]
+        per_type = [self._values(t, p) for t in types]
+        pool: list[Any] = [p.default] if p.has_default else []
+        for i in range(max(len(v) for v in per_type)):  # interleave the types
+            for values in per_type:
+                if i < len(values):
+                    pool.append(values[i])
+        return pool
+
+    def _values(self, kind: str, p: Param) -> list[Any]:
+        h, rng = self.hints, self.rng
+        if kind == "int":
+            return _merge(h.ints, BASE_INTS)
+        if kind == "float":
+            return _merge(h.floats, BASE_FLOATS + [float(i) for i in h.ints[:6]])
+        if kind == "bool":
+            return [True, False]
+        if kind == "str":
+            return _merge(h.strings, BASE_STRINGS)
+        if kind == "bytes":
+            return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
+        if kind == "none":
+            return [None]
+        if kind == "path":
+            return self.files + ["missing.txt"]
+        if kind == "callable":
+            return [CalibStandIn(p.name)]
+        if kind in ("list", "tuple", "set"):
+            element = (p.element or [""])[0]
+            seqs = self._sequences(element)
+            if kind == "tuple":
+                return [tuple(s) for s in seqs]
+            if kind == "set":
+                return [set(s) for s in seqs if all(isinstance(x, int | str | float) for x in s)]
+            return seqs
+        if kind == "dict":
+            return self._mappings(p)
+        if kind == "object":
+            return [Obj(**{a: self._attr_value(a, i) for a in p.attrs}) for i in range(6)]
+        return [rng.choice(BASE_INTS)]
+
+    def _sequences(self, element: str) -> list[list[Any]]:
+        ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])
+        strings = _merge(self.hints.strings, ["a", "b", "c", "hello", ""])
+        if element == "str":
+            base = strings
+        elif element == "float":
+            base = [1.5, -0.5, 2.0, 0.0]
+        else:
+            base = ints
+        return [[], base[:1], base[:3], list(reversed(base[:4])), base[:2] * 2, base[1:6],
+                [self.rng.choice(base) for _ in range(5)], base[:8]]
+
+    def _mappings(self, p: Param) -> list[dict[Any, Any]]:
+        keys = p.keys or [s for s in self.hints.strings if s.isidentifier()][:4]
+        values = _merge(self.hints.ints, [1, 2, 0])
+        out: list[dict[Any, Any]] = []
+        if keys:
+            out.append({k: self._attr_value(k, i) for i, k in enumerate(keys)})
+            out.append({k: values[i % len(values)] for i, k in enumerate(keys)})
+            out.append({k: "x" for k in keys[: max(1, len(keys) - 1)]})
+        out += [{}, {"a": 1, "b": 2}, {"key": "value"}, {"x": [1, 2], "y": None}]
+        return out
+
+    def _attr_value(self, name: str, i: int) -> Any:
+        kind = name_type(name) or "int"
+        pool = {"int": BASE_INTS, "str": BASE_STRINGS[1:], "float": BASE_FLOATS, "bool": [True, False],
+                "list": [[1, 2], [], ["a"]], "dict": [{"a": 1}, {}], "path": self.files,
+                "callable": [CalibStandIn(name)]}.get(kind, BASE_INTS)
+        return pool[i % len(pool)]
+
+    def self_state(self, attrs: list[str], i: int) -> dict[str, Any]:
+        return {a: self._attr_value(a, i + j) for j, a in enumerate(attrs)}
+
+
+def _merge(first: list[Any], second: list[Any]) -> list[Any]:
+    out = list(first[:12])
+    for v in second:
+        if v not in out:
+            out.append(v)
+    return out + first[12:]
+
+
+@dataclass
+class Record:
+    """One execution of x during the search."""
+
+    state: dict[str, Any]  # the encoded input state
+    valid: bool
+    status: str
+    output: str  # canonical JSON of the output state
+    lines: frozenset[int] = field(default_factory=frozenset)
+
+
+def select(records: list[Record], n: int) -> list[Record]:
+    """Choose up to n inputs: greedy on new lines covered, then new outputs, returns before raises."""
+    pool = [r for r in records if r.valid]
+    chosen: list[Record] = []
+    covered: set[int] = set()
+    outputs: set[str] = set()
+    while pool and len(chosen) < n:
+        best = max(pool, key=lambda r: (len(r.lines - covered), r.output not in outputs, r.status == "ok"))
+        pool.remove(best)
+        chosen.append(best)
+        covered |= best.lines
+        outputs.add(best.output)
+    return chosen
+
+
+def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable: frozenset[int], n: int,
+           min_valid: int, coverage: float, min_distinct: int, budget_runs: int, budget_seconds: float,
+           avoid: set[str], self_attrs: list[str]) -> list[Record]:
+    """Coverage-guided search; returns every record (use :func:`select` for the chosen inputs)."""
+    rng = pools.rng
+    params = pools.hints.params
+    deadline = time.monotonic() + budget_seconds
+    records: list[Record] = []
+    seen: set[str] = set(avoid)
+    longest = max([len(v) for v in pools.by_param.values()] + [1])
+
+    def make(values: dict[str, Any], self_index: int) -> dict[str, Any]:
+        state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()}}
+        if self_attrs:
+            state["self"] = encode(Obj(**pools.self_state(self_attrs, self_index)))
+        files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
+        state["files"] = {f: _file_content(f) for f in files} if pools.hints.files or any(
+            "path" in p.types or name_type(p.name) == "path" for p in params) else {}
+        return state
+
+    def attempt(values: dict[str, Any], self_index: int) -> bool:
+        state = make(values, self_index)
+        key = repr(sorted(state.items()))
+        if key in seen:
+            return False
+        seen.add(key)
+        records.append(run(state))
+        return True
+
+    def satisfied() -> bool:
+        chosen = select(records, n)
+        covered = frozenset().union(*(r.lines for r in chosen)) if chosen else frozenset()
+        share = len(covered & executable) / len(executable) if executable else 1.0
+        return (len(chosen) >= max(min_valid, n) and share >= coverage
+                and len({r.output for r in chosen}) >= min_distinct)
+
+    runs = 0
+    for i in range(longest + 2):  # the diagonal walk through the pools
+        values = {p.name: pool[i % len(pool)] for p, pool in ((p, pools.by_param[p.name]) for p in params)}
+        runs += attempt(values, i)
+        if runs >= budget_runs or time.monotonic() > deadline or (runs >= n and satisfied()):
+            return records
+    covered: set[int] = set()
+    outputs: set[str] = set()
+    parents: list[dict[str, Any]] = []
+    for record in records:
+        if record.valid and (record.lines - covered or record.output not in outputs):
+            parents.append(record.state)
+        covered |= record.lines
+        outputs.add(record.output)
+    stale = 0
+    while runs < budget_runs and time.monotonic() < deadline and stale < 4 * budget_runs:
+        base = rng.choice(parents) if parents and rng.random() < 0.8 else None
+        values = {p.name: rng.choice(pools.by_param[p.name]) for p in params}
+        if base is not None and params:
+            kept = {name: decode(src) for name, src in base["args"].items()}
+            for p in rng.sample(params, min(len(params), rng.choice((1, 1, 2)))):
+                kept[p.name] = values[p.name]
+            values = kept
+        if not attempt(values, rng.randrange(6)):
+            stale += 1
+            continue
+        runs += 1
+        record = records[-1]
+        if record.valid and (record.lines - covered or record.output not in outputs):
+            parents.append(record.state)
+            covered |= record.lines
+            outputs.add(record.output)
+            if satisfied():
+                break
+    return records
+
+
+def _file_content(name: str) -> str:
+    lower = name.lower()
+    if lower.endswith(".json"):
+        return '{"name": "example", "values": [1, 2, 3], "enabled": true}\n'
+    if lower.endswith(".csv"):
+        return "id,name,value\n1,alpha,10\n2,beta,20\n"
+    if lower.endswith((".ini", ".cfg", ".conf")):
+        return "[section]\nkey = value\nnumber = 3\n"
+    if lower.endswith((".yaml", ".yml")):
+        return "name: example\nvalues:\n  - 1\n  - 2\n"
+    return "first line\nsecond line\nthird line\n"

@@ -1,0 +1,106 @@
+"""Input values as text: a small, safe subset of Python expressions (runs inside the sandbox too).
+
+Input states travel between processes (chosen on x, replayed for every candidate) and are printed by
+``calib compare``; so each argument value is kept as the source of an expression a person can read
+and that :func:`decode` evaluates without ``eval``: literals (numbers, strings, bytes, ``None``,
+booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set()``, ``Path('…')``,
+``Obj(attr=…)`` (an object with those attributes, for parameters the body uses as ``p.attr``) and
+``StandIn('name')`` (a recording stand-in). Decoding builds fresh objects each time, so a function that
+mutates its arguments cannot change the stored input.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import pathlib
+import types
+from typing import Any
+
+from .standins import CalibStandIn, is_standin, standin_name
+
+
+class Obj(types.SimpleNamespace):
+    """An argument object with the attributes the function reads (``p.name``, ``p.size``)."""
+
+
+Obj.__module__ = "builtins"  # canonical name "Obj", identical for truth and candidates
+
+
+def encode(value: Any) -> str:
+    """The expression source of ``value`` (inverse of :func:`decode`)."""
+    if value is None or isinstance(value, bool | int | str | bytes):
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "float('nan')"
+        if math.isinf(value):
+            return "float('inf')" if value > 0 else "float('-inf')"
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(encode(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(encode(v) for v in value)
+        return "(" + inner + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, set | frozenset):
+        return "{" + ", ".join(sorted(encode(v) for v in value)) + "}" if value else "set()"
+    if isinstance(value, pathlib.PurePath):
+        return f"Path({str(value)!r})"
+    if is_standin(value):
+        return f"StandIn({standin_name(value)!r})"
+    if isinstance(value, Obj):
+        return "Obj(" + ", ".join(f"{k}={encode(v)}" for k, v in vars(value).items()) + ")"
+    raise TypeError(f"cannot encode a {type(value).__name__} as an input value")
+
+
+def decode(source: str) -> Any:
+    """Evaluate an expression written by :func:`encode` (or by a user in an ``--inputs`` file)."""
+    try:
+        node = ast.parse(source, mode="eval").body
+    except SyntaxError as exc:
+        raise ValueError(f"input value {source!r} is not a Python expression: {exc.msg}") from None
+    return _build(node, source)
+
+
+def _build(node: ast.expr, source: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        operand = _build(node.operand, source)
+        if isinstance(operand, int | float | complex) and not isinstance(operand, bool):
+            return -operand if isinstance(node.op, ast.USub) else operand
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):  # complex literals 1+2j
+        left, right = _build(node.left, source), _build(node.right, source)
+        if isinstance(left, int | float) and isinstance(right, complex):
+            return left + right if isinstance(node.op, ast.Add) else left - right
+    if isinstance(node, ast.List):
+        return [_build(e, source) for e in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(_build(e, source) for e in node.elts)
+    if isinstance(node, ast.Set):
+        return {_build(e, source) for e in node.elts}
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {_build(k, source): _build(v, source) for k, v in zip(node.keys, node.values)}  # type: ignore[arg-type]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return _call(node, source)
+    raise ValueError(f"input value {source!r}: only literals, set(), float('nan'), Path(...), Obj(...) and "
+                     "StandIn(...) are allowed")
+
+
+def _call(node: ast.Call, source: str) -> Any:
+    name = node.func.id  # type: ignore[attr-defined]
+    args = [_build(a, source) for a in node.args]
+    kwargs = {kw.arg: _build(kw.value, source) for kw in node.keywords if kw.arg}
+    if name == "float" and len(args) == 1 and args[0] in ("nan", "inf", "-inf") and not kwargs:
+        return float(args[0])
+    if name in ("set", "frozenset", "tuple", "list") and len(args) <= 1 and not kwargs:
+        return {"set": set, "frozenset": frozenset, "tuple": tuple, "list": list}[name](*args)
+    if name == "Path" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
+        return pathlib.Path(args[0])
+    if name == "Obj" and not args:
+        return Obj(**kwargs)
+    if name == "StandIn" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
+        return CalibStandIn(args[0])
+    raise ValueError(f"input value {source!r}: {name}(...) is not an allowed constructor")

@@ -1,0 +1,204 @@
+"""The ``sandbox`` executor: deterministic execution of Python functions, no LLM (DESIGN.md, "Seams").
+
+One comparison is three kinds of sandboxed batch (:mod:`calib.executors.sandbox`), each a fresh
+process that runs one function variant on all its input states:
+
+1. *explore* x: the harness builds the scaffold from the file context and searches input states
+   (:mod:`calib.executors._harness.synth`), or runs the ones the user gave;
+2. *replay* x on the chosen states in a fresh process: an input whose output state differs from the
+   one seen while exploring is invalid (``nondeterministic``);
+3. *replay* each candidate, in x's place in the same scaffold, on the same states.
+
+Batches 2 and 3 run concurrently, at most ``workers`` processes at a time. If a batch dies (a crash,
+the wall clock, the output cap) the input it was on gets that outcome and the batch restarts after it,
+so one hostile input costs one input, not the sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from calib.executors._harness import scaffold
+from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
+from calib.executors.sandbox import Limits, Sandbox, SandboxRun
+
+__all__ = ["SandboxExecutor"]
+
+_MAX_EXPLORE_RESTARTS = 3
+_STARTUP_SLACK = 10.0  # seconds a batch may spend starting and building its scaffold
+
+
+@dataclass
+class _Replay:
+    outputs: dict[int, str] = field(default_factory=dict)
+    statuses: dict[int, tuple[str, str]] = field(default_factory=dict)
+    error: str = ""
+
+
+def _events(run: SandboxRun) -> list[dict[str, Any]]:
+    events = []
+    for line in run.stdout.decode("utf-8", "replace").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line of a killed batch
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+class SandboxExecutor:
+    """Runs x and candidates in bubblewrap with scaffolding and input synthesis from the file context."""
+
+    kind = "sandbox"
+
+    def __init__(self, config: ExecutorConfig | None = None) -> None:
+        self.config = config or ExecutorConfig()
+        limits = Limits(memory_bytes=self.config.memory_mb << 20)
+        self.sandbox = Sandbox(limits=limits, unsafe=self.config.unsafe_no_sandbox,
+                               read_only=self.config.import_paths)
+        self._slots = asyncio.Semaphore(self.config.workers)
+
+    def _job(self, mode: str, context: str, function: str, **extra: Any) -> dict[str, Any]:
+        c = self.config
+        return {"mode": mode, "context": context, "function": function, "seed": c.seed,
+                "input_timeout": c.input_timeout, "bare": c.bare, "module_name": c.module_name,
+                "import_paths": list(c.import_paths), **extra}
+
+    async def _run(self, job: dict[str, Any], wall: float) -> SandboxRun:
+        async with self._slots:
+            return await self.sandbox.run(json.dumps(job).encode("utf-8"), wall_seconds=wall)
+
+    async def _explore(self, context: str, truth: str, inputs: Sequence[Mapping[str, Any]] | None,
+                       ) -> tuple[dict[str, Any] | None, str]:
+        c = self.config
+        avoid: list[str] = []
+        extra: dict[str, Any] = {"n_inputs": c.n_inputs, "min_valid": c.min_valid, "coverage": c.coverage,
+                                 "min_distinct": c.min_distinct, "budget_runs": c.budget_runs,
+                                 "budget_seconds": c.budget_seconds}
+        if inputs is not None:
+            extra["inputs"] = [dict(i) for i in inputs]
+            wall = _STARTUP_SLACK + c.input_timeout * (len(inputs) + 1)
+        else:
+            wall = _STARTUP_SLACK + c.budget_seconds + 2 * c.input_timeout
+        died = ""
+        for _ in range(_MAX_EXPLORE_RESTARTS + 1):
+            run = await self._run(self._job("explore", context, truth, avoid=avoid, **extra), wall)
+            events = _events(run)
+            for event in events:
+                if event.get("event") == "explore":
+                    return event, ""
+                if event.get("event") == "error":
+                    return None, f"unparsable: {event.get('message', '')}"
+            died = run.died or "no result"
+            tries = [e["key"] for e in events if e.get("event") == "try"]
+            if not tries or inputs is not None:
+                break
+            avoid.append(tries[-1])  # the input that took the batch down is not tried again
+        return None, f"crashed: {died}"
+
+    async def _replay(self, context: str, function: str, states: list[dict[str, Any]]) -> _Replay:
+        c = self.config
+        result = _Replay()
+        failed: dict[int, str] = {}
+        for _ in range(len(states) + 1):
+            pending = [i for i in range(len(states)) if i not in result.outputs]
+            if not pending:
+                break
+            wall = _STARTUP_SLACK + c.input_timeout * (len(pending) + 1)
+            run = await self._run(self._job("replay", context, function, inputs=states,
+                                            skip=sorted(result.outputs)), wall)
+            started: int | None = None
+            for event in _events(run):
+                kind = event.get("event")
+                if kind == "error":
+                    result.error = f"unparsable: {event.get('message', '')}"
+                    return result
+                if kind == "start":
+                    started = int(event["index"])
+                elif kind == "result":
+                    index = int(event["index"])
+                    result.outputs[index] = event["output"]
+                    result.statuses[index] = (event["status"], event.get("reason", ""))
+                    started = None
+            if started is not None or run.died:
+                index = started if started is not None else (pending[0] if pending else None)
+                if index is None or index in result.outputs:
+                    break
+                why = run.died or "crashed"
+                failed[index] = why
+                result.outputs[index] = json.dumps({"outcome": why})
+                result.statuses[index] = ("invalid", why.split()[0])
+        return result
+
+    async def compare(self, truth: str, candidates: Sequence[str], *, context: str = "",
+                      inputs: Sequence[Mapping[str, Any]] | None = None,
+                      names: Sequence[str] | None = None) -> Comparison:
+        """Choose input states on ``truth``, run it and every candidate on them, and compare."""
+        c = self.config
+        names = list(names) if names is not None else [f"candidate {i + 1}" for i in range(len(candidates))]
+        ctx = "" if c.bare else scaffold.trim_context(context, truth)
+        indent = scaffold.indentation(truth)
+        settings = {k: v for k, v in asdict(c).items() if k not in ("workers", "unsafe_no_sandbox")}
+        settings["sandbox"] = "bubblewrap" if self.sandbox.isolated else "none (--unsafe-no-sandbox)"
+        explored, why = await self._explore(ctx, truth, inputs)
+        if explored is None:
+            return Comparison(conclusive=False, reason=why, valid_inputs=0, coverage=0.0, distinct_outputs=0,
+                              inputs=(), candidates=tuple(CandidateResult(n, (), None, "not_run") for n in names),
+                              config=settings)
+        chosen = explored["chosen"]
+        states = [item["state"] for item in chosen]
+        replays = await asyncio.gather(self._replay(ctx, truth, states),
+                                       *(self._replay(ctx, scaffold.reindent(cand, indent), states)
+                                         for cand in candidates))
+        again, results = replays[0], replays[1:]
+        rows: list[InputResult] = []
+        for i, item in enumerate(chosen):
+            status = item["status"] if item["valid"] else "invalid"
+            reason = "" if item["valid"] else item["status"]
+            valid = bool(item["valid"])
+            if valid and again.outputs.get(i) != item["output"]:
+                valid, status, reason = False, "invalid", "nondeterministic"
+            rows.append(InputResult(index=i, state=item["state"], valid=valid, status=status, reason=reason,
+                                    output=item["output"]))
+        valid_rows = [r for r in rows if r.valid]
+        executable = set(explored["executable"])
+        covered = set().union(*(set(chosen[r.index]["lines"]) for r in valid_rows)) if valid_rows else set()
+        coverage = len(covered & executable) / len(executable) if executable else 1.0
+        distinct = len({r.output for r in valid_rows})
+        problems = []
+        if len(valid_rows) < c.min_valid:
+            invalid = [r.reason for r in rows if not r.valid]
+            top = max(set(invalid), key=invalid.count) if invalid else "none found"
+            problems.append(f"valid_inputs {len(valid_rows)} < {c.min_valid} (mostly {top})")
+        if coverage < c.coverage:
+            problems.append(f"coverage {coverage:.2f} < {c.coverage:g}")
+        if distinct < c.min_distinct:
+            problems.append(f"distinct_outputs {distinct} < {c.min_distinct}")
+        conclusive = not problems
+        cand_results = []
+        for name, res in zip(names, results):
+            if res.error:
+                matches = tuple(False if r.valid else None for r in rows)
+                outcome, message = "unparsable", res.error
+            else:
+                matches = tuple((res.outputs.get(r.index) == r.output) if r.valid else None for r in rows)
+                outcome, message = "ran", ""
+            hits = sum(1 for m in matches if m)
+            sim = hits / len(valid_rows) if conclusive and valid_rows else None
+            cand_results.append(CandidateResult(name=name, matches=matches, sim_func=sim, outcome=outcome,
+                                                message=message,
+                                                outputs=tuple(res.outputs.get(r.index) for r in rows)))
+        return Comparison(conclusive=conclusive, reason="; ".join(problems), valid_inputs=len(valid_rows),
+                          coverage=coverage, distinct_outputs=distinct, inputs=tuple(rows),
+                          candidates=tuple(cand_results), runs=int(explored.get("runs", 0)),
+                          warnings=tuple(explored.get("warnings", [])), config=settings)
+
+
+@register("sandbox")
+def _factory(config: ExecutorConfig) -> SandboxExecutor:
+    return SandboxExecutor(config)
