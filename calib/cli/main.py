@@ -14,6 +14,7 @@ import click
 
 from calib._exceptions import CalibError
 from calib._version import __version__
+from calib.cli.compare import compare
 from calib.cli.extract import extract
 from calib.cli.organism import organism
 from calib.cli.serve import serve
@@ -33,6 +34,7 @@ def cli(debug: bool) -> None:
     """
 
 
+cli.add_command(compare)
 cli.add_command(extract)
 cli.add_command(organism)
 cli.add_command(serve)

@@ -42,7 +42,7 @@ class Param:
     """One parameter of the function and what is known about the values it takes."""
 
     name: str
-    kind: str  # positional | keyword | vararg | kwarg
+    kind: str  # positional | keyword | vararg | kwarg | attribute (of self)
     types: list[str] = field(default_factory=list)  # int, float, str, bool, bytes, list, dict, set, tuple, ...
     element: list[str] = field(default_factory=list)  # element types of containers
     default: Any = None
@@ -58,7 +58,7 @@ class Hints:
     floats: list[float] = field(default_factory=list)
     strings: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-    self_attrs: list[str] = field(default_factory=list)
+    self_params: list[Param] = field(default_factory=list)  # self.attr the method reads, as parameters
 
 
 def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
@@ -143,17 +143,38 @@ def _type_of(value: Any) -> str:
     return "any"
 
 
+class _Subjects:
+    """Maps expressions to the Param they describe: a parameter name, or ``self.attr`` for methods."""
+
+    def __init__(self, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
+        self.params = params
+        self.hints = hints
+        self.self_name = self_name
+
+    def __call__(self, node: ast.AST) -> Param | None:
+        if isinstance(node, ast.Name):
+            return self.params.get(node.id)
+        if (self.self_name and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == self.self_name):
+            for p in self.hints.self_params:
+                if p.name == node.attr:
+                    return p
+            p = Param(name=node.attr, kind="attribute")
+            self.hints.self_params.append(p)
+            return p
+        return None
+
+
 def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
+    subject = _Subjects(params, hints, self_name)
     body_nodes = [n for stmt in func.body for n in ast.walk(stmt)]  # type: ignore[attr-defined]
     for node in body_nodes:
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            owner = node.value.id
-            if owner == self_name and node.attr not in hints.self_attrs:
-                hints.self_attrs.append(node.attr)
-            elif owner in params:
-                _attribute_use(params[owner], node.attr)
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in params:
-            p = params[node.value.id]
+        if isinstance(node, ast.Attribute):
+            subject(node)  # registers self.attr
+            p = subject(node.value)
+            if p is not None:
+                _attribute_use(p, node.attr)
+        elif isinstance(node, ast.Subscript) and (p := subject(node.value)) is not None:
             ok, key = _literal(node.slice)
             if ok and isinstance(key, str):
                 _add(p.types, "dict")
@@ -162,17 +183,18 @@ def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str
             else:
                 _add(p.types, "list")
         elif isinstance(node, ast.Call):
-            _call_use(node, params)
-        elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
-            if node.iter.id in params:
-                _add(params[node.iter.id].types, "list")
+            _call_use(node, subject)
+        elif isinstance(node, ast.For | ast.comprehension) and (p := subject(node.iter)) is not None:
+            _add(p.types, "list")
+            if isinstance(node.target, ast.Tuple):
+                _add(p.element, f"tuple{len(node.target.elts)}")
         elif isinstance(node, ast.BinOp):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(side, ast.Name) and side.id in params:
+                if (p := subject(side)) is not None:
                     ok, value = _literal(other)
-                    _add(params[side.id].types, _type_of(value) if ok else "int")
+                    _add(p.types, _type_of(value) if ok else "int")
         elif isinstance(node, ast.Compare):
-            _compare_use(node, params, hints)
+            _compare_use(node, subject, hints)
         elif isinstance(node, ast.Constant):
             _mine(node.value, hints)
         elif isinstance(node, ast.Dict):
@@ -193,17 +215,16 @@ def _attribute_use(p: Param, attr: str) -> None:
         p.attrs.append(attr)
 
 
-def _call_use(node: ast.Call, params: dict[str, Param]) -> None:
+def _call_use(node: ast.Call, subject: _Subjects) -> None:
     func = node.func
-    if isinstance(func, ast.Name) and func.id in params:
-        _add(params[func.id].types, "callable")
+    if (p := subject(func)) is not None:
+        _add(p.types, "callable")
         return
     if not isinstance(func, ast.Name) or not node.args:
         return
-    first = node.args[0]
-    if not (isinstance(first, ast.Name) and first.id in params):
+    p = subject(node.args[0])
+    if p is None:
         return
-    p = params[first.id]
     if func.id in ("len", "sorted", "enumerate", "reversed", "sum", "max", "min", "zip", "any", "all", "iter"):
         _add(p.types, "list")
     elif func.id in ("range", "chr", "hex", "bin", "oct"):
@@ -216,9 +237,9 @@ def _call_use(node: ast.Call, params: dict[str, Param]) -> None:
             _add_all(p.types, annotation_types(item)[0])
 
 
-def _compare_use(node: ast.Compare, params: dict[str, Param], hints: Hints) -> None:
+def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
     operands = [node.left, *node.comparators]
-    names = [o.id for o in operands if isinstance(o, ast.Name) and o.id in params]
+    found = [p for p in (subject(o) for o in operands) if p is not None]
     for operand, op in zip(node.comparators, node.ops):
         ok, value = _literal(operand)
         if not ok:
@@ -226,15 +247,15 @@ def _compare_use(node: ast.Compare, params: dict[str, Param], hints: Hints) -> N
         if isinstance(op, ast.In | ast.NotIn) and isinstance(value, list | tuple | set | frozenset | dict):
             for item in value:
                 _mine(item, hints)
-            for name in names:
-                _add_all(params[name].types, [_type_of(v) for v in list(value)[:3]])
+            for p in found:
+                _add_all(p.types, [_type_of(v) for v in list(value)[:3]])
             continue
         _mine(value, hints)
-        for name in names:
+        for p in found:
             if isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) and value is None:
-                _add(params[name].types, "none")
+                _add(p.types, "none")
             elif value is not None:
-                _add(params[name].types, _type_of(value))
+                _add(p.types, _type_of(value))
 
 
 def _mine(value: Any, hints: Hints) -> None:

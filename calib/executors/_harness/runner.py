@@ -216,8 +216,8 @@ def make_instance(cls: type, attrs: Obj | None) -> Any:
             instance = CalibStandIn("self")
     for name, value in (vars(attrs).items() if attrs is not None else ()):
         try:
-            existing = getattr(type(instance), name, None)
-            if callable(existing) or isinstance(existing, property):
+            # methods, properties and class-level constants belong to the context, not to the input
+            if hasattr(type(instance), name) and name not in getattr(instance, "__dict__", {}):
                 continue
             setattr(instance, name, value)
         except Exception:  # noqa: BLE001
@@ -290,7 +290,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
             pools, run, executable=runner.executable, n=n, min_valid=int(job.get("min_valid", 8)),
             coverage=float(job.get("coverage", 0.8)), min_distinct=int(job.get("min_distinct", 2)),
             budget_runs=int(job.get("budget_runs", 200)), budget_seconds=float(job.get("budget_seconds", 4.0)),
-            avoid=set(job.get("avoid", [])), self_attrs=info.self_attrs if placed.kind == "method" else [])
+            avoid=set(job.get("avoid", [])))
         chosen = synth.select(records, n)
         if len(chosen) < n:  # pad with invalid inputs so the report shows what was tried
             chosen += [r for r in records if not r.valid][: n - len(chosen)]

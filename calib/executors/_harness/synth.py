@@ -47,6 +47,9 @@ NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
      ("_callback", "_func", "_fn"), "callable"),
 )
 
+SELF_PREFIX = "self."
+KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
+
 BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
 BASE_FLOATS = [0.0, 1.5, -2.25, 3.0, 0.1, 100.0, 0.001, -1.0]
 BASE_STRINGS = ["", "a", "abc", "Hello World", "hello_world", "a,b,c", "  padded  ", "123", "x.txt", "A-B c"]
@@ -70,6 +73,13 @@ class Pools:
         self.rng = rng
         self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
         self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
+        # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value
+        for p in hints.self_params:
+            self.by_param[SELF_PREFIX + p.name] = [KEEP, *self._pool(p)]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.by_param)
 
     def _pool(self, p: Param) -> list[Any]:
         types = [t for t in p.types if t not in ("any",)]
@@ -108,7 +118,7 @@ class Pools:
         if kind == "callable":
             return [CalibStandIn(p.name)]
         if kind in ("list", "tuple", "set"):
-            element = (p.element or [""])[0]
+            element = next((e for e in p.element if e.startswith("tuple")), (p.element or [""])[0])
             seqs = self._sequences(element)
             if kind == "tuple":
                 return [tuple(s) for s in seqs]
@@ -124,6 +134,10 @@ class Pools:
     def _sequences(self, element: str) -> list[list[Any]]:
         ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])
         strings = _merge(self.hints.strings, ["a", "b", "c", "hello", ""])
+        if element.startswith("tuple"):
+            width = int(element[5:] or 2)
+            rows = [tuple(ints[(i + j) % len(ints)] for j in range(width)) for i in range(8)]
+            return [[], rows[:1], rows[:3], rows[2:6], [rows[0]] * 2, rows[:8]]
         if element == "str":
             base = strings
         elif element == "float":
@@ -150,9 +164,6 @@ class Pools:
                 "list": [[1, 2], [], ["a"]], "dict": [{"a": 1}, {}], "path": self.files,
                 "callable": [CalibStandIn(name)]}.get(kind, BASE_INTS)
         return pool[i % len(pool)]
-
-    def self_state(self, attrs: list[str], i: int) -> dict[str, Any]:
-        return {a: self._attr_value(a, i + j) for j, a in enumerate(attrs)}
 
 
 def _merge(first: list[Any], second: list[Any]) -> list[Any]:
@@ -191,7 +202,7 @@ def select(records: list[Record], n: int) -> list[Record]:
 
 def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable: frozenset[int], n: int,
            min_valid: int, coverage: float, min_distinct: int, budget_runs: int, budget_seconds: float,
-           avoid: set[str], self_attrs: list[str]) -> list[Record]:
+           avoid: set[str], patience: int = 20) -> list[Record]:
     """Coverage-guided search; returns every record (use :func:`select` for the chosen inputs)."""
     rng = pools.rng
     params = pools.hints.params
@@ -200,17 +211,20 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     seen: set[str] = set(avoid)
     longest = max([len(v) for v in pools.by_param.values()] + [1])
 
-    def make(values: dict[str, Any], self_index: int) -> dict[str, Any]:
-        state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()}}
-        if self_attrs:
-            state["self"] = encode(Obj(**pools.self_state(self_attrs, self_index)))
+    def make(values: dict[str, Any]) -> dict[str, Any]:
+        state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
+                                          if not name.startswith(SELF_PREFIX)}}
+        attrs = {name[len(SELF_PREFIX):]: v for name, v in values.items()
+                 if name.startswith(SELF_PREFIX) and v is not KEEP}
+        if pools.hints.self_params:
+            state["self"] = encode(Obj(**attrs))
         files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
         state["files"] = {f: _file_content(f) for f in files} if pools.hints.files or any(
             "path" in p.types or name_type(p.name) == "path" for p in params) else {}
         return state
 
-    def attempt(values: dict[str, Any], self_index: int) -> bool:
-        state = make(values, self_index)
+    def attempt(values: dict[str, Any]) -> bool:
+        state = make(values)
         key = repr(sorted(state.items()))
         if key in seen:
             return False
@@ -227,9 +241,12 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
 
     runs = 0
     for i in range(longest + 2):  # the diagonal walk through the pools
-        values = {p.name: pool[i % len(pool)] for p, pool in ((p, pools.by_param[p.name]) for p in params)}
-        runs += attempt(values, i)
-        if runs >= budget_runs or time.monotonic() > deadline or (runs >= n and satisfied()):
+        # input 0 takes every pool's first (most plausible) value; later ones are staggered per
+        # parameter so that two parameters drawing on the same literals do not move in lockstep
+        values = {name: pool[0 if i == 0 else (i + 3 * j) % len(pool)]
+                  for j, (name, pool) in enumerate(pools.by_param.items())}
+        runs += attempt(values)
+        if runs >= budget_runs or time.monotonic() > deadline:
             return records
     covered: set[int] = set()
     outputs: set[str] = set()
@@ -240,15 +257,22 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         covered |= record.lines
         outputs.add(record.output)
     stale = 0
+    done_at: int | None = runs if satisfied() else None
     while runs < budget_runs and time.monotonic() < deadline and stale < 4 * budget_runs:
+        # once the criteria hold, keep searching only while it still finds lines or outputs
+        if done_at is not None and (runs - done_at >= patience or len({r.output for r in select(records, n)}) >= n):
+            break
         base = rng.choice(parents) if parents and rng.random() < 0.8 else None
-        values = {p.name: rng.choice(pools.by_param[p.name]) for p in params}
-        if base is not None and params:
+        names = pools.names
+        values = {name: rng.choice(pools.by_param[name]) for name in names}
+        if base is not None and names:
             kept = {name: decode(src) for name, src in base["args"].items()}
-            for p in rng.sample(params, min(len(params), rng.choice((1, 1, 2)))):
-                kept[p.name] = values[p.name]
-            values = kept
-        if not attempt(values, rng.randrange(6)):
+            if base.get("self"):
+                kept.update({SELF_PREFIX + k: v for k, v in vars(decode(base["self"])).items()})
+            for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
+                kept[name] = values[name]
+            values = {name: kept.get(name, KEEP) for name in names}
+        if not attempt(values):
             stale += 1
             continue
         runs += 1
@@ -258,7 +282,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             covered |= record.lines
             outputs.add(record.output)
             if satisfied():
-                break
+                done_at = runs  # progress: the patience starts again
     return records
 
 
