@@ -44,7 +44,7 @@ class ExecutorConfig:
     min_distinct: int = 2
     tau_func: float = 0.8
     seed: int = 0
-    input_timeout: float = 2.0
+    input_timeout: float = 1.0
     budget_runs: int = 200
     budget_seconds: float = 4.0
     bare: bool = False

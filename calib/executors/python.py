@@ -101,17 +101,19 @@ class SandboxExecutor:
             avoid.append(tries[-1])  # the input that took the batch down is not tried again
         return None, f"crashed: {died}"
 
-    async def _replay(self, context: str, function: str, states: list[dict[str, Any]]) -> _Replay:
+    async def _replay(self, context: str, function: str, states: list[dict[str, Any]],
+                      wanted: set[int]) -> _Replay:
+        """Run ``function`` on the states whose index is in ``wanted`` (x's valid inputs)."""
         c = self.config
         result = _Replay()
-        failed: dict[int, str] = {}
+        done = {i: "" for i in range(len(states)) if i not in wanted}
         for _ in range(len(states) + 1):
-            pending = [i for i in range(len(states)) if i not in result.outputs]
+            pending = [i for i in range(len(states)) if i not in result.outputs and i not in done]
             if not pending:
                 break
             wall = _STARTUP_SLACK + c.input_timeout * (len(pending) + 1)
             run = await self._run(self._job("replay", context, function, inputs=states,
-                                            skip=sorted(result.outputs)), wall)
+                                            skip=sorted({*result.outputs, *done})), wall)
             started: int | None = None
             for event in _events(run):
                 kind = event.get("event")
@@ -130,7 +132,6 @@ class SandboxExecutor:
                 if index is None or index in result.outputs:
                     break
                 why = run.died or "crashed"
-                failed[index] = why
                 result.outputs[index] = json.dumps({"outcome": why})
                 result.statuses[index] = ("invalid", why.split()[0])
         return result
@@ -152,8 +153,9 @@ class SandboxExecutor:
                               config=settings)
         chosen = explored["chosen"]
         states = [item["state"] for item in chosen]
-        replays = await asyncio.gather(self._replay(ctx, truth, states),
-                                       *(self._replay(ctx, scaffold.reindent(cand, indent), states)
+        wanted = {i for i, item in enumerate(chosen) if item["valid"]}
+        replays = await asyncio.gather(self._replay(ctx, truth, states, wanted),
+                                       *(self._replay(ctx, scaffold.reindent(cand, indent), states, wanted)
                                          for cand in candidates))
         again, results = replays[0], replays[1:]
         rows: list[InputResult] = []

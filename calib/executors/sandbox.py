@@ -6,12 +6,17 @@ installation, the harness, and any import paths the user names) and nothing else
 directories, no run directory, no project; a private ``/tmp`` and working directory ``/work`` (tmpfs of
 bounded size); a cleared environment with ``PYTHONHASHSEED=0``. Limits: CPU time, address space, file
 size and process count (rlimits), a wall-clock timeout (the whole process group is killed), and a cap
-on the bytes read back. Inside, the harness adds an audit-hook policy (no process starts, no ctypes
-library loading).
+on the bytes read back. The root and ``/dev`` are read-only (both are unbounded tmpfs otherwise), and
+bubblewrap itself runs with an empty environment (its pid-1 init inside the sandbox would show the
+host's environment as ``/proc/1/environ``).
 
-``RLIMIT_NPROC`` is not enforced for root (the kernel exempts uid 0 even inside a user namespace);
-there the audit-hook policy and the PID namespace (everything dies with the batch) are what stop a
-fork bomb.
+A seccomp filter (x86-64 and aarch64) makes new processes impossible: ``fork``, ``vfork`` and a
+``clone`` without ``CLONE_THREAD`` fail with ``EPERM`` (threads still work; ``clone3`` says
+``ENOSYS`` so that the C library falls back to ``clone``), as do a few kernel interfaces no function
+needs (``ptrace``, ``mount``, ``unshare``, ``bpf``, ``io_uring`` ...). This is what stops a fork bomb:
+``RLIMIT_NPROC`` is not enforced for root (the kernel exempts uid 0 even inside a user namespace),
+and the harness's audit-hook policy (no process starts, no ctypes library loading) runs in the same
+interpreter as the code, so it is a convenience — a clear ``sandbox_denied`` — not a boundary.
 
 Without bubblewrap, :class:`Sandbox` refuses to run unless ``unsafe=True`` (``--unsafe-no-sandbox``):
 then code runs as a plain child process with the same rlimits, and a warning says so on every start.
@@ -22,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import platform
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -35,7 +42,8 @@ from pathlib import Path
 
 from calib._exceptions import CalibError
 
-__all__ = ["HARNESS_DIR", "Limits", "Sandbox", "SandboxRun", "SandboxUnavailable", "base_interpreter"]
+__all__ = ["HARNESS_DIR", "Limits", "Sandbox", "SandboxRun", "SandboxUnavailable", "base_interpreter",
+           "seccomp_filter"]
 
 HARNESS_DIR = Path(__file__).resolve().parent / "_harness"
 _INSIDE_HARNESS = "/calib_harness"
@@ -119,6 +127,68 @@ def _system_binds() -> list[str]:
     return args + ["--proc", "/proc", "--dev", "/dev"]
 
 
+# --- seccomp: no new processes -----------------------------------------------------------------------
+
+_CLONE_THREAD = 0x00010000
+_EPERM, _ENOSYS = 1, 38
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_DENIED_SYSCALLS = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key",
+                    "request_key", "bpf", "userfaultfd", "perf_event_open", "kexec_load", "kexec_file_load",
+                    "init_module", "finit_module", "delete_module", "process_vm_readv", "process_vm_writev",
+                    "io_uring_setup", "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen",
+                    "fsconfig", "fsmount", "fspick")
+# machine -> (AUDIT_ARCH_*, x32 ABI to refuse, syscall numbers)
+_SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
+    "x86_64": (0xC000003E, True, {
+        "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "ptrace": 101, "mount": 165, "umount2": 166,
+        "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "bpf": 321, "userfaultfd": 323, "perf_event_open": 298, "kexec_load": 246,
+        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+        "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+        "fsmount": 432, "fspick": 433}),
+    "aarch64": (0xC00000B7, False, {
+        "clone": 220, "clone3": 435, "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+        "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
+        "userfaultfd": 282, "perf_event_open": 241, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
+        "finit_module": 273, "delete_module": 106, "process_vm_readv": 270, "process_vm_writev": 271,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
+        "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433}),
+}
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The classic-BPF program bubblewrap loads (``--seccomp``), or None on an architecture not listed."""
+    spec = _SYSCALLS.get(machine or platform.machine())
+    if spec is None:
+        return None
+    arch, x32, nr = spec
+    # (code, jump-if-true, jump-if-false, k); a jump names a label at the end or is 0 (the next one)
+    prog: list[tuple[int, int | str, int | str, int]] = [
+        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 0, "nosys", arch),
+        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if x32:
+        prog.append((_JGE, "nosys", 0, 0x40000000))
+    for name in ("fork", "vfork", *_DENIED_SYSCALLS):
+        if name in nr:
+            prog.append((_JEQ, "eperm", 0, nr[name]))
+    prog += [(_JEQ, "nosys", 0, nr["clone3"]),
+             (_JEQ, 0, "allow", nr["clone"]),
+             (_LD_W_ABS, 0, 0, 16),  # the low half of args[0], clone's flags (little-endian)
+             (_JSET, "allow", "eperm", _CLONE_THREAD)]
+    labels = {"allow": len(prog), "eperm": len(prog) + 1, "nosys": len(prog) + 2}
+    prog += [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_ERRNO | _EPERM), (_RET, 0, 0, _RET_ERRNO | _ENOSYS)]
+
+    def offset(at: int, target: int | str) -> int:
+        return labels[target] - at - 1 if isinstance(target, str) else target
+
+    return b"".join(struct.pack("=HBBI", code, offset(i, jt), offset(i, jf), k)
+                    for i, (code, jt, jf, k) in enumerate(prog))
+
+
 class Sandbox:
     """Runs the harness in bubblewrap (or, with ``unsafe=True`` and no bubblewrap, without it)."""
 
@@ -143,22 +213,27 @@ class Sandbox:
                 "install it (apt-get install bubblewrap) and allow unprivileged user namespaces, or pass "
                 "--unsafe-no-sandbox to run generated code with no isolation (only on a throw-away machine)")
         self.unsafe = self.bwrap is None
+        self._seccomp = seccomp_filter()
 
     @property
     def isolated(self) -> bool:
         return not self.unsafe
 
-    def command(self) -> list[str]:
-        """The argv of one batch (the harness reads its job on stdin)."""
+    def command(self, seccomp_fd: int | None = None) -> list[str]:
+        """The argv of one batch (the harness reads its job on stdin; the seccomp program on ``seccomp_fd``)."""
         python = base_interpreter()
         if self.unsafe:
             return [python, "-I", "-S", "-B", "-c", _BOOT.format(root=str(HARNESS_DIR.parent))]
         args = [self.bwrap or "bwrap", *_namespace_args(self.disable_userns), *_system_binds()]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         for path in dict.fromkeys((os.path.realpath(sys.base_prefix), *self.read_only)):
             args += ["--ro-bind", path, path]
         args += ["--ro-bind", str(HARNESS_DIR), f"{_INSIDE_HARNESS}/_harness",
                  "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/tmp",
-                 "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/work", "--chdir", "/work",
+                 "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/work",
+                 # the root and /dev are unbounded tmpfs: read-only, or code fills the host's memory
+                 "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work",
                  "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PATH", "/usr/bin:/bin",
                  "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/tmp",
                  "--setenv", "PYTHONIOENCODING", "utf-8"]
@@ -176,7 +251,9 @@ class Sandbox:
     async def run(self, job: bytes, *, wall_seconds: float) -> SandboxRun:
         """Run one batch with ``job`` on stdin; kills the whole process group at ``wall_seconds``."""
         workdir = None
-        env = None
+        # bwrap itself gets no environment either: its pid-1 init inside the sandbox keeps bwrap's
+        # environment, readable there as /proc/1/environ (API keys and the like)
+        env: dict[str, str] | None = {}
         if self.unsafe:
             warnings.warn("calib: running untrusted code WITHOUT a sandbox (--unsafe-no-sandbox)",
                           RuntimeWarning, stacklevel=2)
@@ -184,11 +261,23 @@ class Sandbox:
             os.mkdir(os.path.join(workdir, "work"))
             env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir,
                    "CALIB_WORKDIR": os.path.join(workdir, "work"), "CALIB_CAPTURE": os.path.join(workdir, "fd")}
+        program = None if self.unsafe else self._seccomp
+        seccomp_fd = None
+        if program is not None:
+            seccomp_fd, write_end = os.pipe()  # a few hundred bytes: fits the pipe's buffer
+            try:
+                os.write(write_end, program)
+            finally:
+                os.close(write_end)
         start = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *self.command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, preexec_fn=self._limit, start_new_session=True, cwd=workdir,
-            env=env)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.command(seccomp_fd), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, preexec_fn=self._limit, start_new_session=True, cwd=workdir,
+                env=env, pass_fds=() if seccomp_fd is None else (seccomp_fd,))
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         out, err = bytearray(), bytearray()
         exceeded = timed_out = False
 

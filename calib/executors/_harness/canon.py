@@ -92,16 +92,22 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
             out["truncated"] = len(value)
         return out
     if isinstance(value, dict | types.MappingProxyType):
-        items = list(value.items())[:MAX_ITEMS]
-        pairs = [[canonical(k, depth + 1, seen), canonical(v, depth + 1, seen)] for k, v in items]
-        pairs.sort(key=lambda kv: _key(kv[0]))
-        out = {"dict": pairs}
+        # sorted before the cap, so that two equal mappings built in different orders keep the same items
+        keyed = sorted(((canonical(k, depth + 1, seen), v) for k, v in value.items()), key=lambda kv: _key(kv[0]))
+        out = {"dict": [[k, canonical(v, depth + 1, seen)] for k, v in keyed[:MAX_ITEMS]]}
         if type(value) is not dict:
             out["type"] = _qualname(type(value))
+        if len(keyed) > MAX_ITEMS:
+            out["truncated"] = len(keyed)
         return out
     if isinstance(value, set | frozenset):
-        items = sorted((canonical(item, depth + 1, seen) for item in list(value)[:MAX_ITEMS]), key=_key)
-        return {type(value).__name__: items}
+        items = sorted((canonical(item, depth + 1, seen) for item in value), key=_key)
+        out = {"frozenset" if isinstance(value, frozenset) else "set": items[:MAX_ITEMS]}
+        if type(value) not in (set, frozenset):
+            out["type"] = _qualname(type(value))
+        if len(items) > MAX_ITEMS:
+            out["truncated"] = len(items)
+        return out
     if isinstance(value, BaseException):
         return {"exception": _qualname(type(value)), "args": canonical(value.args, depth + 1, seen)}
     if isinstance(value, type):

@@ -35,20 +35,29 @@ _DENIED_EVENTS = frozenset({
     "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "os.setuid", "os.setgid",
 })
 _DENIED_IMPORTS = frozenset({"_posixsubprocess"})
-_state = {"armed": False}
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if not _state["armed"]:
-        return
-    if event in _DENIED_EVENTS:
-        raise SandboxDenied(f"calib sandbox: {event} is not allowed")
-    if event == "import" and args and args[0] in _DENIED_IMPORTS:
-        raise SandboxDenied(f"calib sandbox: importing {args[0]} is not allowed")
+def _make_hook(events: frozenset[str], imports: frozenset[str]) -> Any:
+    # The sets live in the closure, not in module globals that code could rebind, and the hook is
+    # armed from the moment it is installed (no flag to clear).
+    def _audit(event: str, args: tuple[Any, ...]) -> None:
+        if event in events:
+            raise SandboxDenied(f"calib sandbox: {event} is not allowed")
+        # an extension module loaded under another package name ("x._posixsubprocess") still runs
+        # PyInit_<last component>: check that component
+        if event == "import" and args and isinstance(args[0], str) and args[0].rpartition(".")[2] in imports:
+            raise SandboxDenied(f"calib sandbox: importing {args[0]} is not allowed")
+
+    return _audit
 
 
 def install_policy() -> None:
-    """Install the audit hook (armed from now on; it cannot be removed)."""
+    """Install the audit hook (armed from now on; it cannot be removed).
+
+    The hook runs in the same interpreter as the code under test, so it is a convenience — a process
+    start or a ctypes load fails at once with a clear :class:`SandboxDenied` — and not the boundary:
+    the sandbox's seccomp filter is what makes a new process impossible.
+    """
     try:
         import _posixsubprocess  # noqa: PLC0415 - import now, then deny re-imports and fork_exec
 
@@ -58,8 +67,7 @@ def install_policy() -> None:
         _posixsubprocess.fork_exec = _denied  # type: ignore[attr-defined]
     except ImportError:
         pass
-    sys.addaudithook(_audit)
-    _state["armed"] = True
+    sys.addaudithook(_make_hook(_DENIED_EVENTS, _DENIED_IMPORTS))
 
 
 # --- frozen clock and seeded randomness -------------------------------------------------------------

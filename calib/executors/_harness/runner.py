@@ -83,7 +83,7 @@ class Runner:
         """Run one input state; returns (status, reason, canonical output state)."""
         files = state.get("files") or {}
         env.prepare_workdir(self.workdir, files)
-        env.reset(self.seed)
+        env.reset(int(state.get("seed", self.seed)))
         LOG.reset()
         self.lines, self.started = set(), False
         self.capture.take()
@@ -177,7 +177,8 @@ class Runner:
             return raw.__func__, None
         if isinstance(raw, classmethod):
             return raw.__get__(None, owner), None
-        instance = make_instance(owner, decode(state["self"]) if state.get("self") else None)
+        instance = make_instance(owner, decode(state["self"]) if state.get("self") else None,
+                                 [p.name for p in self.params.self_params])
         if isinstance(raw, property):
             return (lambda: raw.fget(instance)), instance  # type: ignore[misc]
         if isinstance(raw, types.FunctionType):
@@ -204,8 +205,12 @@ class Runner:
         return args, kwargs
 
 
-def make_instance(cls: type, attrs: Obj | None) -> Any:
-    """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``."""
+def make_instance(cls: type, attrs: Obj | None, reads: list[str] = ()) -> Any:  # type: ignore[assignment]
+    """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``.
+
+    Attributes the method reads (``reads``) that the instance lacks (set by code after x in the file, or
+    by a constructor that did not run) start as stand-ins; the input state's attributes come on top.
+    """
     instance: Any
     try:
         instance = cls()
@@ -214,6 +219,12 @@ def make_instance(cls: type, attrs: Obj | None) -> Any:
             instance = cls.__new__(cls)
         except Exception:  # noqa: BLE001
             instance = CalibStandIn("self")
+    for name in reads:
+        try:
+            if not hasattr(instance, name):
+                setattr(instance, name, CalibStandIn("self." + name))
+        except Exception:  # noqa: BLE001
+            pass
     for name, value in (vars(attrs).items() if attrs is not None else ()):
         try:
             # methods, properties and class-level constants belong to the context, not to the input
@@ -279,13 +290,14 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                             output=canon.dumps(out), lines=frozenset(runner.lines & runner.executable))
 
     info = runner.params
+    _drop_class_attributes(runner, info)
     if seeds is not None:
         records = [run(state) for state in seeds]
         chosen = records
     else:
         import random  # noqa: PLC0415
 
-        pools = synth.Pools(info, random.Random(runner.seed))
+        pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info))
         records = synth.search(
             pools, run, executable=runner.executable, n=n, min_valid=int(job.get("min_valid", 8)),
             coverage=float(job.get("coverage", 0.8)), min_distinct=int(job.get("min_distinct", 2)),
@@ -298,6 +310,21 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                  "warnings": runner.module.warnings,
                  "chosen": [{"state": r.state, "valid": r.valid, "status": r.status, "output": r.output,
                              "lines": sorted(r.lines)} for r in chosen]})
+
+
+def _drop_class_attributes(runner: Runner, info: hints.Hints) -> None:
+    """``self.x`` that the class itself defines (methods, properties, constants) is context, not input."""
+    if not info.self_params or not runner.placed.classes:
+        return
+    try:
+        ns = runner.module.build()
+        owner: Any = ns[runner.placed.classes[0]]
+        for name in runner.placed.classes[1:]:
+            owner = getattr(owner, name)
+    except BaseException:  # noqa: BLE001 - the search will report what goes wrong per input
+        return
+    if isinstance(owner, type):
+        info.self_params = [p for p in info.self_params if not hasattr(owner, p.name)]
 
 
 def replay(runner: Runner, job: dict[str, Any]) -> None:

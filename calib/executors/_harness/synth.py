@@ -48,11 +48,25 @@ NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
 )
 
 SELF_PREFIX = "self."
+SEED = "<seed>"
+_RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 
 BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
 BASE_FLOATS = [0.0, 1.5, -2.25, 3.0, 0.1, 100.0, 0.001, -1.0]
 BASE_STRINGS = ["", "a", "abc", "Hello World", "hello_world", "a,b,c", "  padded  ", "123", "x.txt", "A-B c"]
+
+
+FALLBACKS: tuple[tuple[str, list[Any]], ...] = (
+    ("str", ["abc", "Hello World"]), ("list", [["a", "b", "c"], [3, 1, 2]]), ("int", [2, 10]),
+    ("dict", [{"a": 1, "b": "x"}]), ("none", [None]), ("float", [0.5]), ("bool", [True]),
+    ("tuple", [(1, "a")]), ("bytes", [b"abc"]),
+)
+
+
+def varies_seed(source: str, hints: Hints) -> bool:
+    """Vary the random seed between inputs for functions with nothing else to vary or that use randomness."""
+    return not hints.params and not hints.self_params or any(name in source for name in _RANDOM_NAMES)
 
 
 def name_type(name: str) -> str | None:
@@ -68,7 +82,7 @@ def name_type(name: str) -> str | None:
 class Pools:
     """Candidate values per parameter, most plausible first."""
 
-    def __init__(self, hints: Hints, rng: random.Random) -> None:
+    def __init__(self, hints: Hints, rng: random.Random, *, vary_seed: bool = False) -> None:
         self.hints = hints
         self.rng = rng
         self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
@@ -76,6 +90,8 @@ class Pools:
         # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value
         for p in hints.self_params:
             self.by_param[SELF_PREFIX + p.name] = [KEEP, *self._pool(p)]
+        if vary_seed:  # the random seed is part of the input state (DESIGN.md); vary it where it matters
+            self.by_param[SEED] = list(range(12))
 
     @property
     def names(self) -> list[str]:
@@ -97,6 +113,12 @@ class Pools:
             for values in per_type:
                 if i < len(values):
                     pool.append(values[i])
+        # Hints can be wrong (a name is not a type): a few values of the other common shapes come last,
+        # so the search can still find what runs when every hinted value raises at the first line.
+        if "callable" not in types:
+            for kind, values in FALLBACKS:
+                if kind not in types:
+                    pool.extend(values)
         return pool
 
     def _values(self, kind: str, p: Param) -> list[Any]:
@@ -213,7 +235,9 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
 
     def make(values: dict[str, Any]) -> dict[str, Any]:
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
-                                          if not name.startswith(SELF_PREFIX)}}
+                                          if not name.startswith(SELF_PREFIX) and name != SEED}}
+        if SEED in values:
+            state["seed"] = values[SEED]
         attrs = {name[len(SELF_PREFIX):]: v for name, v in values.items()
                  if name.startswith(SELF_PREFIX) and v is not KEEP}
         if pools.hints.self_params:
@@ -264,9 +288,13 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             break
         base = rng.choice(parents) if parents and rng.random() < 0.8 else None
         names = pools.names
-        values = {name: rng.choice(pools.by_param[name]) for name in names}
+        # an attribute of self keeps the constructed instance's value half of the time
+        values = {name: KEEP if name.startswith(SELF_PREFIX) and rng.random() < 0.5 else
+                  rng.choice(pools.by_param[name]) for name in names}
         if base is not None and names:
             kept = {name: decode(src) for name, src in base["args"].items()}
+            if "seed" in base:
+                kept[SEED] = base["seed"]
             if base.get("self"):
                 kept.update({SELF_PREFIX + k: v for k, v in vars(decode(base["self"])).items()})
             for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):

@@ -4,9 +4,10 @@ Input states travel between processes (chosen on x, replayed for every candidate
 ``calib compare``; so each argument value is kept as the source of an expression a person can read
 and that :func:`decode` evaluates without ``eval``: literals (numbers, strings, bytes, ``None``,
 booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set()``, ``Path('…')``,
-``Obj(attr=…)`` (an object with those attributes, for parameters the body uses as ``p.attr``) and
-``StandIn('name')`` (a recording stand-in). Decoding builds fresh objects each time, so a function that
-mutates its arguments cannot change the stored input.
+``frozenset({…})``, ``complex(re, im)``, ``Obj(attr=…)`` (an object with those attributes, for
+parameters the body uses as ``p.attr``) and ``StandIn('name')`` (a recording stand-in). Decoding
+builds fresh objects each time, so a function that mutates its arguments cannot change the stored
+input. Anything else (names, attributes, operators, other calls) is a :class:`ValueError`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def encode(value: Any) -> str:
         if math.isinf(value):
             return "float('inf')" if value > 0 else "float('-inf')"
         return repr(value)
+    if isinstance(value, complex):
+        return f"complex({encode(value.real)}, {encode(value.imag)})"
     if isinstance(value, list):
         return "[" + ", ".join(encode(v) for v in value) + "]"
     if isinstance(value, tuple):
@@ -45,7 +48,10 @@ def encode(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in value.items()) + "}"
     if isinstance(value, set | frozenset):
-        return "{" + ", ".join(sorted(encode(v) for v in value)) + "}" if value else "set()"
+        items = "{" + ", ".join(sorted(encode(v) for v in value)) + "}" if value else ""
+        if isinstance(value, frozenset):
+            return f"frozenset({items})"
+        return items or "set()"
     if isinstance(value, pathlib.PurePath):
         return f"Path({str(value)!r})"
     if is_standin(value):
@@ -61,7 +67,10 @@ def decode(source: str) -> Any:
         node = ast.parse(source, mode="eval").body
     except SyntaxError as exc:
         raise ValueError(f"input value {source!r} is not a Python expression: {exc.msg}") from None
-    return _build(node, source)
+    try:
+        return _build(node, source)
+    except (TypeError, RecursionError) as exc:  # {[1]: 2}, set(1), a value nested too deeply
+        raise ValueError(f"input value {source!r} cannot be built: {exc}") from None
 
 
 def _build(node: ast.expr, source: str) -> Any:
@@ -85,18 +94,23 @@ def _build(node: ast.expr, source: str) -> Any:
         return {_build(k, source): _build(v, source) for k, v in zip(node.keys, node.values)}  # type: ignore[arg-type]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _call(node, source)
-    raise ValueError(f"input value {source!r}: only literals, set(), float('nan'), Path(...), Obj(...) and "
-                     "StandIn(...) are allowed")
+    raise ValueError(f"input value {source!r}: only literals, set(), frozenset(), float('nan'), complex(...), "
+                     "Path(...), Obj(...) and StandIn(...) are allowed")
 
 
 def _call(node: ast.Call, source: str) -> Any:
     name = node.func.id  # type: ignore[attr-defined]
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords):
+        raise ValueError(f"input value {source!r}: write {name}(...) arguments out, without * or **")
     args = [_build(a, source) for a in node.args]
     kwargs = {kw.arg: _build(kw.value, source) for kw in node.keywords if kw.arg}
     if name == "float" and len(args) == 1 and args[0] in ("nan", "inf", "-inf") and not kwargs:
         return float(args[0])
     if name in ("set", "frozenset", "tuple", "list") and len(args) <= 1 and not kwargs:
         return {"set": set, "frozenset": frozenset, "tuple": tuple, "list": list}[name](*args)
+    if (name == "complex" and len(args) == 2 and not kwargs
+            and all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)):
+        return complex(*args)
     if name == "Path" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         return pathlib.Path(args[0])
     if name == "Obj" and not args:
