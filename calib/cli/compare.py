@@ -107,7 +107,7 @@ def _human(result: dict[str, Any], tau: float) -> str:
               help="Distinct output states needed (N_out).")
 @click.option("--tau-func", type=click.FloatRange(0, 1), default=0.8, show_default=True,
               help="SIM_func threshold shown next to each candidate.")
-@click.option("--timeout", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Seconds per input state (wall clock).")
 @click.option("--budget-runs", type=click.IntRange(min=1), default=200, show_default=True,
               help="Most executions of TRUTH the input search may spend.")

@@ -49,6 +49,8 @@ class Param:
     has_default: bool = False
     keys: list[Any] = field(default_factory=list)  # mapping keys the body reads
     attrs: list[str] = field(default_factory=list)  # attributes the body reads
+    called: list[str] = field(default_factory=list)  # attributes the body calls (p.attr(...))
+    classes: list[str] = field(default_factory=list)  # non-builtin classes named by annotations/isinstance
 
 
 @dataclass
@@ -130,9 +132,22 @@ def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
     types, element = annotation_types(arg.annotation)
     has, value = _literal(default)
     param = Param(name=arg.arg, kind=kind, types=types, element=element, default=value, has_default=has)
+    if arg.annotation is not None:
+        _add_all(param.classes, _class_names(arg.annotation))
     if has and value is not None and not types:
         param.types.append(_type_of(value))
     return param
+
+
+def _class_names(node: ast.expr) -> list[str]:
+    """Names in an annotation or isinstance() spec that are not builtin or typing names (module classes)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return []
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in TYPE_NAMES
+            and n.id[:1].isupper() and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
 
 
 def _type_of(value: Any) -> str:
@@ -220,6 +235,8 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
     if (p := subject(func)) is not None:
         _add(p.types, "callable")
         return
+    if isinstance(func, ast.Attribute) and (p := subject(func.value)) is not None:
+        _add(p.called, func.attr)
     if not isinstance(func, ast.Name) or not node.args:
         return
     p = subject(node.args[0])
@@ -235,6 +252,7 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
         spec = node.args[1]
         for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
             _add_all(p.types, annotation_types(item)[0])
+            _add_all(p.classes, _class_names(item))
 
 
 def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:

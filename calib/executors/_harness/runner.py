@@ -23,7 +23,7 @@ from typing import Any
 
 from . import canon, env, hints, scaffold, synth
 from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn
-from .values import Obj, decode
+from .values import New, Obj, decode
 
 WORKDIR = "/work"
 
@@ -100,7 +100,7 @@ class Runner:
             sys.stdout, sys.stderr = stdout, stderr
             ns = self.module.build()
             call, instance = self._target(ns, state)
-            args, kwargs = self._arguments(state)
+            args, kwargs = self._arguments(state, ns)
             before = canon.dumps(canon.canonical([args, kwargs]))
             self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
             LOG.reset()
@@ -185,8 +185,8 @@ class Runner:
             return types.MethodType(raw, instance), instance
         return raw.__get__(instance, owner), instance
 
-    def _arguments(self, state: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-        given = {name: decode(src) for name, src in (state.get("args") or {}).items()}
+    def _arguments(self, state: dict[str, Any], ns: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        given = {name: materialize(decode(src), ns) for name, src in (state.get("args") or {}).items()}
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for p in self.params.params:
@@ -203,6 +203,24 @@ class Runner:
                 kwargs[p.name] = value
         kwargs.update(given)  # names x does not have: the call fails the way Python says
         return args, kwargs
+
+
+def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
+    """Replace ``New('Cls', ...)`` placeholders by instances of the module's class ``Cls``."""
+    if isinstance(value, New):
+        cls = ns.get(value.cls)
+        if not isinstance(cls, type):
+            return CalibStandIn(value.cls)
+        args = [materialize(a, ns, depth + 1) for a in value.args]
+        try:
+            return cls(*args)
+        except Exception:  # noqa: BLE001 - the constructor wants something else: build it bare
+            return make_instance(cls, Obj(**value.attrs)) if not args else cls.__new__(cls)
+    if depth < 3 and isinstance(value, list | tuple):
+        return type(value)(materialize(v, ns, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return {k: materialize(v, ns, depth + 1) for k, v in value.items()}
+    return value
 
 
 def make_instance(cls: type, attrs: Obj | None, reads: list[str] = ()) -> Any:  # type: ignore[assignment]

@@ -33,6 +33,8 @@ MOCKED_MODULES = frozenset({
     "requests", "httpx", "aiohttp", "urllib3", "boto3", "botocore", "smtplib", "ftplib", "paramiko",
     "psycopg2", "psycopg", "pymysql", "MySQLdb", "pymongo", "redis", "sqlalchemy", "subprocess",
     "socket", "http", "webbrowser", "telnetlib", "poplib", "imaplib", "grpc", "kafka", "pika",
+    # graphical toolkits: no display in the sandbox, so they fail for the environment's reasons
+    "tkinter", "turtle", "_tkinter", "wx", "PyQt5", "PyQt6", "PySide2", "PySide6", "gi", "pygame",
 })
 
 

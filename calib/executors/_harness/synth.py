@@ -20,7 +20,7 @@ from typing import Any
 
 from .hints import Hints, Param
 from .standins import CalibStandIn
-from .values import Obj, decode, encode
+from .values import New, Obj, decode, encode
 
 NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     # (exact names, suffixes/prefixes marker, type)
@@ -60,7 +60,7 @@ BASE_STRINGS = ["", "a", "abc", "Hello World", "hello_world", "a,b,c", "  padded
 FALLBACKS: tuple[tuple[str, list[Any]], ...] = (
     ("str", ["abc", "Hello World"]), ("list", [["a", "b", "c"], [3, 1, 2]]), ("int", [2, 10]),
     ("dict", [{"a": 1, "b": "x"}]), ("none", [None]), ("float", [0.5]), ("bool", [True]),
-    ("tuple", [(1, "a")]), ("bytes", [b"abc"]),
+    ("tuple", [(1, "a")]), ("bytes", [b"abc"]), ("object", [CalibStandIn("arg")]),
 )
 
 
@@ -109,6 +109,7 @@ class Pools:
                 isinstance(k, str) and k.isidentifier() for k in v)][:6]]
         per_type = [self._values(t, p) for t in types]
         pool: list[Any] = [p.default] if p.has_default else []
+        pool += self._instances(p)
         for i in range(max(len(v) for v in per_type)):  # interleave the types
             for values in per_type:
                 if i < len(values):
@@ -120,6 +121,13 @@ class Pools:
                 if kind not in types:
                     pool.extend(values)
         return pool
+
+    def _instances(self, p: Param) -> list[Any]:
+        """Instances of the module's own classes the parameter is checked against or annotated with."""
+        out: list[Any] = []
+        for cls in p.classes[:2]:
+            out += [New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
+        return out
 
     def _values(self, kind: str, p: Param) -> list[Any]:
         h, rng = self.hints, self.rng
@@ -149,8 +157,10 @@ class Pools:
             return seqs
         if kind == "dict":
             return self._mappings(p)
-        if kind == "object":
-            return [Obj(**{a: self._attr_value(a, i) for a in p.attrs}) for i in range(6)]
+        if kind == "object":  # attributes it calls are stand-ins; or the whole object is one
+            objs = [Obj(**{a: CalibStandIn(f"{p.name}.{a}") if a in p.called else self._attr_value(a, i)
+                           for a in p.attrs}) for i in range(6)]
+            return [objs[0], CalibStandIn(p.name), *objs[1:]]
         return [rng.choice(BASE_INTS)]
 
     def _sequences(self, element: str) -> list[list[Any]]:

@@ -28,6 +28,22 @@ class Obj(types.SimpleNamespace):
 Obj.__module__ = "builtins"  # canonical name "Obj", identical for truth and candidates
 
 
+class New:
+    """An instance of a class of the function's own module: ``New('Counter', {'a': 1})``.
+
+    Decoding keeps this placeholder (it needs the module's namespace); the harness builds the instance
+    per input with ``cls(*args)``, else an instance with ``attrs`` set (see runner.make_instance).
+    """
+
+    def __init__(self, cls: str, *args: Any, **attrs: Any) -> None:
+        self.cls, self.args, self.attrs = cls, args, attrs
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, New) and (self.cls, self.args, self.attrs) == (other.cls, other.args, other.attrs)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def encode(value: Any) -> str:
     """The expression source of ``value`` (inverse of :func:`decode`)."""
     if value is None or isinstance(value, bool | int | str | bytes):
@@ -56,6 +72,10 @@ def encode(value: Any) -> str:
         return f"Path({str(value)!r})"
     if is_standin(value):
         return f"StandIn({standin_name(value)!r})"
+    if isinstance(value, New):
+        parts = [repr(value.cls), *(encode(a) for a in value.args),
+                 *(f"{k}={encode(v)}" for k, v in value.attrs.items())]
+        return "New(" + ", ".join(parts) + ")"
     if isinstance(value, Obj):
         return "Obj(" + ", ".join(f"{k}={encode(v)}" for k, v in vars(value).items()) + ")"
     raise TypeError(f"cannot encode a {type(value).__name__} as an input value")
@@ -115,6 +135,8 @@ def _call(node: ast.Call, source: str) -> Any:
         return pathlib.Path(args[0])
     if name == "Obj" and not args:
         return Obj(**kwargs)
+    if name == "New" and args and isinstance(args[0], str):
+        return New(*args, **kwargs)
     if name == "StandIn" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         return CalibStandIn(args[0])
     raise ValueError(f"input value {source!r}: {name}(...) is not an allowed constructor")
