@@ -21,7 +21,7 @@ import sys
 import types
 from typing import Any
 
-from . import canon, env, hints, scaffold, synth
+from . import canon, env, hints, scaffold, standins, synth
 from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn
 from .values import New, Obj, decode
 
@@ -103,7 +103,7 @@ class Runner:
             args, kwargs = self._arguments(state, ns)
             before = canon.dumps(canon.canonical([args, kwargs]))
             self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
-            LOG.reset()
+            LOG.reset(_standin_default(state.get("standins")))
             sys.settrace(self._trace)
             try:
                 value = call(*args, **kwargs)
@@ -203,6 +203,19 @@ class Runner:
                 kwargs[p.name] = value
         kwargs.update(given)  # names x does not have: the call fails the way Python says
         return args, kwargs
+
+
+_STANDIN_RETURNS = {"none": None, "zero": 0, "empty_str": "", "empty_list": [], "true": True, "false": False}
+
+
+def _standin_default(mode: str | None) -> Any:
+    """What calls to stand-ins return in this input state: a stand-in (default), a fixed value, or raise."""
+    if mode is None or mode == "standin":
+        return standins._STANDIN_DEFAULT
+    if mode == "raise":
+        return standins.RAISE
+    value = _STANDIN_RETURNS.get(mode)
+    return list(value) if isinstance(value, list) else value
 
 
 def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
@@ -308,6 +321,10 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                             output=canon.dumps(out), lines=frozenset(runner.lines & runner.executable))
 
     info = runner.params
+    try:
+        runner.module.build()  # fills module.warnings: which imports and statements became stand-ins
+    except BaseException:  # noqa: BLE001 - reported per input by the search
+        pass
     _drop_class_attributes(runner, info)
     if seeds is not None:
         records = [run(state) for state in seeds]
@@ -315,7 +332,9 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     else:
         import random  # noqa: PLC0415
 
-        pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info))
+        pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info),
+                            vary_standins=bool(runner.module.standin_names or runner.module.warnings
+                                               or info.self_params))
         records = synth.search(
             pools, run, executable=runner.executable, n=n, min_valid=int(job.get("min_valid", 8)),
             coverage=float(job.get("coverage", 0.8)), min_distinct=int(job.get("min_distinct", 2)),

@@ -18,6 +18,9 @@ from typing import Any
 STANDIN_CLASS_NAME = "CalibStandIn"
 
 
+_STANDIN_DEFAULT = object()
+
+
 class CallLog:
     """The ordered log of calls to stand-ins for one input state."""
 
@@ -33,11 +36,17 @@ class CallLog:
         elif len(self.entries) == self.limit:
             self.entries.append(["truncated", name])
 
-    def reset(self) -> None:
+    def reset(self, default: Any = _STANDIN_DEFAULT) -> None:
         self.entries = []
+        self.default = default
 
 
-_STANDIN_DEFAULT = object()
+#: ``LOG.default = RAISE``: every call to a stand-in raises (an input state where dependencies fail).
+RAISE = object()
+
+
+class CalibStandInError(OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError):
+    """What a failing stand-in raises: caught by the handlers real dependency failures would reach."""
 LOG = CallLog()
 
 
@@ -80,6 +89,8 @@ class CalibStandIn:
         # is reset for the call, so they never reach an output state).
         if len(args) == 1 and not kwargs and isinstance(args[0], _DECORATABLE):
             return args[0]
+        if LOG.default is RAISE:
+            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} failed (input state: dependencies fail)")
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
         return CalibStandIn(name + "()")

@@ -49,6 +49,8 @@ NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
 
 SELF_PREFIX = "self."
 SEED = "<seed>"
+STANDINS = "<standins>"
+STANDIN_MODES = ("standin", "none", "raise", "zero", "empty_str", "empty_list", "true", "false")
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 
@@ -82,7 +84,8 @@ def name_type(name: str) -> str | None:
 class Pools:
     """Candidate values per parameter, most plausible first."""
 
-    def __init__(self, hints: Hints, rng: random.Random, *, vary_seed: bool = False) -> None:
+    def __init__(self, hints: Hints, rng: random.Random, *, vary_seed: bool = False,
+                 vary_standins: bool = False) -> None:
         self.hints = hints
         self.rng = rng
         self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
@@ -92,6 +95,8 @@ class Pools:
             self.by_param[SELF_PREFIX + p.name] = [KEEP, *self._pool(p)]
         if vary_seed:  # the random seed is part of the input state (DESIGN.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
+        if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
+            self.by_param[STANDINS] = list(STANDIN_MODES)
 
     @property
     def names(self) -> list[str]:
@@ -245,9 +250,11 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
 
     def make(values: dict[str, Any]) -> dict[str, Any]:
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
-                                          if not name.startswith(SELF_PREFIX) and name != SEED}}
+                                          if not name.startswith(SELF_PREFIX) and name not in (SEED, STANDINS)}}
         if SEED in values:
             state["seed"] = values[SEED]
+        if values.get(STANDINS, "standin") != "standin":
+            state["standins"] = values[STANDINS]
         attrs = {name[len(SELF_PREFIX):]: v for name, v in values.items()
                  if name.startswith(SELF_PREFIX) and v is not KEEP}
         if pools.hints.self_params:
@@ -305,6 +312,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             kept = {name: decode(src) for name, src in base["args"].items()}
             if "seed" in base:
                 kept[SEED] = base["seed"]
+            kept[STANDINS] = base.get("standins", "standin")
             if base.get("self"):
                 kept.update({SELF_PREFIX + k: v for k, v in vars(decode(base["self"])).items()})
             for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
