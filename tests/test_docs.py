@@ -65,7 +65,8 @@ def test_every_server_config_key_is_documented():
 
 @pytest.mark.parametrize("doc,schema", [("data.md", "calib.data.schema:FUNCTIONS_SCHEMA"),
                                         ("organism.md", "calib.organism.planted:TRUTH_SCHEMA"),
-                                        ("data.md", "calib.data.prompts:PROMPTS_SCHEMA")])
+                                        ("data.md", "calib.data.prompts:PROMPTS_SCHEMA"),
+                                        ("executors.md", "calib.executors.base:EXECUTIONS_SCHEMA")])
 def test_every_table_column_is_documented(doc, schema):
     import importlib
 
@@ -73,3 +74,21 @@ def test_every_table_column_is_documented(doc, schema):
     text = (DOCS / doc).read_text()
     for column in getattr(importlib.import_module(module), name):
         assert f"`{column}`" in text, f"column {column} of {schema} is not documented in docs/{doc}"
+
+
+def test_every_executor_setting_is_documented():
+    import dataclasses
+
+    from calib.executors.base import ExecutorConfig
+
+    text = (DOCS / "executors.md").read_text()
+    for field in dataclasses.fields(ExecutorConfig):
+        assert f"`{field.name}`" in text, f"ExecutorConfig.{field.name} is not documented in docs/executors.md"
+
+
+def test_every_mocked_module_is_documented():
+    from calib.executors._harness.scaffold import MOCKED_MODULES
+
+    text = (DOCS / "executors.md").read_text()
+    for module in sorted(MOCKED_MODULES):
+        assert f"`{module}`" in text, f"mocked module {module} is not listed in docs/executors.md"

@@ -38,7 +38,8 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
     Argument values are Python expressions written as strings (``"[1, 2]"``, ``"'text'"``,
     ``"Obj(size=3)"``); a JSON number, list, object, boolean or null is taken as that value.
     """
-    from calib.executors._harness.values import decode, encode
+    from calib.executors._harness.synth import STANDIN_MODES
+    from calib.executors._harness.values import New, Obj, decode, encode
 
     try:
         data = json.loads(_read(path, "inputs file"))
@@ -52,9 +53,10 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
     for i, item in enumerate(data):
         if not isinstance(item, dict) or not isinstance(item.get("args", {}), dict):
             raise InputError(f'input {i}: expected an object with "args": {{name: value}}', path=str(path))
-        unknown = set(item) - {"args", "self", "files"}
+        unknown = set(item) - {"args", "self", "files", "seed", "standins"}
         if unknown:
-            raise InputError(f"input {i}: unknown key(s) {sorted(unknown)}; allowed: args, self, files", path=str(path))
+            raise InputError(f"input {i}: unknown key(s) {sorted(unknown)}; allowed: args, self, files, seed, "
+                             "standins", path=str(path))
         args = {}
         for name, value in item.get("args", {}).items():
             source = value if isinstance(value, str) else encode(value)
@@ -65,7 +67,24 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
             args[name] = source
         state: dict[str, Any] = {"args": args, "files": {}}
         if "self" in item:
-            state["self"] = item["self"] if isinstance(item["self"], str) else encode(item["self"])
+            source = item["self"] if isinstance(item["self"], str) else encode(item["self"])
+            try:
+                decoded = decode(source)
+            except ValueError as exc:
+                raise InputError(f"input {i}, self: {exc}", path=str(path)) from None
+            if not isinstance(decoded, Obj | New):
+                raise InputError(f"input {i}, self: expected Obj(attr=...) or New('Class', ...), got {source!r}",
+                                 path=str(path))
+            state["self"] = source
+        if "seed" in item:
+            if not isinstance(item["seed"], int) or isinstance(item["seed"], bool):
+                raise InputError(f"input {i}: seed must be an integer", path=str(path))
+            state["seed"] = item["seed"]
+        if "standins" in item:
+            if item["standins"] not in STANDIN_MODES:
+                raise InputError(f"input {i}: standins must be one of {', '.join(STANDIN_MODES)}", path=str(path))
+            if item["standins"] != "standin":
+                state["standins"] = item["standins"]
         files = item.get("files", {})
         if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
             raise InputError(f'input {i}: "files" must map file names to text', path=str(path))

@@ -86,7 +86,7 @@ class SandboxExecutor:
         else:
             wall = _STARTUP_SLACK + c.budget_seconds + 2 * c.input_timeout
         died = ""
-        for _ in range(_MAX_EXPLORE_RESTARTS + 1):
+        for _ in range((len(inputs) if inputs is not None else _MAX_EXPLORE_RESTARTS) + 1):
             run = await self._run(self._job("explore", context, truth, avoid=avoid, **extra), wall)
             events = _events(run)
             for event in events:
@@ -96,7 +96,7 @@ class SandboxExecutor:
                     return None, f"unparsable: {event.get('message', '')}"
             died = run.died or "no result"
             tries = [e["key"] for e in events if e.get("event") == "try"]
-            if not tries or inputs is not None:
+            if not tries or tries[-1] in avoid:
                 break
             avoid.append(tries[-1])  # the input that took the batch down is not tried again
         return None, f"crashed: {died}"

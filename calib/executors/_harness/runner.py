@@ -189,6 +189,9 @@ class Runner:
         given = {name: materialize(decode(src), ns) for name, src in (state.get("args") or {}).items()}
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
+        names = [p.name for p in self.params.params]
+        if any(name not in names for name in given):
+            given = _by_position(self.params.params, given)
         for p in self.params.params:
             if p.name not in given:
                 continue
@@ -298,15 +301,58 @@ def _drain(value: Any) -> Any:
                 break
         return {"generator": items}
     if isinstance(value, types.CoroutineType | types.AsyncGeneratorType):
-        import asyncio  # noqa: PLC0415 - only async functions pay for it
 
         async def _collect() -> Any:
             if isinstance(value, types.AsyncGeneratorType):
                 return {"async_generator": [item async for item in value]}
             return await value
 
-        return asyncio.run(_collect())
+        return _run_frozen(_collect())
     return value
+
+
+def _by_position(params: list[hints.Param], given: dict[str, Any]) -> dict[str, Any]:
+    """Input values keyed by x's parameter names, re-keyed for a variant that renamed its parameters:
+    positional parameters take the values in x's order; the rest keep their names."""
+    values = list(given.items())
+    positional = [p.name for p in params if p.kind == "positional"]
+    out: dict[str, Any] = {}
+    for name, (_, value) in zip(positional, values):
+        out[name] = value
+    for old_name, value in values[len(positional):]:
+        out.setdefault(old_name, value)
+    return out
+
+
+def _frozen_loop_class() -> type:
+    import asyncio  # noqa: PLC0415
+
+    class FrozenClockLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+        """An event loop on the harness's frozen clock: when nothing is ready it jumps to the next timer,
+        so ``await asyncio.sleep(t)`` finishes at once and deterministically (like ``time.sleep``)."""
+
+        def time(self) -> float:
+            return env._clock["mono"]
+
+        def _run_once(self) -> None:
+            scheduled = getattr(self, "_scheduled", None)
+            if not getattr(self, "_ready", True) and scheduled:
+                env._clock["mono"] = max(env._clock["mono"], scheduled[0]._when)
+            super()._run_once()
+
+    return FrozenClockLoop
+
+
+def _run_frozen(coro: Any) -> Any:
+    import asyncio  # noqa: PLC0415
+
+    loop = _frozen_loop_class()()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(coro)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def explore(runner: Runner, job: dict[str, Any]) -> None:
@@ -317,7 +363,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     def run(state: dict[str, Any]) -> synth.Record:
         runner.emit({"event": "try", "key": repr(sorted(state.items()))})
         status, reason, out = runner.run(state)
-        return synth.Record(state=state, valid=status != "invalid", status=status or reason,
+        return synth.Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
                             output=canon.dumps(out), lines=frozenset(runner.lines & runner.executable))
 
     info = runner.params
@@ -326,8 +372,10 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     except BaseException:  # noqa: BLE001 - reported per input by the search
         pass
     _drop_class_attributes(runner, info)
-    if seeds is not None:
-        records = [run(state) for state in seeds]
+    if seeds is not None:  # the user's inputs; one that took a batch down is reported, not rerun
+        crashed = set(job.get("avoid", []))
+        records = [synth.Record(state=state, valid=False, status="crashed", output='{"outcome":"crashed"}')
+                   if repr(sorted(state.items())) in crashed else run(state) for state in seeds]
         chosen = records
     else:
         import random  # noqa: PLC0415

@@ -13,9 +13,9 @@ one ``random.Random(seed)``: same function, same seed, same inputs.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import monotonic as _real_monotonic  # bound before env.freeze() patches time
 from typing import Any
 
 from .hints import Hints, Param
@@ -243,7 +243,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     """Coverage-guided search; returns every record (use :func:`select` for the chosen inputs)."""
     rng = pools.rng
     params = pools.hints.params
-    deadline = time.monotonic() + budget_seconds
+    deadline = _real_monotonic() + budget_seconds
     records: list[Record] = []
     seen: set[str] = set(avoid)
     longest = max([len(v) for v in pools.by_param.values()] + [1])
@@ -287,7 +287,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         values = {name: pool[0 if i == 0 else (i + 3 * j) % len(pool)]
                   for j, (name, pool) in enumerate(pools.by_param.items())}
         runs += attempt(values)
-        if runs >= budget_runs or time.monotonic() > deadline:
+        if runs >= budget_runs or _real_monotonic() > deadline:
             return records
     covered: set[int] = set()
     outputs: set[str] = set()
@@ -299,7 +299,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         outputs.add(record.output)
     stale = 0
     done_at: int | None = runs if satisfied() else None
-    while runs < budget_runs and time.monotonic() < deadline and stale < 4 * budget_runs:
+    while runs < budget_runs and _real_monotonic() < deadline and stale < 4 * budget_runs:
         # once the criteria hold, keep searching only while it still finds lines or outputs
         if done_at is not None and (runs - done_at >= patience or len({r.output for r in select(records, n)}) >= n):
             break

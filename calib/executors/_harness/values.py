@@ -5,7 +5,8 @@ Input states travel between processes (chosen on x, replayed for every candidate
 and that :func:`decode` evaluates without ``eval``: literals (numbers, strings, bytes, ``None``,
 booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set()``, ``Path('…')``,
 ``frozenset({…})``, ``complex(re, im)``, ``Obj(attr=…)`` (an object with those attributes, for
-parameters the body uses as ``p.attr``) and ``StandIn('name')`` (a recording stand-in). Decoding
+parameters the body uses as ``p.attr``), ``New('Cls', …)`` (an instance of a class of the function's
+module, built in the sandbox) and ``StandIn('name')`` (a recording stand-in). Decoding
 builds fresh objects each time, so a function that mutates its arguments cannot change the stored
 input. Anything else (names, attributes, operators, other calls) is a :class:`ValueError`.
 """
@@ -115,7 +116,7 @@ def _build(node: ast.expr, source: str) -> Any:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _call(node, source)
     raise ValueError(f"input value {source!r}: only literals, set(), frozenset(), float('nan'), complex(...), "
-                     "Path(...), Obj(...) and StandIn(...) are allowed")
+                     "Path(...), Obj(...), New(...) and StandIn(...) are allowed")
 
 
 def _call(node: ast.Call, source: str) -> Any:

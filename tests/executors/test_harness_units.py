@@ -1,0 +1,315 @@
+"""The harness's pure pieces, run on the host without a sandbox: input values, canonical output states,
+scaffolding (context trimming, placing x, free names, building the module with stand-ins).
+
+These modules also run inside the sandbox; here they are imported as ordinary modules and only ever
+execute the tests' own code.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import pathlib
+
+import pytest
+
+from calib.executors._harness import canon, scaffold
+from calib.executors._harness.standins import LOG, CalibStandIn, is_standin, standin_name
+from calib.executors._harness.values import New, Obj, decode, encode
+
+
+def _same(value):
+    """The canonical JSON text two executions are compared by."""
+    return canon.dumps(canon.canonical(value))
+
+
+# --- values: input values as safe expressions ---------------------------------------------------------
+
+ROUND_TRIPS = [
+    0, -7, 2**70, 1.5, -0.0, 1e300, float("inf"), float("-inf"), True, None, "it's \"quoted\"\n", b"\x00\xff",
+    [], [1, [2, [3]]], (), (1,), (1, "a", None), {}, {"a": [1, {"b": (2, 3)}], 4: None}, set(), {1, 2, 3},
+    frozenset(), frozenset({"x", "y"}), complex(1.5, -2.0), pathlib.Path("data/in.txt"),
+    Obj(), Obj(size=3, name="n", child=Obj(items=[1, 2])), [Obj(a=1), (Obj(b={"k": 2}),)],
+    New("Counter"), New("Counter", [1, 2], start=3),
+]
+
+
+@pytest.mark.parametrize("value", ROUND_TRIPS, ids=[repr(v)[:40] for v in ROUND_TRIPS])
+def test_encode_then_decode_gives_an_equal_value_of_the_same_type(value):
+    source = encode(value)
+    back = decode(source)
+    assert back == value
+    assert type(back) is type(value)
+    assert encode(back) == source  # the text form is stable: the same input is printed the same way
+
+
+def test_nan_and_signed_zero_survive_the_round_trip():
+    assert math.isnan(decode(encode(float("nan"))))
+    assert encode(float("nan")) == "float('nan')"
+    assert math.copysign(1.0, decode(encode(-0.0))) == -1.0
+    assert decode(encode([float("nan"), float("inf")]))[1] == math.inf
+
+
+def test_stand_ins_round_trip_by_name():
+    back = decode(encode(CalibStandIn("requests.Session")))
+    assert is_standin(back) and standin_name(back) == "requests.Session"
+    assert encode(back) == "StandIn('requests.Session')"
+
+
+def test_decoding_builds_fresh_objects_so_a_mutating_function_cannot_change_the_stored_input():
+    source = "{'items': [1, 2]}"
+    first = decode(source)
+    first["items"].append(3)
+    assert decode(source) == {"items": [1, 2]}
+
+
+def test_values_a_person_writes_in_an_inputs_file_decode():
+    assert decode("Path('a/b.txt')") == pathlib.Path("a/b.txt")
+    assert decode("float('-inf')") == -math.inf
+    assert decode("set([3, 1])") == {1, 3}
+    assert decode("1+2j") == 1 + 2j
+    assert decode("Obj(size=2)").size == 2
+
+
+EVAL_LIKE = [
+    "__import__('os')", "__import__('os').system('true')", "open('/etc/passwd')", "os.system('ls')",
+    "(lambda: 0)()", "[x for x in range(3)]", "eval('1')", "exec('x = 1')", "getattr(Obj(), '__class__')",
+    "Obj(**{'a': 1})", "Obj(1)", "Path(1)", "float('1e5')", "StandIn('x').attr", "2 ** 10 ** 10", "a",
+    "{[1]: 2}", "{[1]}", "set(1)", "tuple(Obj())", "1 +",
+]
+
+
+@pytest.mark.parametrize("source", EVAL_LIKE)
+def test_anything_beyond_literals_and_the_allowed_constructors_is_a_value_error(source):
+    with pytest.raises(ValueError, match="input value"):
+        decode(source)
+
+
+def test_values_that_cannot_be_written_as_inputs_are_refused_when_encoding():
+    with pytest.raises(TypeError, match="cannot encode"):
+        encode(object())
+
+
+# --- canon: canonical output states ------------------------------------------------------------------
+
+
+def test_dict_and_set_ordering_does_not_matter():
+    assert _same({"b": 1, "a": 2}) == _same({"a": 2, "b": 1})
+    assert _same({3, 1, 2}) == _same({2, 3, 1})
+    assert _same({"k": {5, 4}, 1: "x"}) == _same({1: "x", "k": {4, 5}})
+
+
+def test_what_python_tells_apart_stays_apart():
+    assert _same((1, 2)) != _same([1, 2])
+    assert _same(0.1 + 0.2) != _same(0.3)
+    assert _same(-0.0) != _same(0.0)
+    assert _same(1) != _same(1.0) != _same(True)
+    assert _same({1, 2}) != _same(frozenset({1, 2}))
+    assert _same("1") != _same(1)
+    assert _same(b"a") != _same("a")
+    assert _same(float("nan")) == _same(float("nan"))  # the same behaviour, though nan != nan
+
+
+def test_objects_compare_by_class_and_state_not_by_address():
+    class Point:
+        def __init__(self, x):
+            self.x = x
+
+    assert _same(Point(1)) == _same(Point(1))
+    assert _same(Point(1)) != _same(Point(2))
+
+    class Opaque:
+        pass
+
+    first, second = canon.canonical(Opaque()), canon.canonical(Opaque())
+    assert "0x?" in first["repr"] and first == second  # the repr's address is blanked
+
+
+def test_addresses_and_the_harness_file_name_are_scrubbed_from_text():
+    message = 'File "<calib:module>", line 3, in f: <Thing object at 0x7f3a2b1c4d50>'
+    assert canon.scrub(message) == 'File "<code>", line 3, in f: <Thing object at 0x?>'
+    assert canon.scrub("no address here: 0x1f") == "no address here: 0x1f"
+
+
+def test_cycles_are_marked_instead_of_recursing():
+    items: list = [1]
+    items.append(items)
+    assert canon.canonical(items) == {"list": [1, {"cycle": "list"}]}
+    mapping: dict = {}
+    mapping["self"] = mapping
+    assert canon.canonical(mapping) == {"dict": [["self", {"cycle": "dict"}]]}
+
+    class Node:
+        def __init__(self):
+            self.next = self
+
+    assert canon.canonical(Node())["state"] == [["next", {"cycle": "Node"}]]
+
+
+def test_sizes_are_capped_and_the_caps_are_marked():
+    long_list = canon.canonical(list(range(canon.MAX_ITEMS + 10)))
+    assert len(long_list["list"]) == canon.MAX_ITEMS and long_list["truncated"] == canon.MAX_ITEMS + 10
+    long_text = canon.canonical("x" * (canon.MAX_STR + 1))
+    assert len(long_text["str"]) == canon.MAX_STR and long_text["truncated"] == canon.MAX_STR + 1
+    deep: list = []
+    cursor = deep
+    for _ in range(canon.MAX_DEPTH + 5):
+        cursor.append([])
+        cursor = cursor[0]
+    assert "depth_limit" in canon.dumps(canon.canonical(deep))
+    assert canon.canonical(2**80) == {"int": str(2**80)}  # beyond what JSON readers keep exactly
+
+
+def test_a_capped_mapping_or_set_does_not_depend_on_insertion_order():
+    n = canon.MAX_ITEMS + 100
+    forward, backward = {i: i for i in range(n)}, {i: i for i in reversed(range(n))}
+    assert _same(forward) == _same(backward)
+    assert canon.canonical(forward)["truncated"] == n
+    grown = set(range(4 * n))
+    grown -= set(range(n, 4 * n))
+    assert _same(grown) == _same(set(range(n)))
+    assert canon.canonical(grown)["truncated"] == n
+
+
+def test_exceptions_generators_and_stand_ins_have_a_canonical_form():
+    assert canon.canonical(ValueError("bad", 2)) == {"exception": "ValueError", "args": {"tuple": ["bad", 2]}}
+    assert canon.canonical(CalibStandIn("requests.get()")) == {"standin": "requests.get()"}
+    assert canon.canonical(len) == {"function": "len"}
+
+
+# --- stand-ins: the call log ---------------------------------------------------------------------------
+
+
+def test_stand_in_calls_are_logged_in_order_even_when_a_function_is_passed(monkeypatch):
+    monkeypatch.setattr(LOG, "canon", canon.canonical)  # what the harness installs inside the sandbox
+    LOG.reset()
+    requests, bus = CalibStandIn("requests"), CalibStandIn("bus")
+
+    def handler():
+        return None
+
+    requests.get("https://a", timeout=5).json()
+    assert bus.subscribe(handler) is handler  # usable as a decorator, and still part of the behaviour
+    assert [entry[:2] for entry in LOG.entries] == [["call", "requests.get"], ["call", "requests.get().json"],
+                                                    ["call", "bus.subscribe"]]
+    assert LOG.entries[0][2:] == [{"list": ["https://a"]}, {"dict": [["timeout", 5]]}]
+    LOG.reset()
+
+
+# --- scaffold: the module x runs in --------------------------------------------------------------------
+
+CUT_CONTEXT = '''    "b": 2,
+}
+
+LIMIT = 10
+
+def helper(x):
+    return x + 1
+
+'''
+FUNCTION = "def g(y):\n    return helper(y) + LIMIT\n"
+
+
+def test_trim_context_drops_the_lines_of_a_statement_cut_at_the_start():
+    trimmed = scaffold.trim_context(CUT_CONTEXT, FUNCTION)
+    assert trimmed.startswith("LIMIT = 10\n")
+    assert trimmed.endswith("return x + 1\n\n")
+    ast.parse(trimmed + FUNCTION)
+
+
+def test_trim_context_keeps_a_whole_context_and_adds_a_missing_final_newline():
+    assert scaffold.trim_context("import os\nX = 1", FUNCTION) == "import os\nX = 1\n"
+    assert scaffold.trim_context("", FUNCTION) == ""
+
+
+def test_trim_context_gives_up_when_nothing_after_a_line_start_parses():
+    assert scaffold.trim_context("def broken(:\n", FUNCTION) == ""
+
+
+CLASS_CONTEXT = '''import math
+
+class Account:
+    FEE = 2
+
+    def __init__(self, balance=10):
+        self.balance = balance
+
+'''
+METHOD = "    def withdraw(self, amount):\n        self.balance -= amount + self.FEE\n        return self.balance\n"
+
+
+def test_place_finds_a_method_inside_its_class_context():
+    placed = scaffold.place(scaffold.trim_context(CLASS_CONTEXT, METHOD), METHOD)
+    assert placed.qualname == "Account.withdraw"
+    assert placed.kind == "method"
+    assert placed.classes == ["Account"]
+    assert placed.node.lineno == placed.first_line == CLASS_CONTEXT.count("\n") + 1
+
+
+@pytest.mark.parametrize("decorator,kind", [("staticmethod", "staticmethod"), ("classmethod", "classmethod"),
+                                            ("property", "property"), ("functools.cache", "method")])
+def test_place_tells_the_kinds_of_method_apart(decorator, kind):
+    method = f"    @{decorator}\n    def rate(cls):\n        return 1\n"
+    placed = scaffold.place(scaffold.trim_context(CLASS_CONTEXT, method), method)
+    assert placed.kind == kind
+    assert placed.first_line == CLASS_CONTEXT.count("\n") + 1  # the decorator's line, where x starts
+
+
+def test_place_finds_a_method_of_a_nested_class():
+    context = "class Outer:\n    class Inner:\n        X = 1\n\n"
+    method = "        def get(self):\n            return self.X\n"
+    placed = scaffold.place(scaffold.trim_context(context, method), method)
+    assert placed.qualname == "Outer.Inner.get" and placed.classes == ["Outer", "Inner"]
+
+
+def test_a_method_without_its_class_runs_as_a_module_level_function():
+    placed = scaffold.place("", METHOD)
+    assert placed.kind == "function" and placed.classes == []
+    assert placed.source.startswith("def withdraw(self, amount):")
+
+
+def test_place_reports_a_function_that_does_not_parse():
+    with pytest.raises(scaffold.ScaffoldError, match="does not parse"):
+        scaffold.place("", "def f(:\n    pass\n")
+    with pytest.raises(scaffold.ScaffoldError, match="no function definition"):
+        scaffold.place("", "x = 1\n")
+
+
+def test_unresolved_names_are_the_globals_read_but_never_bound():
+    source = '''import os
+from pkg import thing as alias
+A = 1
+
+def f(a, *rest, **options):
+    global G
+    try:
+        pass
+    except CustomError as err:
+        print(err)
+    total = [q for q in options]
+    match a:
+        case {"k": v, **others}:
+            pass
+    return helper(a) + os.sep + alias + A + len(rest) + G + total + v + others + __name__ + MISSING
+'''
+    assert scaffold.unresolved_names(ast.parse(source)) == {"helper", "CustomError", "MISSING"}
+
+
+def test_the_module_binds_stand_ins_for_unresolvable_names_and_mocked_imports():
+    context = "import requests\nfrom notinstalled_pkg_calib import fetch\n\nBASE = 'https://x'\n\n"
+    function = "def get(user):\n    return requests.get(BASE + user), fetch(user), helper(user)\n"
+    placed = scaffold.place(scaffold.trim_context(context, function), function)
+    module = scaffold.Module(placed, module_name="calib_scaffold")
+    ns = module.build()
+    assert is_standin(ns["requests"]) and standin_name(ns["requests"]) == "requests"
+    assert is_standin(ns["fetch"]) and standin_name(ns["fetch"]) == "notinstalled_pkg_calib.fetch"
+    assert is_standin(ns["helper"])
+    assert ns["BASE"] == "https://x"
+    assert any("mocked" in w for w in module.warnings)
+    assert any("ModuleNotFoundError" in w for w in module.warnings)
+    assert "requests" in scaffold.MOCKED_MODULES and "subprocess" in scaffold.MOCKED_MODULES
+
+
+def test_reindent_moves_a_candidate_to_the_truths_indentation():
+    assert scaffold.reindent("def f():\n    return 1\n", "    ") == "    def f():\n        return 1\n"
+    assert scaffold.indentation(METHOD) == "    "

@@ -1,0 +1,81 @@
+"""The input search and the determinism it rests on, through the real sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+
+from calib.executors.base import ExecutorConfig
+from calib.executors.python import SandboxExecutor
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def _compare(truth: str, candidates: list[str], context: str = "", **config: object):
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=2.0, **config))  # type: ignore[arg-type]
+    return asyncio.run(executor.compare(truth, candidates, context=context))
+
+
+def test_string_hash_order_is_the_same_in_every_batch() -> None:
+    # Set iteration order of strings depends on the hash seed; x's explore and replay batches and the
+    # candidate's batch must agree, or every input would be "nondeterministic".
+    truth = "def f(words):\n    return list(set(words))\n"
+    result = _compare(truth, [truth])
+    assert [i.reason for i in result.inputs if not i.valid] == []
+    assert result.candidates[0].sim_func == 1.0
+
+
+def test_the_search_reaches_branches_guarded_by_mined_constants() -> None:
+    truth = (
+        "def grade(score):\n"
+        "    if score >= 90:\n        return 'A'\n"
+        "    if score >= 75:\n        return 'B'\n"
+        "    if score == 13:\n        return 'unlucky'\n"
+        "    return 'C'\n"
+    )
+    result = _compare(truth, [truth.replace(">= 75", "> 75")])
+    assert result.conclusive and result.coverage == 1.0
+    # the boundary 75 comes from the mined literals (74, 75, 76), so the off-by-one candidate is caught
+    assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
+
+
+def test_same_seed_same_inputs_and_another_seed_may_differ() -> None:
+    truth = "def f(n, text):\n    if n > 3:\n        return text * 2\n    return text[:n]\n"
+    first, second = _compare(truth, []), _compare(truth, [])
+    assert [i.state for i in first.inputs] == [i.state for i in second.inputs]
+
+
+def test_methods_take_self_attributes_as_inputs_and_context_class_instances() -> None:
+    context = (
+        "class Box:\n"
+        "    def __init__(self):\n        self.items = []\n"
+        "    def add(self, item):\n        self.items.append(item)\n\n"
+    )
+    truth = (
+        "    def merge(self, other):\n"
+        "        if not isinstance(other, Box):\n            return NotImplemented\n"
+        "        total = 0\n"
+        "        for price, qty in self.items:\n            total += price * qty\n"
+        "        return total + len(other.items)\n"
+    )
+    result = _compare(truth, [truth.replace("price * qty", "price + qty")], context=context)
+    assert result.conclusive, result.reason
+    assert any("New('Box'" in str(i.state) for i in result.inputs)
+    assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
+
+
+def test_mocked_dependency_failures_are_input_states() -> None:
+    context = "import requests\n"
+    truth = (
+        "def fetch(url):\n"
+        "    try:\n        resp = requests.get(url, timeout=5)\n"
+        "    except Exception:\n        return None\n"
+        "    if resp is None:\n        return 'empty'\n"
+        "    return resp.json()\n"
+    )
+    result = _compare(truth, [truth.replace("return None", "return 0")], context=context)
+    assert result.conclusive, result.reason
+    assert {i.state.get("standins") for i in result.inputs} >= {"raise"}
+    assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
