@@ -123,6 +123,7 @@ class Comparison:
     candidates: tuple[CandidateResult, ...]
     executor: str = "sandbox"
     runs: int = 0
+    uncovered_lines: tuple[int, ...] = ()  # lines of x (1 = its first line) no valid input reached
     warnings: tuple[str, ...] = ()
     config: Mapping[str, Any] = field(default_factory=dict)
 
@@ -133,6 +134,7 @@ class Comparison:
             "coverage": self.coverage, "distinct_outputs": self.distinct_outputs,
             "inputs": [{**i.to_dict(), **({"output": i.output} if outputs else {})} for i in self.inputs],
             "candidates": [c.to_dict(outputs=outputs) for c in self.candidates],
+            "uncovered_lines": list(self.uncovered_lines),
             "executor": self.executor, "runs": self.runs, "warnings": list(self.warnings),
             "config": dict(self.config),
         }

@@ -171,6 +171,8 @@ class SandboxExecutor:
         executable = set(explored["executable"])
         covered = set().union(*(set(chosen[r.index]["lines"]) for r in valid_rows)) if valid_rows else set()
         coverage = len(covered & executable) / len(executable) if executable else 1.0
+        offset = int(explored.get("first_line", 1)) - 1
+        uncovered = tuple(sorted(line - offset for line in executable - covered))
         distinct = len({r.output for r in valid_rows})
         problems = []
         if len(valid_rows) < c.min_valid:
@@ -198,6 +200,7 @@ class SandboxExecutor:
         return Comparison(conclusive=conclusive, reason="; ".join(problems), valid_inputs=len(valid_rows),
                           coverage=coverage, distinct_outputs=distinct, inputs=tuple(rows),
                           candidates=tuple(cand_results), runs=int(explored.get("runs", 0)),
+                          uncovered_lines=uncovered,
                           warnings=tuple(explored.get("warnings", [])), config=settings)
 
 

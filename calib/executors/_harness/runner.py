@@ -170,7 +170,10 @@ class Runner:
         owner: Any = ns[placed.classes[0]]
         for name in placed.classes[1:]:
             owner = getattr(owner, name)
-        raw = owner.__dict__.get(placed.node.name) if isinstance(owner, type) else None
+        name = placed.node.name
+        if name.startswith("__") and not name.endswith("__") and isinstance(owner, type):
+            name = f"_{owner.__name__.lstrip('_')}{name}"  # private name mangling
+        raw = owner.__dict__.get(name) if isinstance(owner, type) else None
         if raw is None:
             raise scaffold.ScaffoldError(f"{placed.qualname} was not defined")
         if isinstance(raw, staticmethod):
@@ -392,6 +395,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         if len(chosen) < n:  # pad with invalid inputs so the report shows what was tried
             chosen += [r for r in records if not r.valid][: n - len(chosen)]
     runner.emit({"event": "explore", "runs": len(records), "executable": sorted(runner.executable),
+                 "first_line": placed.first_line,
                  "warnings": runner.module.warnings,
                  "chosen": [{"state": r.state, "valid": r.valid, "status": r.status, "output": r.output,
                              "lines": sorted(r.lines)} for r in chosen]})

@@ -23,7 +23,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from .standins import CalibStandIn
+from .standins import CalibStandIn, standin_for
 
 FILENAME = "<calib:module>"
 MODULE_PREFIX = "calib_scaffold"
@@ -169,7 +169,9 @@ def unresolved_names(tree: ast.AST) -> set[str]:
             bound.add(node.rest)
         elif isinstance(node, ast.Global | ast.Nonlocal):
             bound.update(node.names)
-    return {name for name in loaded - bound if not hasattr(builtins, name)} - {"__file__", "__name__"}
+    # dunder names (``__builtins__``, ``__doc__``, ``__spec__`` ...) are the interpreter's, never stand-ins
+    return {name for name in loaded - bound if not hasattr(builtins, name)
+            and not (name.startswith("__") and name.endswith("__"))}
 
 
 # --- executing the module ---------------------------------------------------------------------------
@@ -200,7 +202,7 @@ class Module:
         ns: dict[str, Any] = {"__name__": self.module_name, "__builtins__": builtins, "__file__": FILENAME,
                               "__package__": package}
         for name in self.standin_names:
-            ns[name] = CalibStandIn(name)
+            ns[name] = standin_for(name)
         self.warnings = []
         body = self.placed.tree.body
         if self.bare:
@@ -236,7 +238,7 @@ class Module:
         else:
             names = _targets(stmt)
             for name in names:
-                ns.setdefault(name, CalibStandIn(name))
+                ns.setdefault(name, standin_for(name))
             standins = f" ({', '.join(names)} stand-ins)" if names else ""
             self.warnings.append(f"{where}: {type(error).__name__}{standins}")
 
@@ -255,7 +257,7 @@ class Module:
             for alias in stmt.names:
                 if alias.name == "*":
                     continue
-                ns[alias.asname or alias.name] = CalibStandIn(f"{module}.{alias.name}".lstrip("."))
+                ns[alias.asname or alias.name] = standin_for(f"{module}.{alias.name}".lstrip("."))
         self.warnings.append(f"line {stmt.lineno}: import stand-ins ({why})")
 
     def _rebuild_class(self, stmt: ast.ClassDef, ns: dict[str, Any], error: BaseException) -> None:

@@ -12,6 +12,7 @@ Stdlib only: this module is imported by the harness inside the sandbox.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: The class name appears in error messages ("… 'CalibStandIn' …") and marks them as scaffolding failures.
@@ -50,8 +51,19 @@ class CalibStandInError(OSError, ValueError, KeyError, TypeError, RuntimeError, 
 LOG = CallLog()
 
 
-def _child(parent: CalibStandIn, suffix: str) -> CalibStandIn:
-    return CalibStandIn(object.__getattribute__(parent, "_calib_name") + suffix)
+_EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(Error|Exception|Warning|Exit|Interrupt|Timeout|Failure)$")
+
+
+def standin_for(name: str) -> Any:
+    """A stand-in for ``name``; names of exception classes (``requests.HTTPError``) get
+    :class:`CalibStandInError` itself, so ``except``/``raise`` on them work and failing stand-ins are caught."""
+    if _EXCEPTION_NAME.match(name.rsplit(".", 1)[-1]):
+        return CalibStandInError
+    return CalibStandIn(name)
+
+
+def _child(parent: CalibStandIn, suffix: str) -> Any:
+    return standin_for(object.__getattribute__(parent, "_calib_name") + suffix)
 
 
 class CalibStandIn:
@@ -104,6 +116,14 @@ class CalibStandIn:
 
     def __delitem__(self, key: Any) -> None:
         LOG.record("delitem", object.__getattribute__(self, "_calib_name"), key)
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        # ``isinstance(x, unresolvable.Type)``: only a stand-in reached the same way is an instance
+        return is_standin(obj) and object.__getattribute__(obj, "_calib_name").startswith(
+            object.__getattribute__(self, "_calib_name"))
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return False
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
         # ``class Foo(unresolvable.Base):`` gets a plain base class of the same name.

@@ -89,6 +89,8 @@ class Pools:
         self.hints = hints
         self.rng = rng
         self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
+        self.params: dict[str, Param] = {p.name: p for p in hints.params}
+        self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
         self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
         # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value
         for p in hints.self_params:
@@ -102,11 +104,65 @@ class Pools:
     def names(self) -> list[str]:
         return list(self.by_param)
 
-    def _pool(self, p: Param) -> list[Any]:
+    def _types(self, p: Param) -> list[str]:
         types = [t for t in p.types if t not in ("any",)]
         if not types or types == ["none"]:
             guess = name_type(p.name)
             types = ([guess] if guess else ["int", "str", "list"]) + types
+        return types
+
+    def fresh(self, name: str) -> Any:
+        """A new value beyond the pool, of a hinted shape: pools run out, and a single-parameter
+        function needs more than a few dozen distinct inputs for the search to find its branches."""
+        p = self.params.get(name)
+        if p is None or p.kind not in ("positional", "keyword", "attribute"):
+            return self.rng.choice(self.by_param[name])
+        kind = self.rng.choice([t for t in self._types(p) if t != "none"] or ["int"])
+        return self._random(kind, p, 0)
+
+    def _random(self, kind: str, p: Param | None, depth: int) -> Any:
+        rng, h = self.rng, self.hints
+        if kind == "int":
+            base = rng.choice(h.ints or [0])
+            return rng.choice([rng.randint(-10, 300), base + rng.randint(-3, 3), rng.choice(BASE_INTS)])
+        if kind == "float":
+            return round(rng.choice([rng.uniform(-100, 100), rng.choice(h.floats or [0.0]) + rng.uniform(-2, 2)]), 3)
+        if kind in ("str", "bytes", "path"):
+            words = (h.strings or []) + BASE_STRINGS[1:]
+            pick = rng.random()
+            if pick < 0.3:
+                text = rng.choice(words) + rng.choice(["", " ", ".", "-", "_", "/", ",", ":", "="]) + rng.choice(words)
+            elif pick < 0.5:
+                text = "".join(rng.choice("abcXYZ019 _-.,:/=?*") for _ in range(rng.randint(0, 12)))
+            elif pick < 0.7 and h.strings:
+                text = rng.choice(["name", "file", "x", "The "]) + rng.choice(h.strings)
+            else:
+                text = rng.choice(words)
+                text = rng.choice([text.upper(), text.lower(), text.strip(), text * 2, text[::-1]])
+            return text.encode() if kind == "bytes" else text
+        if kind in ("list", "tuple", "set") and depth < 2:
+            element = next((e for e in (p.element if p else []) if e), rng.choice(["int", "str"]))
+            if element.startswith("tuple"):
+                width = int(element[5:] or 2)
+                items = [tuple(self._random(rng.choice(["int", "str"]), None, depth + 1) for _ in range(width))
+                         for _ in range(rng.randint(0, 5))]
+            else:
+                items = [self._random(element if element in ("int", "str", "float") else "int", None, depth + 1)
+                         for _ in range(rng.randint(0, 6))]
+            if kind == "set":
+                return set(items) if all(isinstance(i, int | str | float | tuple) for i in items) else items
+            return tuple(items) if kind == "tuple" else items
+        if kind == "dict" and depth < 2:
+            keys = (p.keys if p else []) or [s for s in h.strings if s.isidentifier()][:4] or ["a", "b"]
+            chosen = [k for k in keys if rng.random() < 0.7]
+            return {k: self._random(rng.choice(["int", "str", "bool"]), None, depth + 1) for k in chosen}
+        if kind == "bool":
+            return rng.random() < 0.5
+        pool = self.by_param.get(p.name, []) if p else []
+        return rng.choice(pool) if pool else rng.randint(0, 5)
+
+    def _pool(self, p: Param) -> list[Any]:
+        types = self._types(p)
         if p.kind == "vararg":
             return [(), *[tuple(v[:3]) for v in self._values("list", p) if isinstance(v, list)][:6]]
         if p.kind == "kwarg":
@@ -307,7 +363,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         names = pools.names
         # an attribute of self keeps the constructed instance's value half of the time
         values = {name: KEEP if name.startswith(SELF_PREFIX) and rng.random() < 0.5 else
-                  rng.choice(pools.by_param[name]) for name in names}
+                  pools.fresh(name) if rng.random() < 0.35 else rng.choice(pools.by_param[name]) for name in names}
         if base is not None and names:
             kept = {name: decode(src) for name, src in base["args"].items()}
             if "seed" in base:
