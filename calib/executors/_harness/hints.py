@@ -301,3 +301,26 @@ def _add(types: list[str], kind: str) -> None:
 def _add_all(types: list[str], kinds: list[str]) -> None:
     for kind in kinds:
         _add(types, kind)
+
+
+def constructor(placed: Any) -> list[Param] | None:
+    """Parameters of the enclosing class's constructor, when the file context shows it: its
+    ``__init__`` (self skipped), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
+    classes = [n for n in ast.walk(placed.tree) if isinstance(n, ast.ClassDef) and n.name == placed.classes[-1]]
+    if not classes:
+        return None
+    cls = classes[-1]
+    for stmt in cls.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+            found = analyse(stmt, skip_first=True).params
+            return [p for p in found if p.kind == "positional"]
+    fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
+    if not fields:
+        return None
+    out = []
+    for stmt in fields:
+        types, element = annotation_types(stmt.annotation)
+        has, value = _literal(stmt.value)
+        out.append(Param(name=stmt.target.id, kind="positional", types=types, element=element, default=value,
+                         has_default=has and stmt.value is not None))
+    return out

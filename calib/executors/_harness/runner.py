@@ -56,11 +56,15 @@ class Runner:
         node = self.placed.node
         self.first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         self.last = node.end_lineno or node.lineno
-        self.executable = executable_lines(self.placed)
+        self.executable, self.owner = statement_lines(self.placed)
         self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
         self.lines: set[int] = set()
         self.started = False
         self.capture = env.FdCapture(os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd"))
+
+    def covered(self) -> frozenset[int]:
+        """x's statements (by first line) the last input reached."""
+        return frozenset(self.owner[line] for line in self.lines if line in self.owner)
 
     def emit(self, event: dict[str, Any]) -> None:
         self.channel.write(json.dumps(event, separators=(",", ":")) + "\n")
@@ -180,8 +184,17 @@ class Runner:
             return raw.__func__, None
         if isinstance(raw, classmethod):
             return raw.__get__(None, owner), None
-        instance = make_instance(owner, decode(state["self"]) if state.get("self") else None,
-                                 [p.name for p in self.params.self_params])
+        spec = decode(state["self"]) if state.get("self") else None
+        reads = [p.name for p in self.params.self_params]
+        if isinstance(spec, New):  # built by its constructor with the input's arguments
+            args = [materialize(a, ns) for a in spec.args]
+            try:
+                instance = owner(*args)
+            except Exception:  # noqa: BLE001 - the constructor refused them: a bare instance instead
+                instance = None
+            instance = make_instance(owner, Obj(**spec.attrs), reads, instance)
+        else:
+            instance = make_instance(owner, spec, reads)
         if isinstance(raw, property):
             return (lambda: raw.fget(instance)), instance  # type: ignore[misc]
         if isinstance(raw, types.FunctionType):
@@ -242,20 +255,21 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
     return value
 
 
-def make_instance(cls: type, attrs: Obj | None, reads: list[str] = ()) -> Any:  # type: ignore[assignment]
+def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: ignore[assignment]
+                  instance: Any = None) -> Any:
     """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``.
 
     Attributes the method reads (``reads``) that the instance lacks (set by code after x in the file, or
     by a constructor that did not run) start as stand-ins; the input state's attributes come on top.
     """
-    instance: Any
-    try:
-        instance = cls()
-    except Exception:  # noqa: BLE001
+    if instance is None:
         try:
-            instance = cls.__new__(cls)
+            instance = cls()
         except Exception:  # noqa: BLE001
-            instance = CalibStandIn("self")
+            try:
+                instance = cls.__new__(cls)
+            except Exception:  # noqa: BLE001
+                instance = CalibStandIn("self")
     for name in reads:
         try:
             if not hasattr(instance, name):
@@ -273,20 +287,41 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = ()) -> Any:  
     return instance
 
 
-def executable_lines(placed: scaffold.Placed) -> frozenset[int]:
-    """Lines of x's body the interpreter can report (x's code object and the code nested in it)."""
+def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, int]]:
+    """x's executable statements (by first line) and the map from each reportable line to its statement.
+
+    Coverage counts statements, as coverage.py's line coverage does: a statement spread over several
+    lines (a long ``raise ValueError(...)``) is one line, reached when any of its lines runs. A compound
+    statement (``if``, ``for``, ``try`` ...) owns its header lines only; a statement with no code
+    (``global``) is not executable.
+    """
+    import ast  # noqa: PLC0415
+
     node = placed.node
-    code = compile(__import__("ast").Module(body=[node], type_ignores=[]), scaffold.FILENAME, "exec")
-    body_start = node.body[0].lineno
-    if len(node.body) > 1 and _is_docstring(node.body[0]):
-        body_start = node.body[1].lineno
-    lines: set[int] = set()
+    code = compile(ast.Module(body=[node], type_ignores=[]), scaffold.FILENAME, "exec")
+    reportable: set[int] = set()
     stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
     while stack:
         item = stack.pop()
-        lines.update(line for _, _, line in item.co_lines() if line is not None)
+        reportable.update(line for _, _, line in item.co_lines() if line is not None)
         stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
-    return frozenset(line for line in lines if body_start <= line <= (node.end_lineno or line))
+    body = node.body[1:] if len(node.body) > 1 and _is_docstring(node.body[0]) else node.body
+    owner: dict[int, int] = {}
+    statements: set[int] = set()
+    todo: list[Any] = list(body)
+    while todo:
+        stmt = todo.pop()
+        blocks = [b for b in (getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list)]
+        blocks += [h.body for h in getattr(stmt, "handlers", [])] + [c.body for c in getattr(stmt, "cases", [])]
+        children = [c for block in blocks for c in block if isinstance(c, ast.stmt)]
+        end = (min(c.lineno for c in children) - 1) if children else (stmt.end_lineno or stmt.lineno)
+        header = range(stmt.lineno, max(stmt.lineno, end) + 1)
+        if any(line in reportable for line in header):
+            statements.add(stmt.lineno)
+            for line in header:
+                owner.setdefault(line, stmt.lineno)
+        todo.extend(children)
+    return frozenset(statements), owner
 
 
 def _is_docstring(stmt: Any) -> bool:
@@ -367,7 +402,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         runner.emit({"event": "try", "key": repr(sorted(state.items()))})
         status, reason, out = runner.run(state)
         return synth.Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
-                            output=canon.dumps(out), lines=frozenset(runner.lines & runner.executable))
+                            output=canon.dumps(out), lines=runner.covered())
 
     info = runner.params
     try:
@@ -383,7 +418,9 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     else:
         import random  # noqa: PLC0415
 
+        init = hints.constructor(placed) if placed.kind in ("method", "property") else None
         pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info),
+                            init=init, owner=placed.classes[-1] if placed.classes else None,
                             vary_standins=bool(runner.module.standin_names or runner.module.warnings
                                                or info.self_params))
         records = synth.search(
@@ -424,7 +461,7 @@ def replay(runner: Runner, job: dict[str, Any]) -> None:
         runner.emit({"event": "start", "index": index})
         status, reason, out = runner.run(state)
         runner.emit({"event": "result", "index": index, "status": status, "reason": reason,
-                     "output": canon.dumps(out), "lines": sorted(runner.lines & runner.executable)})
+                     "output": canon.dumps(out), "lines": sorted(runner.covered())})
 
 
 def main() -> None:

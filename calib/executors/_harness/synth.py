@@ -48,6 +48,7 @@ NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
 )
 
 SELF_PREFIX = "self."
+INIT_PREFIX = "init."
 SEED = "<seed>"
 STANDINS = "<standins>"
 STANDIN_MODES = ("standin", "none", "raise", "zero", "empty_str", "empty_list", "true", "false")
@@ -85,7 +86,7 @@ class Pools:
     """Candidate values per parameter, most plausible first."""
 
     def __init__(self, hints: Hints, rng: random.Random, *, vary_seed: bool = False,
-                 vary_standins: bool = False) -> None:
+                 vary_standins: bool = False, init: list[Param] | None = None, owner: str | None = None) -> None:
         self.hints = hints
         self.rng = rng
         self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
@@ -95,6 +96,13 @@ class Pools:
         # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value
         for p in hints.self_params:
             self.by_param[SELF_PREFIX + p.name] = [KEEP, *self._pool(p)]
+        # self built by its constructor: the constructor's arguments are inputs too
+        self.owner = owner if init is not None else None
+        self.init_names: list[str] = []
+        for p in init or []:
+            self.params[INIT_PREFIX + p.name] = p
+            self.by_param[INIT_PREFIX + p.name] = self._pool(p)
+            self.init_names.append(INIT_PREFIX + p.name)
         if vary_seed:  # the random seed is part of the input state (DESIGN.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
@@ -306,14 +314,17 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
 
     def make(values: dict[str, Any]) -> dict[str, Any]:
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
-                                          if not name.startswith(SELF_PREFIX) and name not in (SEED, STANDINS)}}
+                                          if not name.startswith((SELF_PREFIX, INIT_PREFIX))
+                                          and name not in (SEED, STANDINS)}}
         if SEED in values:
             state["seed"] = values[SEED]
         if values.get(STANDINS, "standin") != "standin":
             state["standins"] = values[STANDINS]
         attrs = {name[len(SELF_PREFIX):]: v for name, v in values.items()
                  if name.startswith(SELF_PREFIX) and v is not KEEP}
-        if pools.hints.self_params:
+        if pools.owner is not None:
+            state["self"] = encode(New(pools.owner, *(values[n] for n in pools.init_names), **attrs))
+        elif pools.hints.self_params:
             state["self"] = encode(Obj(**attrs))
         files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
         state["files"] = {f: _file_content(f) for f in files} if pools.hints.files or any(
@@ -362,7 +373,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         base = rng.choice(parents) if parents and rng.random() < 0.8 else None
         names = pools.names
         # an attribute of self keeps the constructed instance's value half of the time
-        values = {name: KEEP if name.startswith(SELF_PREFIX) and rng.random() < 0.5 else
+        keep = 0.75 if pools.owner is not None else 0.5
+        values = {name: KEEP if name.startswith(SELF_PREFIX) and rng.random() < keep else
                   pools.fresh(name) if rng.random() < 0.35 else rng.choice(pools.by_param[name]) for name in names}
         if base is not None and names:
             kept = {name: decode(src) for name, src in base["args"].items()}
@@ -370,7 +382,12 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                 kept[SEED] = base["seed"]
             kept[STANDINS] = base.get("standins", "standin")
             if base.get("self"):
-                kept.update({SELF_PREFIX + k: v for k, v in vars(decode(base["self"])).items()})
+                spec = decode(base["self"])
+                if isinstance(spec, New):
+                    kept.update(zip(pools.init_names, spec.args))
+                    kept.update({SELF_PREFIX + k: v for k, v in spec.attrs.items()})
+                else:
+                    kept.update({SELF_PREFIX + k: v for k, v in vars(spec).items()})
             for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
                 kept[name] = values[name]
             values = {name: kept.get(name, KEEP) for name in names}
