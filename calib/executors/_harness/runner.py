@@ -14,6 +14,7 @@ fresh working directory, the clock and the random seed.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -90,6 +91,7 @@ class Runner:
         env.reset(int(state.get("seed", self.seed)))
         LOG.reset()
         self.lines, self.started = set(), False
+        gc.collect()  # the previous input's garbage goes now, not during this input's capture
         self.capture.take()
         out: dict[str, Any] = {}
         status, reason = "ok", ""
@@ -472,6 +474,9 @@ def main() -> None:
     sys.path.extend(job.get("import_paths", []))
     sys.setrecursionlimit(int(job.get("recursion_limit", 1000)))
     signal.signal(signal.SIGALRM, _on_alarm)
+    # "Exception ignored in __del__" reports come whenever the collector runs, not when the code does:
+    # they would make outputs depend on the batch's history
+    sys.unraisablehook = lambda unraisable: None
     env.freeze()
     LOG.canon = canon.canonical
     try:

@@ -142,8 +142,11 @@ class Pools:
                 text = rng.choice(words) + rng.choice(["", " ", ".", "-", "_", "/", ",", ":", "="]) + rng.choice(words)
             elif pick < 0.5:
                 text = "".join(rng.choice("abcXYZ019 _-.,:/=?*") for _ in range(rng.randint(0, 12)))
-            elif pick < 0.7 and h.strings:
+            elif pick < 0.6 and h.strings:
                 text = rng.choice(["name", "file", "x", "The "]) + rng.choice(h.strings)
+            elif pick < 0.75 and h.strings:  # mined pieces around a word: "(" + "abc" + ")", "#" + "x" + "="
+                short = [w for w in h.strings if len(w) <= 3] or h.strings
+                text = rng.choice(short) + rng.choice(BASE_STRINGS[1:4]) + rng.choice(short)
             else:
                 text = rng.choice(words)
                 text = rng.choice([text.upper(), text.lower(), text.strip(), text * 2, text[::-1]])
