@@ -5,15 +5,17 @@ IPC, UTS, cgroup, network), no capabilities, a read-only view of the system (``/
 installation, the harness, and any import paths the user names) and nothing else of the host — no home
 directories, no run directory, no project; a private ``/tmp`` and working directory ``/work`` (tmpfs of
 bounded size); a cleared environment with ``PYTHONHASHSEED=0``. Limits: CPU time, address space, file
-size and process count (rlimits), a wall-clock timeout (the whole process group is killed), and a cap
-on the bytes read back. The root and ``/dev`` are read-only (both are unbounded tmpfs otherwise), and
-bubblewrap itself runs with an empty environment (its pid-1 init inside the sandbox would show the
-host's environment as ``/proc/1/environ``).
+size, open files and process count (rlimits), a wall-clock timeout (the whole process group is
+killed), and a cap on the bytes read back. The root and ``/dev`` are read-only (both are unbounded
+tmpfs otherwise), and bubblewrap itself runs with an empty environment (its pid-1 init inside the
+sandbox would show the host's environment as ``/proc/1/environ``).
 
 A seccomp filter (x86-64 and aarch64) makes new processes impossible: ``fork``, ``vfork`` and a
 ``clone`` without ``CLONE_THREAD`` fail with ``EPERM`` (threads still work; ``clone3`` says
 ``ENOSYS`` so that the C library falls back to ``clone``), as do a few kernel interfaces no function
-needs (``ptrace``, ``mount``, ``unshare``, ``bpf``, ``io_uring`` ...). This is what stops a fork bomb:
+needs (``ptrace``, ``mount``, ``unshare``, ``bpf``, ``io_uring`` ...) or that would hold memory outside
+the address-space limit (``memfd_create``, System V shared memory and message queues; the open-files
+limit bounds pipe and socket buffers). The filter is what stops a fork bomb:
 ``RLIMIT_NPROC`` is not enforced for root (the kernel exempts uid 0 even inside a user namespace),
 and the harness's audit-hook policy (no process starts, no ctypes library loading) runs in the same
 interpreter as the code, so it is a convenience — a clear ``sandbox_denied`` — not a boundary.
@@ -47,6 +49,10 @@ __all__ = ["HARNESS_DIR", "Limits", "Sandbox", "SandboxRun", "SandboxUnavailable
 
 HARNESS_DIR = Path(__file__).resolve().parent / "_harness"
 _INSIDE_HARNESS = "/calib_harness"
+# Not -I: isolated mode implies -E, which would ignore PYTHONHASHSEED=0 and give every batch its own
+# string-hash order (set iteration would then differ between x's two runs). The environment is
+# cleared anyway; -P keeps the working directory off sys.path, -s/-S keep site-packages out.
+_PYTHON_FLAGS = ("-P", "-s", "-S", "-B")
 _BOOT = ("import sys; sys.path.insert(0, {root!r}); from _harness.runner import main; main()")
 
 
@@ -62,6 +68,7 @@ class Limits:
     memory_bytes: int = 1 << 30
     file_bytes: int = 16 << 20
     processes: int = 64
+    open_files: int = 256
     tmpfs_bytes: int = 64 << 20
     output_bytes: int = 32 << 20
 
@@ -76,6 +83,7 @@ class SandboxRun:
     timed_out: bool
     output_exceeded: bool
     seconds: float
+    wrapped: bool = False  # run by bwrap, which exits with 128 + N when its child dies of signal N
 
     @property
     def died(self) -> str | None:
@@ -84,11 +92,16 @@ class SandboxRun:
             return "timeout"
         if self.output_exceeded:
             return "output_limit"
+        signum = None
         if self.returncode is not None and self.returncode < 0:
+            signum = -self.returncode
+        elif self.wrapped and self.returncode is not None and 128 < self.returncode < 128 + 65:
+            signum = self.returncode - 128
+        if signum is not None:
             try:
-                return f"signal {signal.Signals(-self.returncode).name}"
+                return f"signal {signal.Signals(signum).name}"
             except ValueError:
-                return f"signal {-self.returncode}"
+                return f"signal {signum}"
         if self.returncode:
             return f"exit {self.returncode}"
         return None
@@ -137,7 +150,7 @@ _DENIED_SYSCALLS = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unsha
                     "request_key", "bpf", "userfaultfd", "perf_event_open", "kexec_load", "kexec_file_load",
                     "init_module", "finit_module", "delete_module", "process_vm_readv", "process_vm_writev",
                     "io_uring_setup", "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen",
-                    "fsconfig", "fsmount", "fspick")
+                    "fsconfig", "fsmount", "fspick", "memfd_create", "memfd_secret", "shmget", "msgget")
 # machine -> (AUDIT_ARCH_*, x32 ABI to refuse, syscall numbers)
 _SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
     "x86_64": (0xC000003E, True, {
@@ -147,14 +160,15 @@ _SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
         "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
         "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425, "io_uring_enter": 426,
         "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-        "fsmount": 432, "fspick": 433}),
+        "fsmount": 432, "fspick": 433, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68}),
     "aarch64": (0xC00000B7, False, {
         "clone": 220, "clone3": 435, "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
         "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
         "userfaultfd": 282, "perf_event_open": 241, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
         "finit_module": 273, "delete_module": 106, "process_vm_readv": 270, "process_vm_writev": 271,
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
-        "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433}),
+        "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "memfd_create": 279,
+        "memfd_secret": 447, "shmget": 194, "msgget": 186}),
 }
 
 
@@ -223,7 +237,7 @@ class Sandbox:
         """The argv of one batch (the harness reads its job on stdin; the seccomp program on ``seccomp_fd``)."""
         python = base_interpreter()
         if self.unsafe:
-            return [python, "-I", "-S", "-B", "-c", _BOOT.format(root=str(HARNESS_DIR.parent))]
+            return [python, *_PYTHON_FLAGS, "-c", _BOOT.format(root=str(HARNESS_DIR.parent))]
         args = [self.bwrap or "bwrap", *_namespace_args(self.disable_userns), *_system_binds()]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
@@ -237,7 +251,7 @@ class Sandbox:
                  "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PATH", "/usr/bin:/bin",
                  "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/tmp",
                  "--setenv", "PYTHONIOENCODING", "utf-8"]
-        return args + [python, "-I", "-S", "-B", "-c", _BOOT.format(root=_INSIDE_HARNESS)]
+        return args + [python, *_PYTHON_FLAGS, "-c", _BOOT.format(root=_INSIDE_HARNESS)]
 
     def _limit(self) -> None:  # runs in the child between fork and exec
         lim = self.limits
@@ -245,6 +259,7 @@ class Sandbox:
         resource.setrlimit(resource.RLIMIT_AS, (lim.memory_bytes, lim.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_bytes, lim.file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lim.open_files, lim.open_files))
         if os.getuid() != 0:
             resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
 
@@ -314,7 +329,7 @@ class Sandbox:
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
         return SandboxRun(returncode=proc.returncode, stdout=bytes(out), stderr=bytes(err), timed_out=timed_out,
-                          output_exceeded=exceeded, seconds=time.monotonic() - start)
+                          output_exceeded=exceeded, seconds=time.monotonic() - start, wrapped=not self.unsafe)
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
