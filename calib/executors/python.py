@@ -29,7 +29,7 @@ from calib.executors.sandbox import Limits, Sandbox, SandboxRun
 __all__ = ["SandboxExecutor"]
 
 _MAX_EXPLORE_RESTARTS = 3
-_STARTUP_SLACK = 10.0  # seconds a batch may spend starting and building its scaffold
+_STARTUP_SLACK = 5.0  # seconds a batch may spend starting and building its scaffold
 
 
 @dataclass
@@ -40,15 +40,38 @@ class _Replay:
 
 
 def _events(run: SandboxRun) -> list[dict[str, Any]]:
+    """The harness's events; the channel is written inside the sandbox, so untrusted code can forge
+    lines on it: anything that is not a JSON object is dropped, and callers check each event's shape."""
     events = []
     for line in run.stdout.decode("utf-8", "replace").splitlines():
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line of a killed batch
+        except (ValueError, RecursionError):
+            continue  # a torn last line of a killed batch, or garbage
         if isinstance(event, dict):
             events.append(event)
     return events
+
+
+def _index(value: Any, size: int) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size else None
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _well_formed_explore(event: dict[str, Any]) -> bool:
+    chosen = event.get("chosen")
+    if not isinstance(chosen, list) or not _ints(event.get("executable")):
+        return False
+    return all(isinstance(c, dict) and isinstance(c.get("state"), dict) and isinstance(c.get("valid"), bool)
+               and isinstance(c.get("status"), str) and isinstance(c.get("output"), str) and _ints(c.get("lines"))
+               for c in chosen)
 
 
 class SandboxExecutor:
@@ -77,6 +100,7 @@ class SandboxExecutor:
                        ) -> tuple[dict[str, Any] | None, str]:
         c = self.config
         avoid: list[str] = []
+        crashed: dict[str, str] = {}  # given inputs that took a batch down, and how
         extra: dict[str, Any] = {"n_inputs": c.n_inputs, "min_valid": c.min_valid, "coverage": c.coverage,
                                  "min_distinct": c.min_distinct, "budget_runs": c.budget_runs,
                                  "budget_seconds": c.budget_seconds}
@@ -87,18 +111,21 @@ class SandboxExecutor:
             wall = _STARTUP_SLACK + c.budget_seconds + 2 * c.input_timeout
         died = ""
         for _ in range((len(inputs) if inputs is not None else _MAX_EXPLORE_RESTARTS) + 1):
-            run = await self._run(self._job("explore", context, truth, avoid=avoid, **extra), wall)
+            run = await self._run(self._job("explore", context, truth, avoid=avoid, crashed=crashed, **extra), wall)
             events = _events(run)
             for event in events:
                 if event.get("event") == "explore":
+                    if not _well_formed_explore(event):
+                        return None, "crashed: malformed harness output"
                     return event, ""
                 if event.get("event") == "error":
                     return None, f"unparsable: {event.get('message', '')}"
-            died = run.died or "no result"
-            tries = [e["key"] for e in events if e.get("event") == "try"]
+            died = run.died or f"exit {run.returncode}"
+            tries = [e["key"] for e in events if e.get("event") == "try" and isinstance(e.get("key"), str)]
             if not tries or tries[-1] in avoid:
                 break
             avoid.append(tries[-1])  # the input that took the batch down is not tried again
+            crashed[tries[-1]] = died
         return None, f"crashed: {died}"
 
     async def _replay(self, context: str, function: str, states: list[dict[str, Any]],
@@ -121,11 +148,14 @@ class SandboxExecutor:
                     result.error = f"unparsable: {event.get('message', '')}"
                     return result
                 if kind == "start":
-                    started = int(event["index"])
+                    started = _index(event.get("index"), len(states))
                 elif kind == "result":
-                    index = int(event["index"])
-                    result.outputs[index] = event["output"]
-                    result.statuses[index] = (event["status"], event.get("reason", ""))
+                    index = _index(event.get("index"), len(states))
+                    output, status = event.get("output"), event.get("status")
+                    if index is None or not isinstance(output, str) or not isinstance(status, str):
+                        continue  # forged or torn: the input counts as not finished
+                    result.outputs[index] = output
+                    result.statuses[index] = (status, str(event.get("reason", "")))
                     started = None
             if started is not None or run.died:
                 index = started if started is not None else (pending[0] if pending else None)
@@ -171,7 +201,7 @@ class SandboxExecutor:
         executable = set(explored["executable"])
         covered = set().union(*(set(chosen[r.index]["lines"]) for r in valid_rows)) if valid_rows else set()
         coverage = len(covered & executable) / len(executable) if executable else 1.0
-        offset = int(explored.get("first_line", 1)) - 1
+        offset = (_index(explored.get("first_line"), 1 << 30) or 1) - 1
         uncovered = tuple(sorted(line - offset for line in executable - covered))
         distinct = len({r.output for r in valid_rows})
         problems = []
@@ -199,9 +229,10 @@ class SandboxExecutor:
                                                 outputs=tuple(res.outputs.get(r.index) for r in rows)))
         return Comparison(conclusive=conclusive, reason="; ".join(problems), valid_inputs=len(valid_rows),
                           coverage=coverage, distinct_outputs=distinct, inputs=tuple(rows),
-                          candidates=tuple(cand_results), runs=int(explored.get("runs", 0)),
+                          candidates=tuple(cand_results), runs=_index(explored.get("runs"), 1 << 30) or 0,
                           uncovered_lines=uncovered,
-                          warnings=tuple(explored.get("warnings", [])), config=settings)
+                          warnings=_strings(explored.get("warnings")),
+                          config=settings)
 
 
 @register("sandbox")

@@ -22,7 +22,7 @@ inconclusive with a reason naming the failure), and next to benign samples that 
 The harness's audit hook (no process starts, no ctypes) runs in the same interpreter as the code, so
 some attacks disarm it first: what stops them is the kernel (the sandbox's seccomp filter, rlimits,
 namespaces). Events forged on the harness's JSON channel can only lie about their own sample; the
-malformed ones that still raise out of compare() are marked xfail (a bug in calib/executors/python.py).
+malformed ones must cost only that sample.
 """
 
 from __future__ import annotations
@@ -716,8 +716,9 @@ def test_hostile_code_as_the_truth_is_inconclusive_and_says_why(attack_id: str, 
     result = run_hostile_truth(attack_id, host)
     if kind == "invalid":
         assert result.valid_inputs == 0, result.reason
-        assert [(i.valid, i.reason) for i in result.inputs] == [(False, expected)] * len(VALUES)
-        assert result.reason.startswith(f"valid_inputs 0 < {len(VALUES) - 1} (mostly {expected})"), result.reason
+        # a crash names its cause: "crashed (signal SIGSEGV)", "crashed (exit 3)" ...
+        assert [(i.valid, i.reason.split(" (")[0]) for i in result.inputs] == [(False, expected)] * len(VALUES)
+        assert result.reason.startswith(f"valid_inputs 0 < {len(VALUES) - 1} (mostly {expected}"), result.reason
     else:
         assert result.valid_inputs == len(VALUES) and "distinct_outputs 1 < 2" in result.reason, result.reason
         assert all(f'"exception":"{expected}"' in i.output for i in result.inputs)
@@ -728,7 +729,7 @@ def test_a_truth_that_defeats_the_timer_costs_its_inputs_not_the_run(host: Host)
     # each input holds its batch until the wall clock; the batch restarts after it, and it is "crashed"
     result = run_hostile_truth("loop-catching-baseexception", host, inputs=INPUTS[:2], n_inputs=2, min_valid=2,
                                input_timeout=0.25)
-    assert [(i.valid, i.reason) for i in result.inputs] == [(False, "crashed")] * 2
+    assert [(i.valid, i.reason) for i in result.inputs] == [(False, "crashed (timeout)")] * 2
 
 
 @needs_bwrap
@@ -847,19 +848,11 @@ MALFORMED = {
     "not-an-object": ("[1, 2, 3]", set()),
     "deeply-nested": ("[" * 200_000, {"candidate", "truth"}),
 }
-CHANNEL_BUG = pytest.mark.xfail(
-    strict=True, raises=(KeyError, ValueError, TypeError, RecursionError),
-    reason="calib/executors/python.py trusts the harness channel: _events() catches only JSONDecodeError (a deeply "
-           "nested line raises RecursionError) and _replay()/_explore()/compare() index events without checking "
-           "their shape, so a malformed event forged on fd 3 raises out of compare()")
-
-
 def _forging_cases() -> list:
     cases = []
-    for name, (_, raises) in MALFORMED.items():
+    for name in MALFORMED:
         for role in ("candidate", "truth"):
-            cases.append(pytest.param(name, role, id=f"{name}-as-{role}",
-                                      marks=[CHANNEL_BUG] if role in raises else []))
+            cases.append(pytest.param(name, role, id=f"{name}-as-{role}"))
     return cases
 
 

@@ -54,8 +54,21 @@ def _key(item: Any) -> str:
     return json.dumps(item, sort_keys=True, default=str)
 
 
+MAX_NODES = 200_000
+_budget = [MAX_NODES]
+
+
 def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -> Any:
-    """Return a JSON-serialisable canonical form of ``value``."""
+    """Return a JSON-serialisable canonical form of ``value``.
+
+    At most ``MAX_NODES`` values are visited per top-level call: a shared sub-list repeated 500 × 500
+    times must not cost gigabytes; the cut is marked (``size_limit``) and is the same for equal values.
+    """
+    if depth == 0:
+        _budget[0] = MAX_NODES
+    _budget[0] -= 1
+    if _budget[0] < 0:
+        return {"size_limit": type(value).__name__}
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int) and type(value) is int:

@@ -102,51 +102,64 @@ class Runner:
         instance: Any = None
         before = self_before = None
         signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        # The timer stays armed while the output state is observed too (a __repr__ or __str__ of the
+        # code's own objects can loop), and the alarm may land in any handler below: one outer
+        # handler takes it wherever it lands.
         try:
-            sys.stdout, sys.stderr = stdout, stderr
-            ns = self.module.build()
-            call, instance = self._target(ns, state)
-            args, kwargs = self._arguments(state, ns)
-            before = canon.dumps(canon.canonical([args, kwargs]))
-            self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
-            LOG.reset(_standin_default(state.get("standins")))
-            sys.settrace(self._trace)
             try:
-                value = call(*args, **kwargs)
-                value = _drain(value)
-            finally:
+                sys.stdout, sys.stderr = stdout, stderr
+                ns = self.module.build()
+                call, instance = self._target(ns, state)
+                args, kwargs = self._arguments(state, ns)
+                before = canon.dumps(canon.canonical([args, kwargs]))
+                self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
+                LOG.reset(_standin_default(state.get("standins")))
+                sys.settrace(self._trace)
+                try:
+                    value = call(*args, **kwargs)
+                    value = _drain(value)
+                finally:
+                    sys.settrace(None)
+                out["return"] = canon.canonical(value)
+            except _Timeout:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - every exception is an observation
                 sys.settrace(None)
-            out["return"] = canon.canonical(value)
+                out["exception"] = canon._qualname(type(exc))
+                status, reason = self._classify(exc)
+            finally:
+                sys.stdout, sys.stderr = real_out, real_err
+            self._observe(out, args, kwargs, before, instance, self_before, stdout, stderr, files)
         except _Timeout:
-            status, reason = "invalid", "timeout"
-            out["outcome"] = "timeout"
-        except BaseException as exc:  # noqa: BLE001 - every exception is an observation
             sys.settrace(None)
-            status, reason = self._classify(exc)
-            out["exception"] = canon._qualname(type(exc))
+            status, reason = "invalid", "timeout"
+            out.setdefault("outcome", "timeout")
+        except BaseException as exc:  # noqa: BLE001 - an observation that failed; keep what we have
+            out["unobservable"] = type(exc).__name__
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.stdout, sys.stderr = real_out, real_err
-        try:
-            out["calls"] = LOG.entries
-            # Mutable arguments and self enter the output state when the call changed them: their
-            # unchanged state is the input itself and would make every input a "distinct output".
-            after = canon.canonical([args, kwargs])
-            if before is not None and canon.dumps(after) != before:
-                out["args"] = after
-            if instance is not None:
-                self_after = canon.canonical(instance)
-                if canon.dumps(self_after) != self_before:
-                    out["self"] = self_after
-            out["stdout"] = canon.scrub(stdout.value())
-            out["stderr"] = canon.scrub(stderr.value())
-            fd_text = self.capture.take()
-            if fd_text:
-                out["fd_output"] = canon.scrub(fd_text)
-            out["files"] = env.files_written(self.workdir, files)
-        except BaseException as exc:  # noqa: BLE001 - e.g. a __repr__ that loops; keep what we have
-            out["unobservable"] = type(exc).__name__
         return status, reason, out
+
+    def _observe(self, out: dict[str, Any], args: list[Any], kwargs: dict[str, Any], before: str | None,
+                 instance: Any, self_before: str | None, stdout: env.Capture, stderr: env.Capture,
+                 files: dict[str, str]) -> None:
+        out["calls"] = LOG.entries
+        # Mutable arguments and self enter the output state when the call changed them: their
+        # unchanged state is the input itself and would make every input a "distinct output".
+        after = canon.canonical([args, kwargs])
+        if before is not None and canon.dumps(after) != before:
+            out["args"] = after
+        if instance is not None:
+            self_after = canon.canonical(instance)
+            if canon.dumps(self_after) != self_before:
+                out["self"] = self_after
+        out["stdout"] = canon.scrub(stdout.value())
+        out["stderr"] = canon.scrub(stderr.value())
+        fd_text = self.capture.take()
+        if fd_text:
+            out["fd_output"] = canon.scrub(fd_text)
+        out["files"] = env.files_written(self.workdir, files)
 
     def _classify(self, exc: BaseException) -> tuple[str, str]:
         if isinstance(exc, MemoryError):
@@ -413,9 +426,15 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         pass
     _drop_class_attributes(runner, info)
     if seeds is not None:  # the user's inputs; one that took a batch down is reported, not rerun
-        crashed = set(job.get("avoid", []))
-        records = [synth.Record(state=state, valid=False, status="crashed", output='{"outcome":"crashed"}')
-                   if repr(sorted(state.items())) in crashed else run(state) for state in seeds]
+        crashed = job.get("crashed") or {}
+        records = []
+        for state in seeds:
+            why = crashed.get(repr(sorted(state.items()))) if isinstance(crashed, dict) else None
+            if why is not None:
+                records.append(synth.Record(state=state, valid=False, status=f"crashed ({why})",
+                                            output=json.dumps({"outcome": str(why)})))
+            else:
+                records.append(run(state))
         chosen = records
     else:
         import random  # noqa: PLC0415
