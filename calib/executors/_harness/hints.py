@@ -51,6 +51,8 @@ class Param:
     attrs: list[str] = field(default_factory=list)  # attributes the body reads
     called: list[str] = field(default_factory=list)  # attributes the body calls (p.attr(...))
     classes: list[str] = field(default_factory=list)  # non-builtin classes named by annotations/isinstance
+    children: dict[str, Param] = field(default_factory=dict)  # p.attr the body uses, described likewise
+    depth: int = 0
 
 
 @dataclass
@@ -177,6 +179,13 @@ class _Subjects:
             p = Param(name=node.attr, kind="attribute")
             self.hints.self_params.append(p)
             return p
+        if isinstance(node, ast.Attribute) and not (node.attr.startswith("__") and node.attr.endswith("__")):
+            owner = self(node.value)  # ``item.content``: what the body does with it describes that attribute
+            if owner is not None and owner.depth < 2:
+                child = owner.children.get(node.attr)
+                if child is None:
+                    child = owner.children[node.attr] = Param(name=node.attr, kind="attribute", depth=owner.depth + 1)
+                return child
         return None
 
 

@@ -256,6 +256,8 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
     """Replace ``New('Cls', ...)`` placeholders by instances of the module's class ``Cls``."""
     if isinstance(value, New):
         cls = ns.get(value.cls)
+        if standins.is_standin(cls):  # a class from a withheld module: an instance stand-in of it
+            return CalibStandIn(standins.standin_name(cls) + "()")
         if not isinstance(cls, type):
             return CalibStandIn(value.cls)
         args = [materialize(a, ns, depth + 1) for a in value.args]

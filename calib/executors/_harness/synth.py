@@ -230,7 +230,7 @@ class Pools:
         if kind == "dict":
             return self._mappings(p)
         if kind == "object":  # attributes it calls are stand-ins; or the whole object is one
-            objs = [Obj(**{a: CalibStandIn(f"{p.name}.{a}") if a in p.called else self._attr_value(a, i)
+            objs = [Obj(**{a: CalibStandIn(f"{p.name}.{a}") if a in p.called else self._member(p, a, i)
                            for a in p.attrs}) for i in range(6)]
             return [objs[0], CalibStandIn(p.name), *objs[1:]]
         return [rng.choice(BASE_INTS)]
@@ -261,6 +261,15 @@ class Pools:
             out.append({k: "x" for k in keys[: max(1, len(keys) - 1)]})
         out += [{}, {"a": 1, "b": 2}, {"key": "value"}, {"x": [1, 2], "y": None}]
         return out
+
+    def _member(self, p: Param, attr: str, i: int) -> Any:
+        """The i-th value of attribute ``attr`` of an object parameter: from what the body does with
+        ``p.attr`` when it says (``for part in item.content`` → a list), else from the name."""
+        child = p.children.get(attr)
+        if child is not None and (child.types or child.attrs or child.keys):
+            pool = self._pool(child)
+            return pool[i % len(pool)]
+        return self._attr_value(attr, i)
 
     def _attr_value(self, name: str, i: int) -> Any:
         kind = name_type(name) or "int"
