@@ -232,7 +232,11 @@ class FdCapture:
     """Redirects file descriptors 1 and 2 to a file; :meth:`take` returns what was written since."""
 
     def __init__(self, path: str) -> None:
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        import fcntl  # noqa: PLC0415
+
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 210)  # out of reach of open(3) and friends
+        os.close(fd)
         os.dup2(self.fd, 1)
         os.dup2(self.fd, 2)
 

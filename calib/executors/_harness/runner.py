@@ -59,6 +59,8 @@ class Runner:
         self.last = node.end_lineno or node.lineno
         self.executable, self.owner = statement_lines(self.placed)
         self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
+        init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") else None
+        self.init_fields = [p.name for p in init or []]
         self.lines: set[int] = set()
         self.started = False
         self.capture = env.FdCapture(os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd"))
@@ -113,7 +115,7 @@ class Runner:
                 args, kwargs = self._arguments(state, ns)
                 before = canon.dumps(canon.canonical([args, kwargs]))
                 self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
-                LOG.reset(_standin_default(state.get("standins")))
+                LOG.reset(_standin_default(state.get("standins")), items=2 if state.get("standins") == "items" else 0)
                 sys.settrace(self._trace)
                 try:
                     value = call(*args, **kwargs)
@@ -162,6 +164,11 @@ class Runner:
         out["files"] = env.files_written(self.workdir, files)
 
     def _classify(self, exc: BaseException) -> tuple[str, str]:
+        context, hops = exc.__context__, 0
+        while context is not None and hops < 20:  # e.g. ``except stand_in:`` turned the alarm into a TypeError
+            if isinstance(context, _Timeout):
+                return "invalid", "timeout"
+            context, hops = context.__context__, hops + 1
         if isinstance(exc, MemoryError):
             return "invalid", "memory"
         if isinstance(exc, RecursionError):
@@ -203,11 +210,14 @@ class Runner:
         reads = [p.name for p in self.params.self_params]
         if isinstance(spec, New):  # built by its constructor with the input's arguments
             args = [materialize(a, ns) for a in spec.args]
+            attrs = dict(spec.attrs)
             try:
                 instance = owner(*args)
-            except Exception:  # noqa: BLE001 - the constructor refused them: a bare instance instead
-                instance = None
-            instance = make_instance(owner, Obj(**spec.attrs), reads, instance)
+            except Exception:  # noqa: BLE001 - the constructor refused them: a bare instance, and the
+                instance = None  # arguments of annotated fields become those attributes
+                if self.init_fields:
+                    attrs = {**dict(zip(self.init_fields, args)), **attrs}
+            instance = make_instance(owner, Obj(**attrs), reads, instance)
         else:
             instance = make_instance(owner, spec, reads)
         if isinstance(raw, property):
@@ -244,7 +254,7 @@ _STANDIN_RETURNS = {"none": None, "zero": 0, "empty_str": "", "empty_list": [], 
 
 def _standin_default(mode: str | None) -> Any:
     """What calls to stand-ins return in this input state: a stand-in (default), a fixed value, or raise."""
-    if mode is None or mode == "standin":
+    if mode in (None, "standin", "items"):
         return standins._STANDIN_DEFAULT
     if mode == "raise":
         return standins.RAISE
@@ -347,7 +357,17 @@ def _is_docstring(stmt: Any) -> bool:
 
 
 def _drain(value: Any) -> Any:
-    """Generators and coroutines run to completion here: their items are the function's output."""
+    """Generators and coroutines run to completion here: their items are the function's output; a
+    ``@contextmanager`` function's context is entered and left (its body is x's code)."""
+    contextlib = sys.modules.get("contextlib")
+    if contextlib is not None and isinstance(value, contextlib._GeneratorContextManager):
+        with value as entered:
+            return {"context": entered}
+    if contextlib is not None and isinstance(value, contextlib._AsyncGeneratorContextManager):
+        async def _enter() -> Any:
+            async with value as entered:
+                return {"context": entered}
+        return _run_frozen(_enter())
     if isinstance(value, types.GeneratorType):
         items = []
         for item in value:
@@ -422,11 +442,6 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                             output=canon.dumps(out), lines=runner.covered())
 
     info = runner.params
-    try:
-        runner.module.build()  # fills module.warnings: which imports and statements became stand-ins
-    except BaseException:  # noqa: BLE001 - reported per input by the search
-        pass
-    _drop_class_attributes(runner, info)
     if seeds is not None:  # the user's inputs; one that took a batch down is reported, not rerun
         crashed = job.get("crashed") or {}
         records = []
@@ -472,8 +487,9 @@ def _drop_class_attributes(runner: Runner, info: hints.Hints) -> None:
             owner = getattr(owner, name)
     except BaseException:  # noqa: BLE001 - the search will report what goes wrong per input
         return
-    if isinstance(owner, type):
-        info.self_params = [p for p in info.self_params if not hasattr(owner, p.name)]
+    if isinstance(owner, type):  # __slots__ members are instance state, not class attributes
+        info.self_params = [p for p in info.self_params if not hasattr(owner, p.name)
+                            or isinstance(getattr(owner, p.name, None), types.MemberDescriptorType)]
 
 
 def replay(runner: Runner, job: dict[str, Any]) -> None:
@@ -487,10 +503,25 @@ def replay(runner: Runner, job: dict[str, Any]) -> None:
                      "output": canon.dumps(out), "lines": sorted(runner.covered())})
 
 
+HIGH_FD = 200  # the harness's own descriptors sit here, out of reach of open(3), os.write(4, ...)
+
+
+def high_fd(fd: int) -> int:
+    """Move a descriptor to the first free number >= HIGH_FD (below the sandbox's RLIMIT_NOFILE)."""
+    import fcntl  # noqa: PLC0415
+
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, HIGH_FD)
+    os.close(fd)
+    return moved
+
+
 def main() -> None:
-    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    channel = os.fdopen(high_fd(os.dup(1)), "w", encoding="utf-8")
     job = json.loads(sys.stdin.read())
-    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - the code under test reads nothing
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the code under test reads nothing
+    os.close(devnull)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
     os.makedirs(workdir(), exist_ok=True)
     sys.path.extend(job.get("import_paths", []))
     sys.setrecursionlimit(int(job.get("recursion_limit", 1000)))
@@ -507,6 +538,11 @@ def main() -> None:
         channel.flush()
         return
     env.install_policy()
+    try:
+        runner.module.build()  # fills module.warnings: which imports and statements became stand-ins
+    except BaseException:  # noqa: BLE001 - reported per input
+        pass
+    _drop_class_attributes(runner, runner.params)  # in every mode: explore and replay build self alike
     if job["mode"] == "explore":
         explore(runner, job)
     else:

@@ -30,6 +30,7 @@ class CallLog:
         self.canon = repr  # replaced by the harness with canon.canonical
         self.limit = 1000
         self.default: Any = _STANDIN_DEFAULT
+        self.items = 0
 
     def record(self, kind: str, name: str, *payload: Any) -> None:
         if len(self.entries) < self.limit:
@@ -37,9 +38,10 @@ class CallLog:
         elif len(self.entries) == self.limit:
             self.entries.append(["truncated", name])
 
-    def reset(self, default: Any = _STANDIN_DEFAULT) -> None:
+    def reset(self, default: Any = _STANDIN_DEFAULT, items: int = 0) -> None:
         self.entries = []
         self.default = default
+        self.items = items  # how many items iterating a stand-in yields (the ``items`` mode: 2)
 
 
 #: ``LOG.default = RAISE``: every call to a stand-in raises (an input state where dependencies fail).
@@ -51,7 +53,7 @@ class CalibStandInError(OSError, ValueError, KeyError, TypeError, RuntimeError, 
 LOG = CallLog()
 
 
-_EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(Error|Exception|Warning|Exit|Interrupt|Timeout|Failure)$")
+_EXCEPTION_NAME = re.compile(r"^([A-Z]\w*(Error|Exception|Warning|Exit|Interrupt|Timeout|Failure)|error)$")
 
 
 def standin_for(name: str) -> Any:
@@ -132,10 +134,11 @@ class CalibStandIn:
 
     # --- behaving like an empty, truthy value --------------------------------------------------------
     def __iter__(self) -> Any:
-        return iter(())
+        name = object.__getattribute__(self, "_calib_name")
+        return iter([CalibStandIn(f"{name}[{i}]") for i in range(LOG.items)])
 
     def __len__(self) -> int:
-        return 0
+        return LOG.items
 
     def __bool__(self) -> bool:
         return True
