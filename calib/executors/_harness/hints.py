@@ -333,3 +333,22 @@ def constructor(placed: Any) -> list[Param] | None:
         out.append(Param(name=stmt.target.id, kind="positional", types=types, element=element, default=value,
                          has_default=has and stmt.value is not None))
     return out
+
+
+def mine_module(tree: ast.Module, hints: Hints, limit: int = 30) -> None:
+    """Literals of the module's constants (``LIMIT = 100``, ``MODES = ("r", "w")``), after x's own:
+    x often branches on them through a helper (``min(value, LIMIT)``)."""
+    count = 0
+    for stmt in tree.body:
+        if count >= limit:
+            return
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            ok, value = _literal(stmt.value)
+            if not ok:
+                continue
+            items = list(value.items()) if isinstance(value, dict) else value if isinstance(
+                value, list | tuple | set | frozenset) else [value]
+            for item in list(items)[:8]:
+                for part in item if isinstance(item, tuple) else (item,):
+                    _mine(part, hints)
+                    count += 1

@@ -59,7 +59,8 @@ class Runner:
         self.last = node.end_lineno or node.lineno
         self.executable, self.owner = statement_lines(self.placed)
         self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
-        init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") else None
+        init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") and \
+            node.name not in INITIALISERS else None
         self.init_fields = [p.name for p in init or []]
         self.lines: set[int] = set()
         self.started = False
@@ -208,6 +209,13 @@ class Runner:
             return raw.__get__(None, owner), None
         spec = decode(state["self"]) if state.get("self") else None
         reads = [p.name for p in self.params.self_params]
+        if placed.node.name in INITIALISERS:  # x initialises self: it gets an instance not yet initialised
+            try:
+                instance = owner.__new__(owner)
+            except Exception:  # noqa: BLE001
+                instance = None
+            if instance is not None and isinstance(raw, types.FunctionType):
+                return types.MethodType(raw, instance), instance
         if isinstance(spec, New):  # built by its constructor with the input's arguments
             args = [materialize(a, ns) for a in spec.args]
             attrs = dict(spec.attrs)
@@ -442,6 +450,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                             output=canon.dumps(out), lines=runner.covered())
 
     info = runner.params
+    hints.mine_module(placed.tree, info)
     if seeds is not None:  # the user's inputs; one that took a batch down is reported, not rerun
         crashed = job.get("crashed") or {}
         records = []
@@ -456,7 +465,8 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     else:
         import random  # noqa: PLC0415
 
-        init = hints.constructor(placed) if placed.kind in ("method", "property") else None
+        init = hints.constructor(placed) if placed.kind in ("method", "property") and placed.node.name not in \
+            INITIALISERS else None
         pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info),
                             init=init, owner=placed.classes[-1] if placed.classes else None,
                             vary_standins=bool(runner.module.standin_names or runner.module.warnings
@@ -503,6 +513,7 @@ def replay(runner: Runner, job: dict[str, Any]) -> None:
                      "output": canon.dumps(out), "lines": sorted(runner.covered())})
 
 
+INITIALISERS = ("__init__", "__post_init__")
 HIGH_FD = 200  # the harness's own descriptors sit here, out of reach of open(3), os.write(4, ...)
 
 

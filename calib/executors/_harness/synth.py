@@ -360,6 +360,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                 and len({r.output for r in chosen}) >= min_distinct)
 
     runs = 0
+    base = {name: pool[0] for name, pool in pools.by_param.items()}
     for i in range(longest + 2):  # the diagonal walk through the pools
         # input 0 takes every pool's first (most plausible) value; later ones are staggered per
         # parameter so that two parameters drawing on the same literals do not move in lockstep
@@ -368,6 +369,15 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         runs += attempt(values)
         if runs >= budget_runs or _real_monotonic() > deadline:
             return records
+        # ... and one factor at a time: input 0 with a single value changed. With many parameters, a
+        # walk that changes all of them at once rarely gets every one right; this finds, per parameter,
+        # the values that run and the branches each one opens.
+        if len(base) > 1 and i + 1 < longest and runs < budget_runs // 2:
+            for name, pool in pools.by_param.items():
+                if i + 1 < len(pool):
+                    runs += attempt({**base, name: pool[i + 1]})
+            if runs >= budget_runs or _real_monotonic() > deadline:
+                return records
     covered: set[int] = set()
     outputs: set[str] = set()
     parents: list[dict[str, Any]] = []
