@@ -31,6 +31,8 @@ class CallLog:
         self.limit = 1000
         self.default: Any = _STANDIN_DEFAULT
         self.items = 0
+        self.truthy = True
+        self.agree = False
 
     def record(self, kind: str, name: str, *payload: Any) -> None:
         if len(self.entries) < self.limit:
@@ -42,6 +44,8 @@ class CallLog:
         self.entries = []
         self.default = default
         self.items = items  # how many items iterating a stand-in yields (the ``items`` mode: 2)
+        self.truthy = default is not False  # the ``false`` mode: stand-ins are falsy
+        self.agree = default is True  # the ``true`` mode: comparisons with stand-ins hold
 
 
 #: ``LOG.default = RAISE``: every call to a stand-in raises (an input state where dependencies fail).
@@ -141,7 +145,7 @@ class CalibStandIn:
         return LOG.items
 
     def __bool__(self) -> bool:
-        return True
+        return LOG.truthy  # the ``false`` mode makes stand-ins falsy too (``if not self._sock:``)
 
     def __contains__(self, item: Any) -> bool:
         return False
@@ -166,14 +170,16 @@ class CalibStandIn:
     def __hash__(self) -> int:
         return hash(object.__getattribute__(self, "_calib_name"))
 
+    # Comparisons: equal only to itself; in the ``true`` mode every comparison holds, so that
+    # ``if resp.status_code == 200:`` and ``if size > LIMIT:`` can take their branches.
     def __eq__(self, other: Any) -> bool:
-        return self is other
+        return self is other or LOG.agree
 
     def __ne__(self, other: Any) -> bool:
-        return self is not other
+        return self is not other and not LOG.agree
 
     def __lt__(self, other: Any) -> bool:
-        return False
+        return LOG.agree
 
     __le__ = __gt__ = __ge__ = __lt__
 
