@@ -79,3 +79,37 @@ def test_mocked_dependency_failures_are_input_states() -> None:
     assert result.conclusive, result.reason
     assert {i.state.get("standins") for i in result.inputs} >= {"raise"}
     assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
+
+
+def _given(truth: str, inputs: list[dict], context: str = ""):
+    executor = SandboxExecutor(ExecutorConfig(n_inputs=len(inputs), min_valid=1, min_distinct=1))
+    return asyncio.run(executor.compare(truth, [truth], context=context, inputs=inputs))
+
+
+def test_small_file_descriptors_do_not_reach_the_harness() -> None:
+    # open(3) used to be the harness's result channel: writing there killed the batch
+    truth = "def f(n):\n    with open(n, 'wb') as h:\n        h.write(b'x')\n    return n\n"
+    result = _given(truth, [{"args": {"n": str(fd)}} for fd in (3, 4, 5)] + [{"args": {"n": "'a.txt'"}}])
+    assert [i.reason for i in result.inputs] == ["", "", "", ""]
+    assert [i.status for i in result.inputs] == ["raised", "raised", "raised", "ok"]  # EBADF: its own OSError
+    assert result.candidates[0].sim_func == 1.0
+
+
+def test_a_contextmanager_function_runs_its_body() -> None:
+    context = "import contextlib\n"
+    truth = ("@contextlib.contextmanager\ndef opened(path, mode='r'):\n    if not path:\n"
+             "        raise ValueError('no path')\n    print('enter', path, mode)\n    yield path.upper()\n"
+             "    print('exit')\n")
+    result = _compare(truth, [truth.replace("path.upper()", "path.lower()")], context=context)
+    assert result.conclusive and result.coverage == 1.0, result.reason
+    assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
+
+
+def test_slots_are_instance_state_in_explore_and_replay_alike() -> None:
+    context = ("class C:\n    __slots__ = ('base', 'owner')\n\n"
+               "    def __init__(self, owner):\n        self.owner = owner\n\n")
+    truth = ("    def span(self, year, month):\n        if month > 2:\n            return self.base + year\n"
+             "        return (self.base, month)\n")
+    result = _compare(truth, [truth], context=context)
+    assert result.conclusive, result.reason
+    assert not [i for i in result.inputs if i.reason == "nondeterministic"]
