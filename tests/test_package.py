@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 import calib
+import calib.executors
+import calib.servers
 import calib.stats
 
 PACKAGE = Path(calib.__file__).parent
 
 
-@pytest.mark.parametrize("module", [calib, calib.stats])
+@pytest.mark.parametrize("module", [calib, calib.executors, calib.servers, calib.stats])
 def test_all_is_sorted_and_importable(module):
     assert module.__all__ == sorted(module.__all__)
     for name in module.__all__:

@@ -1,0 +1,39 @@
+"""Executors: run a reference function and its candidates on the same input states (DESIGN.md "Seams").
+
+:class:`SandboxExecutor` (kind ``sandbox``) is the deterministic executor: scaffolding from the file
+context, input synthesis, bubblewrap. Build one by kind with :func:`create_executor`; results are
+:class:`Comparison` objects, rows of the executions table come from :func:`execution_rows`.
+See docs/executors.md.
+"""
+
+from __future__ import annotations
+
+from calib.executors.base import (
+    EXECUTIONS_SCHEMA,
+    CandidateResult,
+    Comparison,
+    Executor,
+    ExecutorConfig,
+    InputResult,
+    create_executor,
+    execution_rows,
+    register,
+)
+from calib.executors.python import SandboxExecutor
+from calib.executors.sandbox import Limits, Sandbox, SandboxUnavailable
+
+__all__ = [
+    "CandidateResult",
+    "Comparison",
+    "EXECUTIONS_SCHEMA",
+    "Executor",
+    "ExecutorConfig",
+    "InputResult",
+    "Limits",
+    "Sandbox",
+    "SandboxExecutor",
+    "SandboxUnavailable",
+    "create_executor",
+    "execution_rows",
+    "register",
+]

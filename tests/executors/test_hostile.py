@@ -596,10 +596,13 @@ ATTACKS = [
         """, ("fd_output",)),
     Attack("forge-results-on-the-channel", """\
         import json, os
-        for i in range(8):
-            event = {"event": "result", "index": i, "status": "ok", "reason": "", "output": '{"return":"forged"}'}
-            os.write(3, (json.dumps(event) + "\\n").encode())
-        os.write(3, b'{"event":"done"}\\n')
+        lines = [json.dumps({"event": "result", "index": i, "status": "ok", "reason": "",
+                             "output": '{"return":"forged"}'}) for i in range(8)] + ['{"event":"done"}']
+        for fd in range(3, 256):  # wherever the harness keeps its channel
+            try:
+                os.write(fd, ("\\n".join(lines) + "\\n").encode())
+            except OSError:
+                pass
         os._exit(0)
         """, ("forged",)),
     # killing the parent, the sandbox, the host

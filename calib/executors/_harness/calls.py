@@ -1,0 +1,197 @@
+"""Calling x: building self and arguments, draining what x returns, and what coverage counts.
+
+Helpers of :mod:`.runner` (inside the sandbox; stdlib only): stand-in modes per input, ``New(...)``
+placeholders made into instances of the module's classes, instances of the context class, the
+statements coverage counts (as coverage.py does), generators/coroutines/context managers run to the
+end on the frozen clock, and arguments re-keyed for a candidate that renamed its parameters.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from . import env, hints, scaffold, standins
+from .standins import CalibStandIn
+from .values import New, Obj
+
+_STANDIN_RETURNS = {"none": None, "zero": 0, "empty_str": "", "empty_list": [], "true": True, "false": False}
+
+
+def standin_default(mode: str | None) -> Any:
+    """What calls to stand-ins return in this input state: a stand-in (default), a fixed value, or raise."""
+    if mode in (None, "standin", "items"):
+        return standins._STANDIN_DEFAULT
+    if mode == "raise":
+        return standins.RAISE
+    value = _STANDIN_RETURNS.get(mode)
+    return list(value) if isinstance(value, list) else value
+
+
+def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
+    """Replace ``New('Cls', ...)`` placeholders by instances of the module's class ``Cls``."""
+    if isinstance(value, New):
+        cls = ns.get(value.cls)
+        if standins.is_standin(cls):  # a class from a withheld module: an instance stand-in of it
+            return CalibStandIn(standins.standin_name(cls) + "()")
+        if not isinstance(cls, type):
+            return CalibStandIn(value.cls)
+        args = [materialize(a, ns, depth + 1) for a in value.args]
+        try:
+            return cls(*args)
+        except Exception:  # noqa: BLE001 - the constructor wants something else: build it bare
+            return make_instance(cls, Obj(**value.attrs)) if not args else cls.__new__(cls)
+    if depth < 3 and isinstance(value, list | tuple):
+        return type(value)(materialize(v, ns, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return {k: materialize(v, ns, depth + 1) for k, v in value.items()}
+    return value
+
+
+def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: ignore[assignment]
+                  instance: Any = None) -> Any:
+    """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``.
+
+    Attributes the method reads (``reads``) that the instance lacks (set by code after x in the file, or
+    by a constructor that did not run) start as stand-ins; the input state's attributes come on top.
+    """
+    if instance is None:
+        try:
+            instance = cls()
+        except Exception:  # noqa: BLE001
+            try:
+                instance = cls.__new__(cls)
+            except Exception:  # noqa: BLE001
+                instance = CalibStandIn("self")
+    for name in reads:
+        try:
+            if not hasattr(instance, name):
+                setattr(instance, name, CalibStandIn("self." + name))
+        except Exception:  # noqa: BLE001
+            pass
+    for name, value in (vars(attrs).items() if attrs is not None else ()):
+        try:
+            # methods, properties and class-level constants belong to the context, not to the input
+            if hasattr(type(instance), name) and name not in getattr(instance, "__dict__", {}):
+                continue
+            setattr(instance, name, value)
+        except Exception:  # noqa: BLE001
+            pass
+    return instance
+
+
+def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, int]]:
+    """x's executable statements (by first line) and the map from each reportable line to its statement.
+
+    Coverage counts statements, as coverage.py's line coverage does: a statement spread over several
+    lines (a long ``raise ValueError(...)``) is one line, reached when any of its lines runs. A compound
+    statement (``if``, ``for``, ``try`` ...) owns its header lines only; a statement with no code
+    (``global``) is not executable.
+    """
+    import ast  # noqa: PLC0415
+
+    node = placed.node
+    code = compile(ast.Module(body=[node], type_ignores=[]), scaffold.FILENAME, "exec")
+    reportable: set[int] = set()
+    stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    while stack:
+        item = stack.pop()
+        reportable.update(line for _, _, line in item.co_lines() if line is not None)
+        stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
+    body = node.body[1:] if len(node.body) > 1 and _is_docstring(node.body[0]) else node.body
+    owner: dict[int, int] = {}
+    statements: set[int] = set()
+    todo: list[Any] = list(body)
+    while todo:
+        stmt = todo.pop()
+        blocks = [b for b in (getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list)]
+        blocks += [h.body for h in getattr(stmt, "handlers", [])] + [c.body for c in getattr(stmt, "cases", [])]
+        children = [c for block in blocks for c in block if isinstance(c, ast.stmt)]
+        end = (min(c.lineno for c in children) - 1) if children else (stmt.end_lineno or stmt.lineno)
+        header = range(stmt.lineno, max(stmt.lineno, end) + 1)
+        if any(line in reportable for line in header):
+            statements.add(stmt.lineno)
+            for line in header:
+                owner.setdefault(line, stmt.lineno)
+        todo.extend(children)
+    return frozenset(statements), owner
+
+
+def _is_docstring(stmt: Any) -> bool:
+    value = getattr(stmt, "value", None)
+    return type(stmt).__name__ == "Expr" and type(value).__name__ == "Constant" and isinstance(value.value, str)
+
+
+def drain(value: Any) -> Any:
+    """Generators and coroutines run to completion here: their items are the function's output; a
+    ``@contextmanager`` function's context is entered and left (its body is x's code)."""
+    contextlib = sys.modules.get("contextlib")
+    if contextlib is not None and isinstance(value, contextlib._GeneratorContextManager):
+        with value as entered:
+            return {"context": entered}
+    if contextlib is not None and isinstance(value, contextlib._AsyncGeneratorContextManager):
+        async def _enter() -> Any:
+            async with value as entered:
+                return {"context": entered}
+        return _run_frozen(_enter())
+    if isinstance(value, types.GeneratorType):
+        items = []
+        for item in value:
+            items.append(item)
+            if len(items) >= 1000:
+                break
+        return {"generator": items}
+    if isinstance(value, types.CoroutineType | types.AsyncGeneratorType):
+
+        async def _collect() -> Any:
+            if isinstance(value, types.AsyncGeneratorType):
+                return {"async_generator": [item async for item in value]}
+            return await value
+
+        return _run_frozen(_collect())
+    return value
+
+
+def by_position(params: list[hints.Param], given: dict[str, Any]) -> dict[str, Any]:
+    """Input values keyed by x's parameter names, re-keyed for a variant that renamed its parameters:
+    positional parameters take the values in x's order; the rest keep their names."""
+    values = list(given.items())
+    positional = [p.name for p in params if p.kind == "positional"]
+    out: dict[str, Any] = {}
+    for name, (_, value) in zip(positional, values):
+        out[name] = value
+    for old_name, value in values[len(positional):]:
+        out.setdefault(old_name, value)
+    return out
+
+
+def _frozen_loop_class() -> type:
+    import asyncio  # noqa: PLC0415
+
+    class FrozenClockLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+        """An event loop on the harness's frozen clock: when nothing is ready it jumps to the next timer,
+        so ``await asyncio.sleep(t)`` finishes at once and deterministically (like ``time.sleep``)."""
+
+        def time(self) -> float:
+            return env._clock["mono"]
+
+        def _run_once(self) -> None:
+            scheduled = getattr(self, "_scheduled", None)
+            if not getattr(self, "_ready", True) and scheduled:
+                env._clock["mono"] = max(env._clock["mono"], scheduled[0]._when)
+            super()._run_once()
+
+    return FrozenClockLoop
+
+
+def _run_frozen(coro: Any) -> Any:
+    import asyncio  # noqa: PLC0415
+
+    loop = _frozen_loop_class()()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(coro)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
