@@ -189,6 +189,11 @@ class Module:
         self.standin_names = set() if bare else unresolved_names(placed.tree)
         self._compiled: dict[int, Any] = {}
         self.warnings: list[str] = []
+        self.extra_globals: dict[str, Any] = {}  # names the harness adds (the comparison recorder)
+
+    def recompile(self) -> None:
+        """Forget compiled statements (after the tree was rewritten)."""
+        self._compiled = {}
 
     def _code(self, stmt: ast.stmt) -> Any:
         key = id(stmt)
@@ -203,6 +208,7 @@ class Module:
                               "__package__": package}
         for name in self.standin_names:
             ns[name] = standin_for(name)
+        ns.update(self.extra_globals)
         self.warnings = []
         body = self.placed.tree.body
         if self.bare:

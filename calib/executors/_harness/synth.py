@@ -108,6 +108,21 @@ class Pools:
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
             self.by_param[STANDINS] = list(STANDIN_MODES)
 
+    def observe(self, values: list[Any]) -> None:
+        """Add operands x compared against (:mod:`.cmplog`) to the literals and to the pools of
+        parameters of their type, so the next inputs can make those comparisons go the other way."""
+        h = self.hints
+        for value in values:
+            kind, known = {int: ("int", h.ints), float: ("float", h.floats), str: ("str", h.strings)}.get(
+                type(value), (None, None))
+            if kind is None or known is None or value in known or len(known) >= 120:
+                continue
+            known.append(value)
+            for name, p in self.params.items():
+                pool = self.by_param.get(name)
+                if pool is not None and kind in self._types(p) and len(pool) < 150:
+                    pool.append(value)
+
     @property
     def names(self) -> list[str]:
         return list(self.by_param)
