@@ -113,8 +113,29 @@ FrozenDate.__name__ = FrozenDate.__qualname__ = "date"
 FrozenDateTime.__module__ = FrozenDate.__module__ = "datetime"
 
 
+def _frozen_stat(real: Any) -> Any:
+    def stat(*args: Any, **kwargs: Any) -> os.stat_result:
+        result = real(*args, **kwargs)
+        seconds = int(_clock["now"])
+        values = list(result)
+        values[7:10] = [seconds, seconds, seconds]
+        extra = {f"st_{k}time": float(seconds) for k in "amc"}
+        extra.update({f"st_{k}time_ns": seconds * 10**9 for k in "amc"})
+        extra.update({k: getattr(result, k) for k in ("st_blksize", "st_blocks", "st_rdev") if hasattr(result, k)})
+        return os.stat_result(values, extra)
+
+    return stat
+
+
 def freeze() -> None:
-    """Patch the clock and the entropy sources once, before any scaffolding runs."""
+    """Patch the clock and the entropy sources once, before any scaffolding runs.
+
+    File times are the kernel's, so ``os.stat``/``lstat``/``fstat`` report the frozen clock's time for
+    every file: code that dates what it reads (``ZipFile.write``, caches keyed by mtime) would otherwise
+    give a different output in each run."""
+    os.stat = _frozen_stat(os.stat)
+    os.lstat = _frozen_stat(os.lstat)
+    os.fstat = _frozen_stat(os.fstat)
     time.time = _time
     time.time_ns = lambda: int(_clock["now"] * 1e9)
     time.monotonic = lambda: _clock["mono"]
@@ -178,6 +199,17 @@ def prepare_workdir(root: str, files: dict[str, str]) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(content)
+    # file times are ambient state too: the input's files (and the folder) carry the frozen clock's time
+    for base, dirs, names in os.walk(root):
+        for name in names + dirs:
+            try:
+                os.utime(os.path.join(base, name), (FROZEN_EPOCH, FROZEN_EPOCH))
+            except OSError:
+                pass
+    try:
+        os.utime(root, (FROZEN_EPOCH, FROZEN_EPOCH))
+    except OSError:
+        pass
     os.chdir(root)
 
 
