@@ -113,3 +113,12 @@ def test_slots_are_instance_state_in_explore_and_replay_alike() -> None:
     result = _compare(truth, [truth], context=context)
     assert result.conclusive, result.reason
     assert not [i for i in result.inputs if i.reason == "nondeterministic"]
+
+
+def test_file_times_are_frozen_so_dating_a_written_file_is_deterministic() -> None:
+    context = "import os\n"
+    truth = ("def stamp(name, text):\n    with open(name + '.txt', 'w') as fh:\n        fh.write(text)\n"
+             "    return os.path.getmtime(name + '.txt'), len(text)\n")
+    result = _compare(truth, [truth], context=context)
+    assert not [i for i in result.inputs if i.reason == "nondeterministic"], result.reason
+    assert result.candidates[0].sim_func == 1.0
