@@ -1,0 +1,330 @@
+"""How often the sandbox executor gives a conclusive measurement of a real function, with no LLM at all.
+
+A sample of real functions (``benchmarks/_functions.py``: half standard library, half third-party
+packages from site-packages, 10-50 body lines, seeded) is run through
+:class:`calib.executors.python.SandboxExecutor` as ``compare(x, [])``: only x is explored and replayed,
+so the figure is whether x alone yields a conclusive sample (DESIGN.md, "Execution semantics": at least
+8 valid inputs of 10, line coverage >= 80 %, at least 2 distinct output states).
+
+Two conditions:
+
+- ``own_package``: x's own package is importable (``import_paths=(site-packages,)`` for third-party
+  functions; the standard library always is) and ``module_name`` is x's dotted module name, so relative
+  imports resolve;
+- ``file_only`` (the paper's setting): only x's file context and the standard library; third-party and
+  relative imports are withheld and become stand-ins.
+
+and two set-ups in each: ``bare`` (``ExecutorConfig(bare=True)``: x alone, no context, no stand-ins) and
+``sandbox`` (the full executor with the file context). Target (issue): >= 50 % conclusive in
+``file_only`` / ``sandbox``.
+
+Inconclusive results are grouped by their reason string: ``unparsable``, ``crashed``, ``few_valid``
+(valid inputs < 8), ``low_coverage``, ``few_distinct`` (first matching category, in that order);
+``few_valid`` is split by the most common reason among x's invalid inputs (``missing_name``,
+``call_failed``, ``standin``, ``timeout``, ``nondeterministic`` ..., or "search found only k inputs").
+``--out FILE`` writes one JSON line per (function, condition, set-up) with the reason, the counts, the
+invalid reasons, the scaffold warnings and the seconds.
+
+Run: ``python benchmarks/conclusive.py [--n 300] [--seed 0] [--workers 2] [--json] [--out results.jsonl]``
+(``--budget-runs``/``--budget-seconds`` change the input-search budget; ``--conditions``/``--setups``
+run a subset; ``--limit-seconds`` starts nothing new after that long).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _functions import Function, sample_functions, site_packages  # noqa: E402
+
+from calib.executors.base import ExecutorConfig  # noqa: E402
+from calib.executors.python import SandboxExecutor  # noqa: E402
+
+CONDITIONS = ("own_package", "file_only")
+SETUPS = ("bare", "sandbox")
+CATEGORIES = ("unparsable", "crashed", "few_valid", "low_coverage", "few_distinct", "executor_error")
+ORIGINS = ("stdlib", "third_party")
+N_INPUTS = ExecutorConfig().n_inputs
+
+
+def category(reason: str) -> str:
+    """The first matching category of an inconclusive result's reason string."""
+    if reason.startswith("unparsable"):
+        return "unparsable"
+    if reason.startswith("crashed"):
+        return "crashed"
+    if reason.startswith("executor error"):
+        return "executor_error"
+    if "valid_inputs" in reason:
+        return "few_valid"
+    if "coverage" in reason:
+        return "low_coverage"
+    if "distinct_outputs" in reason:
+        return "few_distinct"
+    return "other"
+
+
+class Runner:
+    """One executor per (set-up, import paths, module name), all behind one semaphore of ``workers``.
+
+    ``compare(x, [])`` runs its batches one after another (explore, then x's replay), so at most
+    ``workers`` sandboxes run at once.
+    """
+
+    def __init__(self, *, seed: int, workers: int, **settings: Any) -> None:
+        self.settings = settings  # further ExecutorConfig fields (budgets), the same for every run
+        self.seed = seed
+        self.workers = workers
+        self.slots = asyncio.Semaphore(workers)
+        self.executors: dict[tuple[Any, ...], SandboxExecutor] = {}
+        self.site = str(site_packages())
+
+    def executor(self, fn: Function, condition: str, setup: str) -> SandboxExecutor:
+        if condition == "own_package":
+            paths = (self.site,) if fn.origin == "third_party" else ()
+            module = fn.module_name
+        else:
+            paths, module = (), None
+        key = (setup, paths, module)
+        if key not in self.executors:
+            config = ExecutorConfig(bare=setup == "bare", import_paths=paths, module_name=module, seed=self.seed,
+                                    workers=self.workers, **self.settings)
+            self.executors[key] = SandboxExecutor(config)
+        return self.executors[key]
+
+    async def measure(self, fn: Function, condition: str, setup: str,
+                      deadline: float | None = None) -> dict[str, Any] | None:
+        ex = self.executor(fn, condition, setup)
+        row: dict[str, Any] = {"function_id": fn.function_id, "origin": fn.origin, "package": fn.package,
+                               "module": fn.module_name, "file": fn.file, "start_line": fn.start_line,
+                               "qualname": fn.qualname, "body_lines": fn.body_lines, "condition": condition,
+                               "setup": setup}
+        async with self.slots:
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            started = time.perf_counter()
+            try:
+                cmp = await ex.compare(fn.text, [], context=fn.context)
+            except Exception as exc:  # noqa: BLE001 - an executor bug is a finding, not the end of the run
+                last = traceback.extract_tb(exc.__traceback__)[-1]
+                row.update(conclusive=False, reason=f"executor error: {type(exc).__name__}: {exc} "
+                                                    f"({Path(last.filename).name}:{last.lineno})",
+                           inputs=0, valid_inputs=0, coverage=0.0, distinct_outputs=0, runs=0, invalid_reasons={},
+                           warnings=[])
+                row["seconds"] = round(time.perf_counter() - started, 3)
+                row["category"] = "executor_error"
+                return row
+            seconds = time.perf_counter() - started
+            invalid = Counter(i.reason or i.status for i in cmp.inputs if not i.valid)
+        row.update(conclusive=cmp.conclusive, reason=cmp.reason, inputs=len(cmp.inputs), valid_inputs=cmp.valid_inputs,
+                   coverage=round(cmp.coverage, 4), distinct_outputs=cmp.distinct_outputs, runs=cmp.runs,
+                   seconds=round(seconds, 3), invalid_reasons=dict(invalid),
+                   warnings=list(cmp.warnings)[:20])
+        row["category"] = "conclusive" if cmp.conclusive else category(cmp.reason)
+        return row
+
+
+async def run_all(functions: list[Function], runner: Runner, *, deadline: float | None,
+                  conditions: Sequence[str] = CONDITIONS, setups: Sequence[str] = SETUPS,
+                  ) -> tuple[list[dict[str, Any]], list[Function]]:
+    """Every (function, condition, set-up) at once behind the runner's semaphore.
+
+    After ``deadline`` no new measurement starts; functions missing any of their four are dropped.
+    """
+    total = len(functions) * len(conditions) * len(setups)
+    finished = 0
+
+    async def one(fn: Function, cond: str, setup: str) -> dict[str, Any] | None:
+        nonlocal finished
+        if deadline is not None and time.monotonic() > deadline:
+            return None
+        row = await runner.measure(fn, cond, setup, deadline)
+        finished += 1
+        if finished % 100 == 0 or finished == total:
+            print(f"  {finished}/{total} measurements", file=sys.stderr, flush=True)
+        return row
+
+    results = await asyncio.gather(*(one(fn, cond, setup) for fn in functions
+                                     for cond in conditions for setup in setups))
+    per = len(conditions) * len(setups)
+    rows: list[dict[str, Any]] = []
+    done: list[Function] = []
+    for i, fn in enumerate(functions):
+        mine = results[i * per : (i + 1) * per]
+        if all(r is not None for r in mine):
+            rows += mine  # type: ignore[arg-type]
+            done.append(fn)
+    return rows, done
+
+
+def dominant(row: dict[str, Any]) -> str:
+    """The most common reason among x's invalid inputs, or how many inputs the search found at all."""
+    reasons = row["invalid_reasons"]
+    if reasons:
+        return max(sorted(reasons), key=reasons.get)
+    return f"search found only {row['inputs']} inputs" if row["inputs"] < N_INPUTS else "none"
+
+
+def _rate(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    rows = list(rows)
+    k = sum(r["conclusive"] for r in rows)
+    return {"k": k, "n": len(rows), "pct": round(100 * k / len(rows), 1) if rows else None}
+
+
+def summarise(rows: list[dict[str, Any]], examples: int) -> dict[str, Any]:
+    """Rates per condition x set-up (all, stdlib, third-party), reason categories, and examples."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["condition"], r["setup"])].append(r)
+    table = []
+    for cond in CONDITIONS:
+        for setup in SETUPS:
+            g = groups[(cond, setup)]
+            if not g:
+                continue
+            bad = [r for r in g if not r["conclusive"]]
+            cats = Counter(r["category"] for r in bad)
+            dominant_reasons = Counter(dominant(r) for r in bad if r["category"] == "few_valid")
+            problems = Counter(p for r in bad for p in ("valid_inputs", "coverage", "distinct_outputs")
+                               if p in r["reason"])
+            seconds = [r["seconds"] for r in g]
+            table.append({
+                "condition": cond, "setup": setup, "all": _rate(g),
+                **{origin: _rate(r for r in g if r["origin"] == origin) for origin in ORIGINS},
+                "inconclusive": {c: cats[c] for c in (*CATEGORIES, "other") if cats[c]},
+                "inconclusive_by_origin": {origin: dict(Counter(r["category"] for r in bad if r["origin"] == origin))
+                                           for origin in ORIGINS},
+                "few_valid_dominant_reason": dict(dominant_reasons.most_common()),
+                "problems": dict(problems),
+                "seconds_median": round(statistics.median(seconds), 3) if seconds else None,
+                "seconds_max": round(max(seconds), 3) if seconds else None,
+            })
+    picked: dict[str, list[dict[str, Any]]] = {}
+    paper = [r for r in groups[("file_only", "sandbox")] if not r["conclusive"]]
+    for cat in (*CATEGORIES, "other"):
+        hits = [r for r in paper if r["category"] == cat]
+        if cat == "few_valid":  # one example per dominant reason first, so every reason is shown
+            by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for r in hits:
+                by_reason[dominant(r)].append(r)
+            ordered = [rs[i] for i in range(max((len(v) for v in by_reason.values()), default=0))
+                       for rs in by_reason.values() if i < len(rs)]
+            hits = ordered
+        if hits:
+            picked[cat] = [{"qualname": r["qualname"], "file": r["file"], "line": r["start_line"],
+                            "reason": r["reason"], "invalid_reasons": r["invalid_reasons"]}
+                           for r in hits[: examples * (2 if cat == "few_valid" else 1)]]
+    return {"table": table, "examples_file_only_sandbox": picked}
+
+
+def _fmt_rate(rate: dict[str, Any]) -> str:
+    return f"{rate['k']}/{rate['n']} ({rate['pct']:.1f} %)" if rate["n"] else "-"
+
+
+def print_report(summary: dict[str, Any], meta: dict[str, Any]) -> None:
+    print(f"conclusive rate of x alone, compare(x, []): {meta['functions']} functions "
+          f"({meta['origins'].get('stdlib', 0)} stdlib, {meta['origins'].get('third_party', 0)} third-party), "
+          f"seed {meta['seed']}, {meta['workers']} workers, search budget {meta['budget_runs']} runs / "
+          f"{meta['budget_seconds']:g} s, {meta['seconds']:.0f} s, calib {meta['calib_commit']}")
+    print(f"{'condition':<12} {'setup':<8} {'all':>20} {'stdlib':>20} {'third_party':>20}  median s")
+    for t in summary["table"]:
+        print(f"{t['condition']:<12} {t['setup']:<8} {_fmt_rate(t['all']):>20} {_fmt_rate(t['stdlib']):>20} "
+              f"{_fmt_rate(t['third_party']):>20}  {t['seconds_median']}")
+    print("\ninconclusive, by first matching category (all / stdlib / third_party):")
+    for t in summary["table"]:
+        cats = ", ".join(f"{c} {n} ({t['inconclusive_by_origin']['stdlib'].get(c, 0)}/"
+                         f"{t['inconclusive_by_origin']['third_party'].get(c, 0)})"
+                         for c, n in t["inconclusive"].items())
+        print(f"  {t['condition']:<12} {t['setup']:<8} {cats}")
+        if t["few_valid_dominant_reason"]:
+            dom = ", ".join(f"{k} {v}" for k, v in t["few_valid_dominant_reason"].items())
+            print(f"  {'':<12} {'':<8}   few_valid, dominant invalid reason: {dom}")
+        probs = ", ".join(f"{k} {v}" for k, v in t["problems"].items())
+        print(f"  {'':<12} {'':<8}   criteria failed (any): {probs}")
+    print("\nexamples (file_only / sandbox):")
+    for cat, items in summary["examples_file_only_sandbox"].items():
+        print(f"  {cat}:")
+        for e in items:
+            extra = f" {e['invalid_reasons']}" if e["invalid_reasons"] else ""
+            print(f"    {e['qualname']}  {e['file']}:{e['line']}\n      {e['reason'][:200]}{extra}")
+
+
+def _commit() -> str:
+    """The checkout's commit, with ``+dirty`` when calib/executors has uncommitted changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "calib/executors"], cwd=root, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=300, help="functions (half stdlib, half third-party)")
+    parser.add_argument("--seed", type=int, default=0, help="sample seed and executor seed")
+    parser.add_argument("--workers", type=int, default=2, help="sandboxes at once")
+    parser.add_argument("--min-lines", type=int, default=10)
+    parser.add_argument("--max-lines", type=int, default=50)
+    parser.add_argument("--limit-seconds", type=float, default=None,
+                        help="start no new measurement after this many seconds (unfinished functions are dropped)")
+    parser.add_argument("--budget-runs", type=int, default=ExecutorConfig.budget_runs,
+                        help="input-search budget: runs of x per exploration")
+    parser.add_argument("--budget-seconds", type=float, default=ExecutorConfig.budget_seconds,
+                        help="input-search budget: seconds per exploration")
+    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
+    parser.add_argument("--setups", nargs="+", choices=SETUPS, default=list(SETUPS))
+    parser.add_argument("--examples", type=int, default=4, help="examples per inconclusive category")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--out", type=Path, default=None, help="write per-function results as JSONL")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    functions = sample_functions(args.n, args.seed, min_lines=args.min_lines, max_lines=args.max_lines)
+    sampled = time.perf_counter() - started
+    runner = Runner(seed=args.seed, workers=args.workers, budget_runs=args.budget_runs,
+                    budget_seconds=args.budget_seconds)
+    deadline = time.monotonic() + args.limit_seconds if args.limit_seconds else None
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    rows, measured = asyncio.run(run_all(functions, runner, deadline=deadline, conditions=args.conditions,
+                                         setups=args.setups))
+    seconds = time.perf_counter() - t0
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            for r in rows:
+                handle.write(json.dumps(r) + "\n")
+    meta = {"python": sys.version.split()[0], "calib_commit": _commit(), "functions": len(measured),
+            "sampled": len(functions),
+            "origins": dict(Counter(f.origin for f in measured)),
+            "packages": dict(sorted(Counter(f.package for f in measured if f.origin == "third_party").items())),
+            "seed": args.seed, "workers": args.workers, "budget_runs": args.budget_runs,
+            "budget_seconds": args.budget_seconds, "seconds": round(seconds, 1),
+            "sampling_seconds": round(sampled, 1), "host_cpu_seconds": round(time.process_time() - cpu0, 1),
+            }
+    summary = summarise(rows, args.examples)
+    if args.json:
+        print(json.dumps({**meta, **summary}, indent=1))
+    else:
+        print_report(summary, meta)
+        print(f"\nsampling {meta['sampling_seconds']} s; host CPU {meta['host_cpu_seconds']} s; "
+              f"packages {meta['packages']}")
+
+
+if __name__ == "__main__":
+    main()

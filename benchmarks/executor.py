@@ -1,0 +1,229 @@
+"""Throughput of the sandbox executor on real functions: functions per second with 10 inputs each, coverage on.
+
+A fixed seeded sample of real functions (``benchmarks/_functions.py``: half standard library, half
+third-party, 10-50 body lines) runs through :class:`calib.executors.python.SandboxExecutor` in the
+paper's setting (file context only, stand-ins for what it cannot import), line tracing on as always:
+
+1. *start-up*: one trivial batch (a one-line function replayed on one input) in bubblewrap, run
+   ``--startup-repeats`` times one after another (median), next to the same harness without bubblewrap
+   and a bare ``python -I -S -c pass``, so the bwrap share of a batch's cost is visible;
+2. *study case*: ``compare(x, [x])``: explore x (input search), replay x, replay one candidate;
+3. *x alone*: ``compare(x, [])``: the search and x's replay (what ``benchmarks/conclusive.py`` runs);
+4. *given inputs*: ``compare(x, [], inputs=...)`` with the states pass 2 chose: x run on the given
+   inputs, then replayed (no search).
+
+Passes 2-4 keep ``--in-flight`` compares going at once (default: ``--workers``) behind the executor's
+own limit of ``--workers`` sandboxes; a function's seconds are the wall time of its compare with that
+many in flight. CPU time: the sandboxes do not show in ``RUSAGE_CHILDREN`` (bubblewrap's pid 1 does
+not pass their usage up), so it is the machine's busy time (/proc/stat) during the pass minus the
+other load measured while the benchmark sleeps (``--probe-seconds`` before and after); host CPU is
+this process alone. Target (issue, 2-core machine): >= 20 functions/s.
+
+Run: ``python benchmarks/executor.py [--n 100] [--seed 0] [--workers 2] [--in-flight 2] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _functions import Function, sample_functions  # noqa: E402
+
+from calib.executors.base import Comparison, ExecutorConfig  # noqa: E402
+from calib.executors.python import SandboxExecutor  # noqa: E402
+from calib.executors.sandbox import Sandbox, base_interpreter  # noqa: E402
+
+TRIVIAL_JOB = {"mode": "replay", "context": "", "function": "def f(n):\n    return n + 1\n",
+               "inputs": [{"args": {"n": "1"}}], "seed": 0, "input_timeout": 2.0}
+
+
+def _host_cpu() -> float:
+    """CPU seconds of this process (the host side: scheduling, JSON, comparison)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def _machine_busy() -> float:
+    """Busy CPU seconds of the whole machine so far (/proc/stat: all but idle and iowait).
+
+    The sandboxed processes do not show in ``RUSAGE_CHILDREN`` (bubblewrap's pid-1 does not pass their
+    usage up), so the machine's counters are the measure; whatever else runs on the machine counts too,
+    which is why :func:`background` is measured and subtracted.
+    """
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            values = [int(v) for v in handle.readline().split()[1:]]
+    except OSError:
+        return float("nan")
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def background(seconds: float) -> float:
+    """Busy CPUs (0..cpus) while this benchmark sleeps: load from other processes."""
+    start, t0 = _machine_busy(), time.perf_counter()
+    time.sleep(seconds)
+    return (_machine_busy() - start) / (time.perf_counter() - t0)
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def startup(repeats: int) -> dict[str, Any]:
+    """Median seconds of one trivial batch: bwrap + harness, harness alone, bare interpreter."""
+    job = json.dumps(TRIVIAL_JOB).encode("utf-8")
+    isolated = Sandbox()
+    out: dict[str, Any] = {}
+    for name, box in (("bwrap_batch", isolated), ("harness_no_bwrap", None)):
+        times = []
+        for _ in range(repeats):
+            if box is None:  # the same harness as a plain child process (what --unsafe-no-sandbox does)
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    run = await Sandbox(unsafe=True, bwrap="/nonexistent/bwrap").run(job, wall_seconds=30)
+            else:
+                run = await box.run(job, wall_seconds=30)
+            if b'"event":"result"' not in run.stdout:
+                raise RuntimeError(f"trivial batch failed ({run.died}): {run.stderr[-500:]!r}")
+            times.append(run.seconds)
+        out[name] = round(statistics.median(times), 4)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([base_interpreter(), "-I", "-S", "-c", "pass"], check=True)
+        times.append(time.perf_counter() - started)
+    out["python_pass"] = round(statistics.median(times), 4)
+    out["bwrap_overhead"] = round(out["bwrap_batch"] - out["harness_no_bwrap"], 4)
+    return out
+
+
+async def timed(functions: list[Function], in_flight: int,
+                call: Callable[[int, Function], Awaitable[Comparison]]) -> dict[str, Any]:
+    """Run ``call`` over every function, ``in_flight`` at a time: wall, CPU, per-function seconds."""
+    gate = asyncio.Semaphore(in_flight)
+    seconds: list[float] = [0.0] * len(functions)
+    results: list[Comparison | None] = [None] * len(functions)
+    errors: list[str] = []
+
+    async def one(i: int, fn: Function) -> None:
+        async with gate:
+            started = time.perf_counter()
+            try:
+                results[i] = await call(i, fn)
+            except Exception as exc:  # noqa: BLE001 - an executor bug is a finding
+                errors.append(f"{fn.ident}: {type(exc).__name__}: {exc}")
+            seconds[i] = time.perf_counter() - started
+
+    host0, busy0, wall0 = _host_cpu(), _machine_busy(), time.perf_counter()
+    await asyncio.gather(*(one(i, fn) for i, fn in enumerate(functions)))
+    wall = time.perf_counter() - wall0
+    host, busy = _host_cpu() - host0, _machine_busy() - busy0
+    done = [r for r in results if r is not None]
+    return {
+        "functions": len(functions), "wall_s": round(wall, 2), "functions_per_s": round(len(functions) / wall, 2),
+        "median_s": round(statistics.median(seconds), 3), "p90_s": round(_quantile(seconds, 0.9), 3),
+        "max_s": round(max(seconds), 3), "machine_busy_cpu_s": round(busy, 1), "host_cpu_s": round(host, 1),
+        "conclusive": sum(r.conclusive for r in done), "inputs_run": sum(len(r.inputs) for r in done),
+        "explore_runs_median": statistics.median([r.runs for r in done]) if done else None,
+        "errors": errors, "_results": results,
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    functions = sample_functions(args.n, args.seed)
+    ex = SandboxExecutor(ExecutorConfig(seed=args.seed, workers=args.workers))
+    in_flight = args.in_flight or args.workers
+    report: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "workers": args.workers,
+                              "in_flight": in_flight, "n": len(functions), "seed": args.seed}
+    report["startup"] = await startup(args.startup_repeats)
+    report["background_busy_cpus"] = round(background(args.probe_seconds), 2)
+
+    study = await timed(functions, in_flight,
+                        lambda i, fn: ex.compare(fn.text, [fn.text], context=fn.context))
+    chosen = [[dict(inp.state) for inp in r.inputs] if r is not None else [] for r in study.pop("_results")]
+    alone = await timed(functions, in_flight, lambda i, fn: ex.compare(fn.text, [], context=fn.context))
+    alone.pop("_results")
+    given_fns = [fn for fn, states in zip(functions, chosen) if states]
+    given_states = [states for states in chosen if states]
+    given = await timed(given_fns, in_flight,
+                        lambda i, fn: ex.compare(fn.text, [], context=fn.context, inputs=given_states[i]))
+    given.pop("_results")
+    report["study_compare_x_vs_1"] = study
+    report["x_alone_search"] = alone
+    report["x_on_given_inputs"] = given
+    report["background_busy_cpus_after"] = round(background(args.probe_seconds), 2)
+    load = (report["background_busy_cpus"] + report["background_busy_cpus_after"]) / 2
+    cpus = os.cpu_count() or 1
+    # with other work holding a quarter of the machine or more, what is left of busy time is not ours
+    report["cpu_reliable"] = load < 0.25 * cpus
+    for key in ("study_compare_x_vs_1", "x_alone_search", "x_on_given_inputs"):
+        r = report[key]
+        cpu = max(0.0, r["machine_busy_cpu_s"] - load * r["wall_s"])
+        reliable = report["cpu_reliable"]
+        r["cpu_s"] = round(cpu, 1) if reliable else None
+        r["cpu_s_per_function"] = round(cpu / r["functions"], 3) if reliable else None
+        r["machine_saturated"] = r["machine_busy_cpu_s"] > 0.95 * cpus * r["wall_s"]
+    return report
+
+
+def _num(value: float | None, width: int, digits: int) -> str:
+    return f"{value:>{width}.{digits}f}" if value is not None else f"{'n/a':>{width}}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100, help="functions (half stdlib, half third-party)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="sandboxes at once (the executor's limit)")
+    parser.add_argument("--in-flight", type=int, default=None, help="compares at once (default: --workers)")
+    parser.add_argument("--startup-repeats", type=int, default=20)
+    parser.add_argument("--probe-seconds", type=float, default=3.0,
+                        help="seconds to measure other load on the machine before and after")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    report = asyncio.run(main_async(args))
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    s = report["startup"]
+    print(f"{report['n']} functions, {report['workers']} workers, {report['in_flight']} compares in flight, "
+          f"{report['cpus']} CPUs, Python {report['python']}")
+    print(f"start-up (median of {args.startup_repeats}): bwrap batch {s['bwrap_batch'] * 1000:.0f} ms, "
+          f"same harness without bwrap {s['harness_no_bwrap'] * 1000:.0f} ms, python -I -S -c pass "
+          f"{s['python_pass'] * 1000:.0f} ms (bwrap adds {s['bwrap_overhead'] * 1000:.0f} ms)")
+    print(f"other load on the machine: {report['background_busy_cpus']} busy CPUs before, "
+          f"{report['background_busy_cpus_after']} after (their mean is subtracted from the CPU figures"
+          + ("" if report["cpu_reliable"] else "; too much other load: CPU figures left out") + ")")
+    print(f"{'pass':<32} {'fn/s':>6} {'median s':>9} {'p90 s':>6} {'max s':>6} {'wall s':>6} {'CPU s':>6} "
+          f"{'CPU s/fn':>8} {'host CPU s':>10} {'runs':>5} {'conclusive':>10}")
+    for name, key in (("compare(x, [x]): study case", "study_compare_x_vs_1"),
+                      ("compare(x, []): search + replay", "x_alone_search"),
+                      ("x on given inputs + replay", "x_on_given_inputs")):
+        r = report[key]
+        print(f"{name:<32} {r['functions_per_s']:>6.2f} {r['median_s']:>9.3f} {r['p90_s']:>6.3f} {r['max_s']:>6.2f} "
+              f"{r['wall_s']:>6.1f} {_num(r['cpu_s'], 6, 1)} {_num(r['cpu_s_per_function'], 8, 3)} "
+              f"{r['host_cpu_s']:>10.1f} "
+              f"{r['explore_runs_median']:>5g} {r['conclusive']:>6}/{r['functions']}"
+              + ("  (machine saturated)" if r["machine_saturated"] else ""))
+        for error in r["errors"]:
+            print(f"  executor error: {error}")
+    print("target: >= 20 functions/s")
+
+
+if __name__ == "__main__":
+    main()
