@@ -223,6 +223,7 @@ def run_compare(truth: str, candidates: list[str], *, inputs: list[dict] | None 
 
 DISARM = '''\
 import gc
+gc.unfreeze()  # the harness freezes its own objects out of the collector (and out of gc.get_objects())
 for hook in [o for o in gc.get_objects() if getattr(o, "__qualname__", "").endswith("<locals>._audit")]:
     for cell in hook.__closure__ or ():
         cell.cell_contents = frozenset()
