@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
-import pathlib
+import sys
 import types
 from typing import Any
 
@@ -69,7 +69,8 @@ def encode(value: Any) -> str:
         if isinstance(value, frozenset):
             return f"frozenset({items})"
         return items or "set()"
-    if isinstance(value, pathlib.PurePath):
+    pathlib = sys.modules.get("pathlib")  # imported only when some code uses paths (it costs 2 ms a batch)
+    if pathlib is not None and isinstance(value, pathlib.PurePath):
         return f"Path({str(value)!r})"
     if is_standin(value):
         return f"StandIn({standin_name(value)!r})"
@@ -133,6 +134,8 @@ def _call(node: ast.Call, source: str) -> Any:
             and all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)):
         return complex(*args)
     if name == "Path" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
+        import pathlib  # noqa: PLC0415
+
         return pathlib.Path(args[0])
     if name == "Obj" and not args:
         return Obj(**kwargs)
