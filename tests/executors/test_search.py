@@ -122,3 +122,16 @@ def test_file_times_are_frozen_so_dating_a_written_file_is_deterministic() -> No
     result = _compare(truth, [truth], context=context)
     assert not [i for i in result.inputs if i.reason == "nondeterministic"], result.reason
     assert result.candidates[0].sim_func == 1.0
+
+
+def test_imports_inside_x_of_missing_modules_are_stand_ins_but_library_probes_are_not() -> None:
+    truth = ("def total(items, scale=2):\n    import numpy as np\n    from .models import Item\n"
+             "    import subprocess as sp\n    if not items:\n        return Item(0)\n"
+             "    out = [x * scale for x in items]\n    return np.sum(out), len(out), sp.__name__\n")
+    result = _compare(truth, [truth.replace("x * scale", "x + scale")])
+    assert result.conclusive, result.reason
+    outputs = [i.output for i in result.inputs]
+    assert any('"numpy.sum"' in o for o in outputs) and any('"models.Item"' in o for o in outputs)
+    # subprocess is real here: its own probe for the Windows-only msvcrt still fails as it should
+    assert all('"subprocess"' in o for o in outputs if '"return":{"tuple"' in o)
+    assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0

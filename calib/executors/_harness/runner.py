@@ -22,7 +22,7 @@ import sys
 import types
 from typing import Any
 
-from . import canon, env, hints, scaffold, synth
+from . import canon, cmplog, env, hints, scaffold, standins, synth
 from .calls import (
     by_position,
     drain,
@@ -126,11 +126,13 @@ class Runner:
                 self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
                 LOG.reset(standin_default(state.get("standins")), items=2 if state.get("standins") == "items" else 0)
                 sys.settrace(self._trace)
+                standins.StandInFinder.active = True
                 try:
                     value = call(*args, **kwargs)
                     value = drain(value)
                 finally:
                     sys.settrace(None)
+                    standins.StandInFinder.active = False
                 out["return"] = canon.canonical(value)
             except _Timeout:
                 raise
@@ -270,9 +272,14 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     seeds = job.get("inputs")
     placed = runner.placed
 
+    pools: synth.Pools | None = None
+
     def run(state: dict[str, Any]) -> synth.Record:
         runner.emit({"event": "try", "key": repr(sorted(state.items()))})
         status, reason, out = runner.run(state)
+        observed = cmplog.take()
+        if pools is not None:
+            pools.observe(observed)
         return synth.Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
                             output=canon.dumps(out), lines=runner.covered())
 
@@ -291,6 +298,12 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         chosen = records
     else:
         import random  # noqa: PLC0415
+
+        # comparison feedback while searching (the chosen inputs are measured again, uninstrumented,
+        # in the replay batch)
+        cmplog.instrument(placed.node)
+        runner.module.extra_globals[cmplog.NAME] = cmplog.compare
+        runner.module.recompile()
 
         init = hints.constructor(placed) if placed.kind in ("method", "property") and placed.node.name not in \
             INITIALISERS else None
@@ -370,6 +383,7 @@ def main() -> None:
     sys.unraisablehook = lambda unraisable: None
     env.freeze()
     LOG.canon = canon.canonical
+    sys.meta_path.append(standins.StandInFinder)
     try:
         runner = Runner(job, channel)
     except (scaffold.ScaffoldError, SyntaxError, ValueError) as exc:

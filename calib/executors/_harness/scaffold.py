@@ -23,7 +23,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from .standins import CalibStandIn, standin_for
+from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
 FILENAME = "<calib:module>"
 MODULE_PREFIX = "calib_scaffold"
@@ -203,7 +203,7 @@ class Module:
 
     def build(self) -> dict[str, Any]:
         """Execute the module into a new namespace; records why statements were replaced in ``warnings``."""
-        package = self.module_name.rpartition(".")[0] if "." in self.module_name else None
+        package = self.module_name.rpartition(".")[0] if "." in self.module_name else FAKE_PACKAGE
         ns: dict[str, Any] = {"__name__": self.module_name, "__builtins__": builtins, "__file__": FILENAME,
                               "__package__": package}
         for name in self.standin_names:

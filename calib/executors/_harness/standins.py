@@ -223,3 +223,59 @@ def is_standin(value: Any) -> bool:
 
 def standin_name(value: CalibStandIn) -> str:
     return object.__getattribute__(value, "_calib_name")
+
+
+# --- imports inside x ---------------------------------------------------------------------------------
+
+#: The package relative imports resolve against when x's module has none (``from .models import X``).
+FAKE_PACKAGE = "calib_scaffold_pkg"
+
+
+class _StandInModule(type(re)):  # types.ModuleType, without importing types for it
+    """A module that cannot be imported, as a stand-in: its attributes are stand-ins named after it."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        name = self.__name__
+        if name == FAKE_PACKAGE or name.startswith(FAKE_PACKAGE + "."):
+            name = name[len(FAKE_PACKAGE) + 1:] or "."
+        return standin_for(f"{name}.{attr}")
+
+
+def _imported_by_the_scaffold() -> bool:
+    """Whether the import statement being served is x's own (its frame runs scaffold code), not one
+    inside a library module: those probe optional modules on purpose (``subprocess`` imports
+    ``msvcrt`` to tell Windows apart) and must keep getting ``ImportError``."""
+    import sys  # noqa: PLC0415
+
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith("<calib")
+
+
+class StandInFinder:
+    """Last on ``sys.meta_path``, active only while x runs: an ``import`` statement in x's body for a
+    module that is not there (a withheld package, a relative import of the project) gets a stand-in
+    module instead of ``ImportError``, as the same import at the top of the file does."""
+
+    active = False
+
+    @classmethod
+    def find_spec(cls, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != FAKE_PACKAGE and not (cls.active and _imported_by_the_scaffold()):
+            return None
+        import importlib.machinery  # noqa: PLC0415 - loaded already by the import system
+
+        return importlib.machinery.ModuleSpec(name, cls, is_package=True)
+
+    @staticmethod
+    def create_module(spec: Any) -> Any:
+        module = _StandInModule(spec.name)
+        module.__path__ = []  # a package: submodules import too
+        return module
+
+    @staticmethod
+    def exec_module(module: Any) -> None:
+        return None
