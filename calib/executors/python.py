@@ -34,8 +34,7 @@ _STARTUP_SLACK = 5.0  # seconds a batch may spend starting and building its scaf
 
 @dataclass
 class _Replay:
-    outputs: dict[int, str] = field(default_factory=dict)
-    statuses: dict[int, tuple[str, str]] = field(default_factory=dict)
+    outputs: dict[int, str] = field(default_factory=dict)  # canonical output state per input index
     error: str = ""
 
 
@@ -133,7 +132,7 @@ class SandboxExecutor:
         """Run ``function`` on the states whose index is in ``wanted`` (x's valid inputs)."""
         c = self.config
         result = _Replay()
-        done = {i: "" for i in range(len(states)) if i not in wanted}
+        done = {i for i in range(len(states)) if i not in wanted}
         for _ in range(len(states) + 1):
             pending = [i for i in range(len(states)) if i not in result.outputs and i not in done]
             if not pending:
@@ -151,11 +150,10 @@ class SandboxExecutor:
                     started = _index(event.get("index"), len(states))
                 elif kind == "result":
                     index = _index(event.get("index"), len(states))
-                    output, status = event.get("output"), event.get("status")
-                    if index is None or not isinstance(output, str) or not isinstance(status, str):
+                    output = event.get("output")
+                    if index is None or not isinstance(output, str):
                         continue  # forged or torn: the input counts as not finished
                     result.outputs[index] = output
-                    result.statuses[index] = (status, str(event.get("reason", "")))
                     started = None
             if started is not None or run.died:
                 index = started if started is not None else (pending[0] if pending else None)
@@ -163,7 +161,6 @@ class SandboxExecutor:
                     break
                 why = run.died or "crashed"
                 result.outputs[index] = json.dumps({"outcome": why})
-                result.statuses[index] = ("invalid", why.split()[0])
         return result
 
     async def compare(self, truth: str, candidates: Sequence[str], *, context: str = "",
