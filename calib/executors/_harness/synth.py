@@ -1,305 +1,33 @@
-"""Input synthesis: value pools per parameter and a coverage-guided search (runs inside the sandbox).
+"""Input synthesis: a coverage-guided search over the value pools (runs inside the sandbox; stdlib only).
 
-Pools come from the hints (:mod:`.hints`): types from annotations, defaults and body usage, else from
-the parameter's name (``n``/``count``/``*_id`` → int, ``path``/``filename`` → a file in the working
-directory, ``items``/plural names → list, ``is_*``/``flag`` → bool, ...), each seeded with the literals
-mined from the body. The search starts from a diagonal walk through the pools (input i takes the i-th
-value of every pool), then mutates one or two arguments of a kept input at a time, and keeps an input
-when it reaches new lines or a new output. It stops once N inputs can be chosen with line coverage ≥ C
-and at least N_out distinct outputs, or when the run or time budget is spent. Everything is drawn from
-one ``random.Random(seed)``: same function, same seed, same inputs.
+The search starts from a diagonal walk through the pools (input i takes the i-th value of every pool)
+and one factor at a time around input 0, then mutates one or two values of a kept input at a time,
+and keeps an input when it reaches new statements or a new output. It stops once N inputs can be
+chosen with coverage ≥ C and at least N_out distinct outputs (and progress stops), after 60 runs
+without progress, or when the run or time budget is spent. Everything is drawn from one
+``random.Random(seed)``: same function, same seed, same inputs. The pools are in :mod:`.pools`.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import monotonic as _real_monotonic  # bound before env.freeze() patches time
 from typing import Any
 
-from .hints import Hints, Param
-from .standins import CalibStandIn
+from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used through this module
+    INIT_PREFIX,
+    KEEP,
+    SEED,
+    SELF_PREFIX,
+    STANDIN_MODES,
+    STANDINS,
+    Pools,
+    file_content,
+    name_type,
+    varies_seed,
+)
 from .values import New, Obj, decode, encode
-
-NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
-    # (exact names, suffixes/prefixes marker, type)
-    (("n", "i", "j", "k", "m", "count", "num", "size", "length", "index", "idx", "depth", "level", "limit",
-      "width", "height", "offset", "start", "stop", "end", "step", "year", "month", "day", "port", "age",
-      "timeout", "retries", "number", "total", "pos", "position", "line", "lineno", "col", "max", "min"),
-     ("_id", "_count", "_size", "_len", "_num", "_index", "_idx", "num_", "n_", "max_", "min_"), "int"),
-    (("path", "filename", "fname", "file", "filepath", "file_path", "dirname", "directory", "dir", "folder"),
-     ("_path", "_file", "_filename", "_dir"), "path"),
-    (("name", "text", "s", "string", "key", "prefix", "suffix", "msg", "message", "word", "url", "label",
-      "title", "line", "sep", "delimiter", "pattern", "fmt", "format", "encoding", "mode", "value", "char",
-      "c", "token", "code", "query", "description", "content", "data_str", "email", "host", "method"),
-     ("_name", "_str", "_text", "_key", "_url", "_prefix", "_suffix", "_type", "_mode", "_msg"), "str"),
-    (("flag", "verbose", "strict", "force", "recursive", "enabled", "debug", "quiet", "reverse", "inplace"),
-     ("is_", "has_", "use_", "enable_", "allow_", "should_", "include_", "skip_", "ignore_"), "bool"),
-    (("items", "values", "lst", "seq", "sequence", "array", "arr", "nums", "numbers", "elements", "args",
-      "lines", "words", "rows", "parts", "xs", "names", "keys", "data", "tokens", "entries", "records"),
-     ("_list", "_items", "_values", "_ids", "_names"), "list"),
-    (("d", "mapping", "dct", "dictionary", "config", "options", "opts", "params", "kwargs", "headers",
-      "settings", "attrs", "meta", "metadata", "context", "ctx", "env", "kw"), ("_dict", "_map", "_config"), "dict"),
-    (("x", "y", "z", "a", "b", "val", "amount", "price", "rate", "ratio", "weight", "score", "factor",
-      "alpha", "beta", "t", "dt", "scale", "percent", "threshold", "tol"), ("_rate", "_ratio", "_score"), "float"),
-    (("callback", "func", "fn", "f", "handler", "hook", "cb", "predicate", "key_func"),
-     ("_callback", "_func", "_fn"), "callable"),
-)
-
-SELF_PREFIX = "self."
-INIT_PREFIX = "init."
-SEED = "<seed>"
-STANDINS = "<standins>"
-STANDIN_MODES = ("standin", "items", "none", "raise", "zero", "empty_str", "empty_list", "true", "false")
-_RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
-KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
-
-BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
-BASE_FLOATS = [0.0, 1.5, -2.25, 3.0, 0.1, 100.0, 0.001, -1.0]
-BASE_STRINGS = ["", "a", "abc", "Hello World", "hello_world", "a,b,c", "  padded  ", "123", "x.txt", "A-B c"]
-
-
-FALLBACKS: tuple[tuple[str, list[Any]], ...] = (
-    ("str", ["abc", "Hello World"]), ("list", [["a", "b", "c"], [3, 1, 2]]), ("int", [2, 10]),
-    ("dict", [{"a": 1, "b": "x"}]), ("none", [None]), ("float", [0.5]), ("bool", [True]),
-    ("tuple", [(1, "a")]), ("bytes", [b"abc"]), ("object", [CalibStandIn("arg")]),
-)
-
-
-def varies_seed(source: str, hints: Hints) -> bool:
-    """Vary the random seed between inputs for functions with nothing else to vary or that use randomness."""
-    return not hints.params and not hints.self_params or any(name in source for name in _RANDOM_NAMES)
-
-
-def name_type(name: str) -> str | None:
-    lower = name.lower()
-    for exact, affixes, kind in NAME_RULES:
-        if lower in exact or any(lower.endswith(a) if a.startswith("_") else lower.startswith(a) for a in affixes):
-            return kind
-    if lower.endswith("s") and len(lower) > 3:
-        return "list"
-    return None
-
-
-class Pools:
-    """Candidate values per parameter, most plausible first."""
-
-    def __init__(self, hints: Hints, rng: random.Random, *, vary_seed: bool = False,
-                 vary_standins: bool = False, init: list[Param] | None = None, owner: str | None = None) -> None:
-        self.hints = hints
-        self.rng = rng
-        self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
-        self.params: dict[str, Param] = {p.name: p for p in hints.params}
-        self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
-        self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
-        # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value
-        for p in hints.self_params:
-            self.by_param[SELF_PREFIX + p.name] = [KEEP, *self._pool(p)]
-        # self built by its constructor: the constructor's arguments are inputs too
-        self.owner = owner if init is not None else None
-        self.init_names: list[str] = []
-        for p in init or []:
-            self.params[INIT_PREFIX + p.name] = p
-            self.by_param[INIT_PREFIX + p.name] = self._pool(p)
-            self.init_names.append(INIT_PREFIX + p.name)
-        if vary_seed:  # the random seed is part of the input state (DESIGN.md); vary it where it matters
-            self.by_param[SEED] = list(range(12))
-        if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
-            self.by_param[STANDINS] = list(STANDIN_MODES)
-
-    def observe(self, values: list[Any]) -> None:
-        """Add operands x compared against (:mod:`.cmplog`) to the literals and to the pools of
-        parameters of their type, so the next inputs can make those comparisons go the other way."""
-        h = self.hints
-        for value in values:
-            kind, known = {int: ("int", h.ints), float: ("float", h.floats), str: ("str", h.strings)}.get(
-                type(value), (None, None))
-            if kind is None or known is None or value in known or len(known) >= 120:
-                continue
-            known.append(value)
-            for name, p in self.params.items():
-                pool = self.by_param.get(name)
-                if pool is not None and kind in self._types(p) and len(pool) < 150:
-                    pool.append(value)
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.by_param)
-
-    def _types(self, p: Param) -> list[str]:
-        types = [t for t in p.types if t not in ("any",)]
-        if not types or types == ["none"]:
-            guess = name_type(p.name)
-            types = ([guess] if guess else ["int", "str", "list"]) + types
-        return types
-
-    def fresh(self, name: str) -> Any:
-        """A new value beyond the pool, of a hinted shape: pools run out, and a single-parameter
-        function needs more than a few dozen distinct inputs for the search to find its branches."""
-        p = self.params.get(name)
-        if p is None or p.kind not in ("positional", "keyword", "attribute"):
-            return self.rng.choice(self.by_param[name])
-        kind = self.rng.choice([t for t in self._types(p) if t != "none"] or ["int"])
-        return self._random(kind, p, 0)
-
-    def _random(self, kind: str, p: Param | None, depth: int) -> Any:
-        rng, h = self.rng, self.hints
-        if kind == "int":
-            base = rng.choice(h.ints or [0])
-            return rng.choice([rng.randint(-10, 300), base + rng.randint(-3, 3), rng.choice(BASE_INTS)])
-        if kind == "float":
-            return round(rng.choice([rng.uniform(-100, 100), rng.choice(h.floats or [0.0]) + rng.uniform(-2, 2)]), 3)
-        if kind in ("str", "bytes", "path"):
-            words = (h.strings or []) + BASE_STRINGS[1:]
-            pick = rng.random()
-            if pick < 0.3:
-                text = rng.choice(words) + rng.choice(["", " ", ".", "-", "_", "/", ",", ":", "="]) + rng.choice(words)
-            elif pick < 0.5:
-                text = "".join(rng.choice("abcXYZ019 _-.,:/=?*") for _ in range(rng.randint(0, 12)))
-            elif pick < 0.6 and h.strings:
-                text = rng.choice(["name", "file", "x", "The "]) + rng.choice(h.strings)
-            elif pick < 0.75 and h.strings:  # mined pieces around a word: "(" + "abc" + ")", "#" + "x" + "="
-                short = [w for w in h.strings if len(w) <= 3] or h.strings
-                text = rng.choice(short) + rng.choice(BASE_STRINGS[1:4]) + rng.choice(short)
-            else:
-                text = rng.choice(words)
-                text = rng.choice([text.upper(), text.lower(), text.strip(), text * 2, text[::-1]])
-            return text.encode() if kind == "bytes" else text
-        if kind in ("list", "tuple", "set") and depth < 2:
-            element = next((e for e in (p.element if p else []) if e), rng.choice(["int", "str"]))
-            if element.startswith("tuple"):
-                width = int(element[5:] or 2)
-                items = [tuple(self._random(rng.choice(["int", "str"]), None, depth + 1) for _ in range(width))
-                         for _ in range(rng.randint(0, 5))]
-            else:
-                items = [self._random(element if element in ("int", "str", "float") else "int", None, depth + 1)
-                         for _ in range(rng.randint(0, 6))]
-            if kind == "set":
-                return set(items) if all(isinstance(i, int | str | float | tuple) for i in items) else items
-            return tuple(items) if kind == "tuple" else items
-        if kind == "dict" and depth < 2:
-            keys = (p.keys if p else []) or [s for s in h.strings if s.isidentifier()][:4] or ["a", "b"]
-            chosen = [k for k in keys if rng.random() < 0.7]
-            return {k: self._random(rng.choice(["int", "str", "bool"]), None, depth + 1) for k in chosen}
-        if kind == "bool":
-            return rng.random() < 0.5
-        pool = self.by_param.get(p.name, []) if p else []
-        return rng.choice(pool) if pool else rng.randint(0, 5)
-
-    def _pool(self, p: Param) -> list[Any]:
-        types = self._types(p)
-        if p.kind == "vararg":
-            return [(), *[tuple(v[:3]) for v in self._values("list", p) if isinstance(v, list)][:6]]
-        if p.kind == "kwarg":
-            return [{}, *[v for v in self._values("dict", p) if isinstance(v, dict) and all(
-                isinstance(k, str) and k.isidentifier() for k in v)][:6]]
-        per_type = [self._values(t, p) for t in types]
-        pool: list[Any] = [p.default] if p.has_default else []
-        pool += self._instances(p)
-        for i in range(max(len(v) for v in per_type)):  # interleave the types
-            for values in per_type:
-                if i < len(values):
-                    pool.append(values[i])
-        # Hints can be wrong (a name is not a type): a few values of the other common shapes come last,
-        # so the search can still find what runs when every hinted value raises at the first line.
-        if "callable" not in types:
-            for kind, values in FALLBACKS:
-                if kind not in types:
-                    pool.extend(values)
-        return pool
-
-    def _instances(self, p: Param) -> list[Any]:
-        """Instances of the module's own classes the parameter is checked against or annotated with."""
-        out: list[Any] = []
-        for cls in p.classes[:2]:
-            out += [New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
-        return out
-
-    def _values(self, kind: str, p: Param) -> list[Any]:
-        h, rng = self.hints, self.rng
-        if kind == "int":
-            return _merge(h.ints, BASE_INTS)
-        if kind == "float":
-            return _merge(h.floats, BASE_FLOATS + [float(i) for i in h.ints[:6]])
-        if kind == "bool":
-            return [True, False]
-        if kind == "str":
-            return _merge(h.strings, BASE_STRINGS)
-        if kind == "bytes":
-            return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
-        if kind == "none":
-            return [None]
-        if kind == "path":
-            return self.files + ["missing.txt"]
-        if kind == "callable":
-            return [CalibStandIn(p.name)]
-        if kind in ("list", "tuple", "set"):
-            element = next((e for e in p.element if e.startswith("tuple")), (p.element or [""])[0])
-            seqs = self._sequences(element)
-            if kind == "tuple":
-                return [tuple(s) for s in seqs]
-            if kind == "set":
-                return [set(s) for s in seqs if all(isinstance(x, int | str | float) for x in s)]
-            return seqs
-        if kind == "dict":
-            return self._mappings(p)
-        if kind == "object":  # attributes it calls are stand-ins; or the whole object is one
-            objs = [Obj(**{a: CalibStandIn(f"{p.name}.{a}") if a in p.called else self._member(p, a, i)
-                           for a in p.attrs}) for i in range(6)]
-            return [objs[0], CalibStandIn(p.name), *objs[1:]]
-        return [rng.choice(BASE_INTS)]
-
-    def _sequences(self, element: str) -> list[list[Any]]:
-        ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])
-        strings = _merge(self.hints.strings, ["a", "b", "c", "hello", ""])
-        if element.startswith("tuple"):
-            width = int(element[5:] or 2)
-            rows = [tuple(ints[(i + j) % len(ints)] for j in range(width)) for i in range(8)]
-            return [[], rows[:1], rows[:3], rows[2:6], [rows[0]] * 2, rows[:8]]
-        if element == "str":
-            base = strings
-        elif element == "float":
-            base = [1.5, -0.5, 2.0, 0.0]
-        else:
-            base = ints
-        return [[], base[:1], base[:3], list(reversed(base[:4])), base[:2] * 2, base[1:6],
-                [self.rng.choice(base) for _ in range(5)], base[:8]]
-
-    def _mappings(self, p: Param) -> list[dict[Any, Any]]:
-        keys = p.keys or [s for s in self.hints.strings if s.isidentifier()][:4]
-        values = _merge(self.hints.ints, [1, 2, 0])
-        out: list[dict[Any, Any]] = []
-        if keys:
-            out.append({k: self._attr_value(k, i) for i, k in enumerate(keys)})
-            out.append({k: values[i % len(values)] for i, k in enumerate(keys)})
-            out.append({k: "x" for k in keys[: max(1, len(keys) - 1)]})
-        out += [{}, {"a": 1, "b": 2}, {"key": "value"}, {"x": [1, 2], "y": None}]
-        return out
-
-    def _member(self, p: Param, attr: str, i: int) -> Any:
-        """The i-th value of attribute ``attr`` of an object parameter: from what the body does with
-        ``p.attr`` when it says (``for part in item.content`` → a list), else from the name."""
-        child = p.children.get(attr)
-        if child is not None and (child.types or child.attrs or child.keys):
-            pool = self._pool(child)
-            return pool[i % len(pool)]
-        return self._attr_value(attr, i)
-
-    def _attr_value(self, name: str, i: int) -> Any:
-        kind = name_type(name) or "int"
-        pool = {"int": BASE_INTS, "str": BASE_STRINGS[1:], "float": BASE_FLOATS, "bool": [True, False],
-                "list": [[1, 2], [], ["a"]], "dict": [{"a": 1}, {}], "path": self.files,
-                "callable": [CalibStandIn(name)]}.get(kind, BASE_INTS)
-        return pool[i % len(pool)]
-
-
-def _merge(first: list[Any], second: list[Any]) -> list[Any]:
-    out = list(first[:12])
-    for v in second:
-        if v not in out:
-            out.append(v)
-    return out + first[12:]
 
 
 @dataclass
@@ -354,7 +82,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         elif pools.hints.self_params:
             state["self"] = encode(Obj(**attrs))
         files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
-        state["files"] = {f: _file_content(f) for f in files} if pools.hints.files or any(
+        state["files"] = {f: file_content(f) for f in files} if pools.hints.files or any(
             "path" in p.types or name_type(p.name) == "path" for p in params) else {}
         return state
 
@@ -446,16 +174,3 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             if satisfied():
                 done_at = runs  # progress: the patience starts again
     return records
-
-
-def _file_content(name: str) -> str:
-    lower = name.lower()
-    if lower.endswith(".json"):
-        return '{"name": "example", "values": [1, 2, 3], "enabled": true}\n'
-    if lower.endswith(".csv"):
-        return "id,name,value\n1,alpha,10\n2,beta,20\n"
-    if lower.endswith((".ini", ".cfg", ".conf")):
-        return "[section]\nkey = value\nnumber = 3\n"
-    if lower.endswith((".yaml", ".yml")):
-        return "name: example\nvalues:\n  - 1\n  - 2\n"
-    return "first line\nsecond line\nthird line\n"
