@@ -67,9 +67,10 @@ class Runner:
         self.last = node.end_lineno or node.lineno
         self.executable, self.owner = statement_lines(self.placed)
         self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
-        init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") and \
+        # the constructor's parameters (None: self is not built by its constructor)
+        self.init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None
-        self.init_fields = [p.name for p in init or []]
+        self.init_fields = [p.name for p in self.init or []]
         self.lines: set[int] = set()
         self.started = False
         self.capture = env.FdCapture(os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd"))
@@ -305,10 +306,8 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         runner.module.extra_globals[cmplog.NAME] = cmplog.compare
         runner.module.recompile()
 
-        init = hints.constructor(placed) if placed.kind in ("method", "property") and placed.node.name not in \
-            INITIALISERS else None
         pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info),
-                            init=init, owner=placed.classes[-1] if placed.classes else None,
+                            init=runner.init, owner=placed.classes[-1] if placed.classes else None,
                             vary_standins=bool(runner.module.standin_names or runner.module.warnings
                                                or info.self_params))
         records = synth.search(
@@ -327,12 +326,11 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                              "lines": sorted(r.lines)} for r in chosen]})
 
 
-def _drop_class_attributes(runner: Runner, info: hints.Hints) -> None:
+def _drop_class_attributes(runner: Runner, info: hints.Hints, ns: dict[str, Any]) -> None:
     """``self.x`` that the class itself defines (methods, properties, constants) is context, not input."""
     if not info.self_params or not runner.placed.classes:
         return
     try:
-        ns = runner.module.build()
         owner: Any = ns[runner.placed.classes[0]]
         for name in runner.placed.classes[1:]:
             owner = getattr(owner, name)
@@ -392,10 +390,10 @@ def main() -> None:
         return
     env.install_policy()
     try:
-        runner.module.build()  # fills module.warnings: which imports and statements became stand-ins
+        ns = runner.module.build()  # also fills module.warnings: which statements became stand-ins
     except BaseException:  # noqa: BLE001 - reported per input
-        pass
-    _drop_class_attributes(runner, runner.params)  # in every mode: explore and replay build self alike
+        ns = {}
+    _drop_class_attributes(runner, runner.params, ns)  # in every mode: explore and replay build self alike
     gc.collect()
     gc.freeze()  # what exists now (the harness, imported modules) is never scanned again: the collection
     # before each input only looks at what the inputs created (a full one cost ~1 ms per input)
