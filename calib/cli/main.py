@@ -18,6 +18,7 @@ from calib.cli.compare import compare
 from calib.cli.extract import extract
 from calib.cli.organism import organism
 from calib.cli.serve import serve
+from calib.cli.similarity import similarity
 from calib.cli.stats import stats
 
 EXIT_USAGE = 2
@@ -38,6 +39,7 @@ cli.add_command(compare)
 cli.add_command(extract)
 cli.add_command(organism)
 cli.add_command(serve)
+cli.add_command(similarity)
 cli.add_command(stats)
 
 

@@ -89,6 +89,20 @@ class RequestCache:
                 (key, route, text, time.time()),
             )
 
+    def put_many(self, rows: list[tuple[str, str, Any]]) -> None:
+        """Store several ``(key, route, response)`` rows in one transaction (all or none)."""
+        now = time.time()
+        data = [(key, route, _canonical(response), now) for key, route, response in rows]
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO responses (key, route, response, created) VALUES (?, ?, ?, ?)", data)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
