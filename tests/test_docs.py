@@ -66,7 +66,8 @@ def test_every_server_config_key_is_documented():
 @pytest.mark.parametrize("doc,schema", [("data.md", "calib.data.schema:FUNCTIONS_SCHEMA"),
                                         ("organism.md", "calib.organism.planted:TRUTH_SCHEMA"),
                                         ("data.md", "calib.data.prompts:PROMPTS_SCHEMA"),
-                                        ("executors.md", "calib.executors.base:EXECUTIONS_SCHEMA")])
+                                        ("executors.md", "calib.executors.base:EXECUTIONS_SCHEMA"),
+                                        ("metrics.md", "calib.metrics.base:SIMILARITIES_SCHEMA")])
 def test_every_table_column_is_documented(doc, schema):
     import importlib
 
@@ -92,3 +93,11 @@ def test_every_mocked_module_is_documented():
     text = (DOCS / "executors.md").read_text()
     for module in sorted(MOCKED_MODULES):
         assert f"`{module}`" in text, f"mocked module {module} is not listed in docs/executors.md"
+
+
+def test_every_metric_is_documented():
+    from calib.metrics import METRIC_NAMES
+
+    text = (DOCS / "metrics.md").read_text()
+    for name in METRIC_NAMES:
+        assert f"**`{name}`**" in text or f"| `{name}` |" in text, f"metric {name} is not documented in docs/metrics.md"

@@ -23,16 +23,20 @@ from calib.metrics.base import (
     register,
     score_pairs,
 )
+from calib.metrics.run import PAIRS_COLUMNS, acompute_similarities, compute_similarities
 
 __all__ = [
     "LANGUAGES",
     "LANGUAGE_NAMES",
     "METRIC_NAMES",
-    "SIMILARITIES_SCHEMA",
     "Metric",
     "MetricUnavailable",
+    "PAIRS_COLUMNS",
     "Pair",
+    "SIMILARITIES_SCHEMA",
     "Score",
+    "acompute_similarities",
+    "compute_similarities",
     "create_metric",
     "normalize_language",
     "register",
