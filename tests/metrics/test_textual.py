@@ -16,7 +16,8 @@ from calib.metrics._lcs import longest_common_substring
 from calib.metrics.textual import code_tokens, normalize_text
 
 PY = "def total(items, rate):\n    s = 0\n    for it in items:\n        s += it * rate\n    return round(s, 2)\n"
-PY_RENAMED = "def total(values, factor):\n    acc = 0\n    for v in values:\n        acc += v * factor\n    return round(acc, 2)\n"
+PY_RENAMED = ("def total(values, factor):\n    acc = 0\n    for v in values:\n        acc += v * factor\n"
+              "    return round(acc, 2)\n")
 UNRELATED = "class Node:\n    def __init__(self, left=None):\n        self.left = left\n        self.seen = {}\n"
 
 SAMPLES = {
