@@ -79,12 +79,16 @@ class MetricUnavailable(CalibError):
         unparsable"``, ``"request failed: ..."``).
     raw
         The judge's raw reply, when there was one.
+    transient
+        The cause may go away on a re-run (a failed request, a missing server): the null is recorded
+        but not cached, so the next run tries again.
     """
 
-    def __init__(self, reason: str, *, raw: str | None = None) -> None:
+    def __init__(self, reason: str, *, raw: str | None = None, transient: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.raw = raw
+        self.transient = transient
 
 
 @dataclass(frozen=True)
@@ -102,13 +106,15 @@ class Score:
 
     ``value`` is in [0, 1] (cosine similarity may be negative for embeddings), or ``None`` with the
     ``reason``. ``raw`` keeps a judge's reply; ``detail`` holds what else a metric reports (a judge's
-    category and reasoning, BLEU's n-gram precisions), JSON-serialisable.
+    category and reasoning), JSON-serialisable. ``transient`` marks a null whose cause may go away
+    (a failed request): it is not cached.
     """
 
     value: float | None
     reason: str | None = None
     raw: str | None = None
     detail: Mapping[str, Any] | None = field(default=None)
+    transient: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"value": self.value, "reason": self.reason, "raw": self.raw,
@@ -159,7 +165,7 @@ def score_pairs(metric: Metric, pairs: Sequence[Pair]) -> list[Score]:
         try:
             out.append(Score(float(metric.score(pair.reference, pair.candidate, pair.language))))
         except MetricUnavailable as exc:
-            out.append(Score(None, exc.reason, exc.raw))
+            out.append(Score(None, exc.reason, exc.raw, transient=exc.transient))
         except Exception as exc:  # noqa: BLE001 - one bad sample is recorded, never fatal
             out.append(Score(None, f"error: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]))
     return out

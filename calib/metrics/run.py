@@ -33,6 +33,7 @@ from calib._exceptions import InvalidParameterError
 from calib.metrics.base import (
     SIMILARITIES_SCHEMA,
     Metric,
+    MetricUnavailable,
     Pair,
     Score,
     normalize_language,
@@ -157,7 +158,7 @@ async def _compute(pairs: pl.DataFrame, metrics: list[Metric], store: RequestCac
             results[metric.name][i] = score
         if store is not None:
             store.put_many([(keys[metric.name][i], f"{_ROUTE}/{metric.name}", s.to_dict())
-                            for i, s in zip(indices, scores)])
+                            for i, s in zip(indices, scores) if not s.transient])
 
     local = [m for m in metrics if _local(m)]
     _run_local(local, items, todo, record, workers, chunk_size, progress)
@@ -167,10 +168,13 @@ async def _compute(pairs: pl.DataFrame, metrics: list[Metric], store: RequestCac
         pending = todo[metric.name]
         for n, chunk in enumerate(_chunks(pending, chunk_size), start=1):
             batch = [items[i] for i in chunk]
-            if hasattr(metric, "ascore_batch"):
-                scores = await metric.ascore_batch(batch)
-            else:
-                scores = getattr(metric, "score_batch", lambda b, m=metric: score_pairs(m, b))(batch)
+            try:
+                if hasattr(metric, "ascore_batch"):
+                    scores = await metric.ascore_batch(batch)
+                else:
+                    scores = getattr(metric, "score_batch", lambda b, m=metric: score_pairs(m, b))(batch)
+            except MetricUnavailable as exc:  # nothing in the batch can be scored (no server, ...)
+                scores = [Score(None, exc.reason, exc.raw, transient=exc.transient)] * len(batch)
             record(metric, chunk, scores)
             if progress is not None:
                 progress(metric.name, min(n * chunk_size, len(pending)), len(pending))

@@ -31,6 +31,8 @@ class Picky:
         self.calls.append(candidate_code)
         if candidate_code == "skip":
             raise MetricUnavailable("told to skip")
+        if candidate_code == "flaky":
+            raise MetricUnavailable("request failed: 503", transient=True)
         if candidate_code == "boom":
             raise ZeroDivisionError("division by zero")
         return min(len(candidate_code), len(reference_code)) / max(len(candidate_code), len(reference_code))
@@ -120,3 +122,13 @@ def test_refuses_bad_arguments_with_clear_messages():
         compute_similarities(_pairs(1), [Picky(), Picky()])
     with pytest.raises(InvalidParameterError, match="workers"):
         compute_similarities(_pairs(3), [Picky()], workers=0, chunk_size=1)
+
+
+def test_transient_nulls_are_recorded_but_retried_on_the_next_run(tmp_path):
+    pairs = pl.DataFrame({"sample_id": ["a", "b"], "role": ["target"] * 2, "reference": ["abc"] * 2,
+                          "candidate": ["flaky", "ab"], "language": ["c"] * 2})
+    first = compute_similarities(pairs, [Picky()], cache=tmp_path / "c.sqlite", workers=1)
+    assert first["value"].to_list() == [None, 2 / 3] and first["reason"][0] == "request failed: 503"
+    again = Picky()
+    compute_similarities(pairs, [again], cache=tmp_path / "c.sqlite", workers=1)
+    assert again.calls == ["flaky"]
