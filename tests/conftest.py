@@ -1,8 +1,15 @@
-"""Session-wide fixtures: the model organism's ``tiny`` preset, built once per test session."""
+"""Session-wide fixtures: the model organism's ``tiny`` preset and ``calib serve`` of a tiny chat model.
+
+Each is built once per test session and shared by every folder.
+"""
 
 from __future__ import annotations
 
 import pytest
+
+from tests._served import served_model, tiny_model_dir
+
+__all__ = ["organism_tiny", "served_model", "tiny_model_dir"]
 
 
 @pytest.fixture(scope="session")

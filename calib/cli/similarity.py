@@ -82,22 +82,24 @@ def _metric_names(text: str) -> list[str]:
 
 
 async def _run(reference: str, candidate: str, language: str, names: list[str], judge_server, embed_server,
-               workers: int) -> pl.DataFrame:
+               judge_max_tokens: int) -> pl.DataFrame:
     from calib.metrics import create_metric
     from calib.metrics.run import acompute_similarities
+    from calib.servers import ChatParams
 
     metrics = []
     for name in names:
         options: dict[str, Any] = {}
         if name.startswith("judge_"):
             options["server"] = judge_server
+            options["params"] = ChatParams(max_tokens=judge_max_tokens, temperature=0.0)
         elif name == "embedding" and embed_server is not None:
             options["server"] = embed_server
         metrics.append(create_metric(name, **options))
     pairs = pl.DataFrame({"sample_id": ["cli"], "role": ["candidate"], "reference": [reference],
                           "candidate": [candidate], "language": [language]})
     try:
-        return await acompute_similarities(pairs, metrics, workers=workers)
+        return await acompute_similarities(pairs, metrics, workers=1)
     finally:
         for server in {id(s): s for s in (judge_server, embed_server) if s is not None}.values():
             await server.aclose()
@@ -118,9 +120,11 @@ async def _run(reference: str, candidate: str, language: str, names: list[str], 
               help="Another server for embeddings only (default: --server, else the offline model).")
 @click.option("--servers", "servers_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="TOML file with [servers.NAME] tables (a study spec works).")
+@click.option("--judge-max-tokens", type=click.IntRange(min=1), default=512, show_default=True,
+              help="Most tokens a judge may answer with (greedy decoding).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def similarity(reference: Path, candidate: Path, language: str | None, metrics_text: str, server_name: str | None,
-               embed_name: str | None, servers_file: Path | None, as_json: bool) -> None:
+               embed_name: str | None, servers_file: Path | None, judge_max_tokens: int, as_json: bool) -> None:
     """Score CANDIDATE against REFERENCE with textual, structural, embedding and judge metrics."""
     from calib.metrics import METRIC_NAMES, create_metric
 
@@ -132,7 +136,7 @@ def similarity(reference: Path, candidate: Path, language: str | None, metrics_t
     judge_server = _server(server_name, servers_file, "--server")
     embed_server = _server(embed_name, servers_file, "--embedding-server") if embed_name else judge_server
     table = asyncio.run(_run(_read(reference, "reference file"), _read(candidate, "candidate file"), lang, names,
-                             judge_server, embed_server, workers=1))
+                             judge_server, embed_server, judge_max_tokens))
     values: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     details: dict[str, Any] = {}

@@ -94,3 +94,22 @@ def test_human_output_has_one_line_per_metric(runs):
                                          ("bad_language", "cobol"), ("missing_file", "nope.py")])
 def test_mistakes_end_with_one_line_and_exit_2(runs, name, needle):
     assert needle in runs[name].one_line_error()
+
+
+def test_judges_and_embeddings_through_a_real_server(served_model, tmp_path):
+    # calib serve runs a tiny random-weight chat model: it answers, but not in the judge's format, so
+    # the judge's value is null with the reason and the raw reply kept; the server also embeds.
+    # Short functions, the shortest prompt and a short reply: the tiny model's context holds 512 tokens.
+    (tmp_path / "x.py").write_text("def f(a):\n    return a + 1\n")
+    (tmp_path / "y.py").write_text("def f(b):\n    return 1 + b\n")
+    (tmp_path / "study.toml").write_text(f'[servers.tiny]\nkind = "openai"\nbase_url = "{served_model}"\n'
+                                         'model = "tiny"\n')
+    proc = subprocess.run([sys.executable, "-m", "calib", "similarity", "x.py", "y.py", "--metrics",
+                           "judge_structure,embedding", "--server", "tiny", "--servers", "study.toml",
+                           "--judge-max-tokens", "16", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    data = Outcome(proc.returncode, proc.stdout, proc.stderr).json()
+    assert data["judge_structure"] is None, data
+    assert data["reasons"]["judge_structure"].startswith("judge reply unparsable")
+    assert isinstance(data["details"]["judge_structure"]["raw"], str)
+    assert -1.0 <= data["embedding"] <= 1.0 and "embedding" not in data["reasons"]

@@ -1,6 +1,8 @@
-"""Fixtures for the server tests: the tiny model (built once per session) and ``calib serve`` running it.
+"""The tiny model (built once per session) and ``calib serve`` running it: session fixtures for every folder.
 
-Nothing here reaches the internet: the model is built locally and served on 127.0.0.1.
+tests/conftest.py registers :func:`tiny_model_dir` and :func:`served_model`, so the server, metric and
+CLI tests share one build and one server. Nothing here reaches the internet: the model is built
+locally and served on 127.0.0.1.
 """
 
 from __future__ import annotations
