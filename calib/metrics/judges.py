@@ -288,7 +288,8 @@ def server_identity(server: Any) -> dict[str, Any]:
     """What identifies a server's model in a fingerprint: ``kind``, ``model`` and ``revision`` (no keys).
 
     Read from the server's attributes (its spec), never from a probe, so that it is the same before and
-    after the first request; give ``model`` in an openai server's spec for it to be known up front.
+    after the first request; give ``model`` in an openai server's spec for it to be known up front. A
+    server whose model is not known up front (TGI) is identified by its base URLs as well.
     """
     kind = getattr(server, "kind", None)
     model = getattr(server, "model", None)
@@ -296,8 +297,14 @@ def server_identity(server: Any) -> dict[str, Any]:
         model = getattr(server, "model_dir", None)
         model = None if model is None else str(model)
     revision = getattr(server, "revision", None)
-    return {"kind": kind if isinstance(kind, str) else type(server).__name__, "model": model,
-            "revision": revision if isinstance(revision, str) else None}
+    identity: dict[str, Any] = {"kind": kind if isinstance(kind, str) else type(server).__name__, "model": model,
+                                "revision": revision if isinstance(revision, str) else None}
+    if model is None:  # a TGI server names its model only once probed: its address stands in
+        urls = getattr(server, "base_urls", None) or [getattr(server, "base_url", None)]
+        urls = sorted(u for u in urls if isinstance(u, str))
+        if urls:
+            identity["base_urls"] = urls
+    return identity
 
 
 class SyncRunner:
@@ -394,7 +401,8 @@ class JudgeMetric:
             raise InvalidParameterError(f"{spec.name}: concurrency must be an integer >= 1, got {concurrency!r}")
         if server is not None and not callable(getattr(server, "chat", None)):
             raise InvalidParameterError(f"{spec.name}: server {getattr(server, 'name', server)!r} cannot chat; "
-                                        f"give a chat server (openai, tgi, anthropic or embedded kind)")
+                                        "give a chat server (openai, anthropic or embedded kind; TGI through the "
+                                        "openai kind)")
         self.name = spec.name
         self.spec = spec
         self.server = server
@@ -419,7 +427,7 @@ class JudgeMetric:
                                   candidate=candidate_code)
 
     def _no_server(self) -> MetricUnavailable:
-        return MetricUnavailable(f"no chat server: pass --server with a chat model (openai, tgi, anthropic or "
+        return MetricUnavailable(f"no chat server: pass --server with a chat model (openai, anthropic or "
                                  f"embedded kind) to score {self.name}", transient=True)
 
     async def _check_server(self) -> None:

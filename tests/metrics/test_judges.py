@@ -442,3 +442,13 @@ def test_a_tiny_model_over_http_is_recorded_unparsable_not_zero(served_model):
     assert score.reason.startswith("judge reply unparsable: ")
     assert score.raw == direct.content and score.detail == {"raw": direct.content}
     assert fingerprint["server"] == {"kind": "openai", "model": "tiny", "revision": None}
+
+
+def test_fingerprint_identifies_a_tgi_judge_by_its_address_until_its_model_is_known():
+    from calib.metrics.judges import server_identity
+
+    server = create_server("t", {"kind": "tgi", "base_url": "http://127.0.0.1:9/"})
+    assert server_identity(server) == {"kind": "tgi", "model": None, "revision": None,
+                                       "base_urls": ["http://127.0.0.1:9"]}
+    other = create_server("t", {"kind": "tgi", "base_url": "http://127.0.0.1:10"})
+    assert server_identity(other) != server_identity(server)

@@ -57,6 +57,8 @@ class EmbeddedServer:
         As :class:`~calib.servers.embedded.model.EmbeddedModel`.
     """
 
+    kind = "embedded"
+
     def __init__(self, name: str, model_dir: str | Path, *, max_model_len: int | None = None,
                  threads: int | None = None) -> None:
         self.name = name
