@@ -25,7 +25,7 @@ from calib._exceptions import InvalidParameterError
 from calib.servers.base import ChatMessage, ChatParams, Chatting, RequestFailed
 
 __all__ = ["JUDGE_PROMPT_FILE", "VERDICTS_SCHEMA", "JudgePrompt", "JudgeResult", "Verdict", "judge_filter",
-           "load_judge_prompt", "parse_verdict"]
+           "load_judge_prompt", "parse_verdict", "read_prompt_header"]
 
 #: The judge prompt shipped with calib (package data).
 JUDGE_PROMPT_FILE = "judge_meaningful_logic.v1.txt"
@@ -59,6 +59,26 @@ class JudgePrompt:
         return self.template.replace("{language}", language).replace("{function}", function)
 
 
+def read_prompt_header(lines: list[str]) -> tuple[dict[str, str], int]:
+    """A prompt file's ``# key: value`` lines (continuations indented two spaces or more) and where the template starts.
+
+    Shared by every versioned prompt file calib ships (this judge's and the similarity judges').
+    """
+    header: dict[str, str] = {}
+    key = None
+    for i, line in enumerate(lines):
+        if not line.startswith("#"):
+            return header, i
+        body = line[1:].strip()
+        match = re.match(r"^(\w+):\s*(.*)$", body)
+        if match and not line.startswith("#  "):
+            key = match.group(1)
+            header[key] = match.group(2)
+        elif key is not None:
+            header[key] += " " + body
+    return header, len(lines)
+
+
 def load_judge_prompt(path: str | Path | None = None) -> JudgePrompt:
     """Read a judge prompt file: ``# key: value`` header lines (continuations indented), then the template.
 
@@ -69,22 +89,8 @@ def load_judge_prompt(path: str | Path | None = None) -> JudgePrompt:
         where = f"calib.data/prompts/{JUDGE_PROMPT_FILE}"
     else:
         text, where = Path(path).read_text(encoding="utf-8"), str(path)
-    header: dict[str, str] = {}
     lines = text.splitlines(keepends=True)
-    key = None
-    i = 0
-    for i, line in enumerate(lines):  # noqa: B007 - i (the template's first line) is read after the loop
-        if not line.startswith("#"):
-            break
-        body = line[1:].strip()
-        match = re.match(r"^(\w+):\s*(.*)$", body)
-        if match and not line.startswith("#  "):
-            key = match.group(1)
-            header[key] = match.group(2)
-        elif key is not None:
-            header[key] += " " + body
-    else:
-        i = len(lines)
+    header, i = read_prompt_header(lines)
     template = "".join(lines[i:]).strip("\n")
     missing = [k for k in ("name", "version", "source") if not header.get(k)]
     if missing or "{function}" not in template:

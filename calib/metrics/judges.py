@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from calib._exceptions import InvalidParameterError
+from calib.data.judge import read_prompt_header
 from calib.metrics.base import LANGUAGE_NAMES, MetricUnavailable, Pair, Score, normalize_language, register
 from calib.servers.base import CapabilityError, ChatMessage, ChatParams, RequestFailed, ServerError, require
 
@@ -106,23 +107,6 @@ class MetricPrompt:
                 ChatMessage(role="user", content=fill(self.user))]
 
 
-def _read_header(lines: list[str]) -> tuple[dict[str, str], int]:
-    """``# key: value`` lines (continuations indented by two spaces or more) and the first template line."""
-    header: dict[str, str] = {}
-    key = None
-    for i, line in enumerate(lines):
-        if not line.startswith("#"):
-            return header, i
-        body = line[1:].strip()
-        match = re.match(r"^(\w+):\s*(.*)$", body)
-        if match and not line.startswith("#  "):
-            key = match.group(1)
-            header[key] = match.group(2)
-        elif key is not None:
-            header[key] += " " + body
-    return header, len(lines)
-
-
 def load_metric_prompt(path: str | Path) -> MetricPrompt:
     """Read a judge prompt file (module docstring: header, ``System:`` and ``User:`` lines, placeholders).
 
@@ -142,7 +126,7 @@ def load_metric_prompt(path: str | Path) -> MetricPrompt:
         except OSError as exc:
             raise InvalidParameterError(f"judge prompt {path}: cannot read it ({exc.strerror})") from exc
     lines = text.splitlines()
-    header, start = _read_header(lines)
+    header, start = read_prompt_header(lines)
     body = lines[start:]
     missing = [k for k in ("name", "version", "source") if not header.get(k)]
     if missing:
