@@ -119,6 +119,8 @@ class Host:
         self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.unix.bind("\0" + self.abstract)
         self.unix.listen(64)
+        # processes other fixtures keep running for the session (calib serve): not the sandboxes' doing
+        self.preexisting = _descendants()
         # a host process the code tries to kill
         self.victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
 
@@ -144,7 +146,7 @@ class Host:
             for name, value in self.secrets.items():
                 assert value not in text, f"the {name} reached the output"
         deadline = time.monotonic() + 5.0
-        while (left := _descendants() - {self.victim.pid}) and time.monotonic() < deadline:
+        while (left := _descendants() - {self.victim.pid} - self.preexisting) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not left, f"sandbox processes outlived the comparison: {sorted(left)}"
 
