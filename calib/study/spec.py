@@ -1,0 +1,326 @@
+"""The study spec: a TOML file validated into a pydantic model (docs/study-spec.md documents every key).
+
+:func:`load_spec` reads a spec and reports the first problem as one line naming the file, the line and
+the key path (``studies/demo.toml:14: data.min_lines: ...``), with how to fix it: unknown keys, wrong
+types, values out of range, server names that no ``[servers.NAME]`` table defines, files that do not
+exist. Relative paths are resolved against the spec file's folder.
+
+Server tables are kept as written (each kind validates its own keys when it is built, see
+docs/servers.md), except that an ``embedded`` server's ``model_dir`` may say ``"organism:target"`` or
+``"organism:reference"``: the model of the study's ``[organism]``, built (or found in the cache) when
+the study runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from calib._exceptions import InputError
+
+__all__ = ["ORGANISM_MODEL_PREFIX", "AnalyzeSection", "DataSection", "ExecuteSection", "GenerationSection",
+           "MeasureSection", "ModelsSection", "OrganismSection", "PromptSection", "ReportSection", "StudySection",
+           "StudySpec", "load_spec", "locate_key", "spec_hash"]
+
+#: ``model_dir = "organism:target"`` in an embedded server table names a model of the study's organism.
+ORGANISM_MODEL_PREFIX = "organism:"
+
+#: The metrics a functional study scores by default (judges need ``measure.judge_server``).
+DEFAULT_METRICS = ("exact", "bleu", "edit", "lcs", "codebleu", "codebleu_syntax", "codebleu_dataflow", "tsed")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StudySection(_Section):
+    """``[study]``: what the study is."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["functional"] = "functional"
+    seed: int = Field(default=0, ge=0)
+    description: str = ""
+
+
+class OrganismSection(_Section):
+    """``[organism]``: build the model organism and audit its planted members and controls."""
+
+    preset: Literal["tiny", "demo"] = "demo"
+    seed: int = Field(default=0, ge=0)
+    cache_dir: Path | None = None
+
+
+class ModelsSection(_Section):
+    """``[models]``: which server plays which role (names of ``[servers.NAME]`` tables)."""
+
+    target: str = Field(min_length=1)
+    reference: str = Field(min_length=1)
+
+
+class DataSection(_Section):
+    """``[data]``: where the audited functions come from."""
+
+    source: Literal["organism", "corpus", "functions"]
+    paths: tuple[str, ...] = ()
+    format: Literal["files", "jsonl", "parquet", "csv"] | None = None
+    content_column: str = "content"
+    extensions: tuple[str, ...] = ()
+    language: Literal["python", "c", "cpp", "java", "rust", "go"] = "python"
+    min_lines: int = Field(default=10, ge=0)
+    max_lines: int = Field(default=50, ge=1)
+    limit: int = Field(default=0, ge=0)
+    kinds: tuple[Literal["verbatim", "business_rule", "near_duplicate"], ...] = (
+        "verbatim", "business_rule", "near_duplicate")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DataSection:
+        if self.min_lines > self.max_lines:
+            raise ValueError(f"min_lines ({self.min_lines}) exceeds max_lines ({self.max_lines})")
+        if self.source in ("corpus", "functions") and not self.paths:
+            raise ValueError(f"source = {self.source!r} needs paths = [...] (files, folders or globs)")
+        if self.source == "organism" and self.paths:
+            raise ValueError("source = 'organism' takes no paths (the organism provides the functions)")
+        return self
+
+
+class PromptSection(_Section):
+    """``[prompt]``: how prompts are built (the paper: up to P = 250 context tokens, then the signature)."""
+
+    max_context_tokens: int = Field(default=250, ge=0)
+
+
+class GenerationSection(_Section):
+    """``[generation]``: decoding, the same for target and reference (the paper: greedy, 500 tokens)."""
+
+    max_tokens: int = Field(default=500, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0)
+    stop: tuple[str, ...] = ()
+    concurrency: int = Field(default=8, ge=1)
+
+
+class ExecuteSection(_Section):
+    """``[execute]``: the executor and the validity criteria (DESIGN.md "Execution semantics")."""
+
+    executor: Literal["sandbox"] = "sandbox"
+    n_inputs: int = Field(default=10, ge=1)
+    min_valid: int = Field(default=8, ge=1)
+    coverage: float = Field(default=0.8, ge=0.0, le=1.0)
+    min_distinct: int = Field(default=2, ge=1)
+    input_timeout: float = Field(default=1.0, gt=0.0)
+    budget_runs: int = Field(default=200, ge=1)
+    budget_seconds: float = Field(default=4.0, gt=0.0)
+    memory_mb: int = Field(default=1024, ge=64)
+    workers: int = Field(default=0, ge=0)
+    unsafe_no_sandbox: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ExecuteSection:
+        if self.min_valid > self.n_inputs:
+            raise ValueError(f"min_valid ({self.min_valid}) exceeds n_inputs ({self.n_inputs})")
+        return self
+
+
+class MeasureSection(_Section):
+    """``[measure]``: the similarity metrics scored against x (docs/metrics.md)."""
+
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    judge_server: str | None = None
+    embedding_server: str | None = None
+    judge_max_tokens: int = Field(default=512, ge=1)
+    workers: int = Field(default=0, ge=0)
+
+    @field_validator("metrics")
+    @classmethod
+    def _known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from importlib.metadata import entry_points
+
+        from calib.metrics.base import METRIC_NAMES
+
+        known = set(METRIC_NAMES) | {ep.name for ep in entry_points(group="calib.metrics")}
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; known: {', '.join(sorted(known))}")
+        if len(set(value)) != len(value):
+            raise ValueError("a metric is listed twice")
+        return value
+
+
+class AnalyzeSection(_Section):
+    """``[analyze]``: thresholds and intervals (DESIGN.md "The three methods" 1, "Statistics")."""
+
+    text_metric: str = "bleu"
+    tau_text: float = Field(default=0.75, gt=0.0, le=1.0)
+    tau_func: float = Field(default=0.8, gt=0.0, le=1.0)
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    fpr_levels: tuple[float, ...] = (0.001, 0.01, 0.1)
+
+    @field_validator("fpr_levels")
+    @classmethod
+    def _levels(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(not 0.0 < v < 1.0 for v in value):
+            raise ValueError("fpr_levels must be a non-empty list of numbers in (0, 1)")
+        return value
+
+
+class ReportSection(_Section):
+    """``[report]``: what the report shows."""
+
+    examples: int = Field(default=5, ge=0)
+
+
+class StudySpec(_Section):
+    """A whole study spec. ``path`` is the file it was read from (relative paths resolve against its folder)."""
+
+    study: StudySection
+    servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    organism: OrganismSection | None = None
+    models: ModelsSection
+    data: DataSection
+    prompt: PromptSection = PromptSection()
+    generation: GenerationSection = GenerationSection()
+    execute: ExecuteSection = ExecuteSection()
+    measure: MeasureSection = MeasureSection()
+    analyze: AnalyzeSection = AnalyzeSection()
+    report: ReportSection = ReportSection()
+
+    @model_validator(mode="after")
+    def _references(self) -> StudySpec:
+        for key, name in (("models.target", self.models.target), ("models.reference", self.models.reference),
+                          ("measure.judge_server", self.measure.judge_server),
+                          ("measure.embedding_server", self.measure.embedding_server)):
+            if name is not None and name not in self.servers:
+                defined = ", ".join(sorted(self.servers)) or "none"
+                raise ValueError(f"{key} = {name!r} names no [servers.{name}] table (servers defined: {defined})")
+        for name, table in self.servers.items():
+            if not isinstance(table.get("kind"), str):
+                raise ValueError(f"[servers.{name}] needs kind = \"openai\" | \"tgi\" | \"anthropic\" | \"embedded\"")
+            model_dir = table.get("model_dir")
+            if isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX):
+                if self.organism is None:
+                    raise ValueError(f"[servers.{name}] model_dir = {model_dir!r} needs an [organism] table")
+                if model_dir[len(ORGANISM_MODEL_PREFIX):] not in ("target", "reference"):
+                    raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target or "
+                                     "organism:reference")
+        if self.data.source == "organism" and self.organism is None:
+            raise ValueError("data.source = 'organism' needs an [organism] table")
+        judges = [m for m in self.measure.metrics if m.startswith("judge_")]
+        if judges and self.measure.judge_server is None:
+            raise ValueError(f"measure.metrics lists {judges}: set measure.judge_server to a chat server's name")
+        if self.analyze.text_metric not in self.measure.metrics:
+            raise ValueError(f"analyze.text_metric = {self.analyze.text_metric!r} is not in measure.metrics")
+        return self
+
+    def public(self) -> dict[str, Any]:
+        """The spec as JSON data, with every server's secret-bearing keys left as written (names, not values)."""
+        return json.loads(self.model_dump_json())
+
+
+def spec_hash(data: Any) -> str:
+    """SHA-256 (16 hex digits) of canonical JSON: what a stage's fingerprint is built from."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_TABLE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"' -]+?)\s*=")
+
+
+def _split_key(text: str) -> list[str]:
+    return [part.strip().strip("\"'") for part in text.split(".")]
+
+
+def locate_key(text: str, path: tuple[str, ...]) -> int | None:
+    """The 1-based line of the TOML key ``path`` in ``text`` (or of its deepest enclosing table/key)."""
+    best_line, best_depth = None, 0
+    table: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _TABLE.match(line)
+        if header:
+            table = _split_key(header.group(1))
+            full = table
+        else:
+            key = _KEY.match(line)
+            if not key:
+                continue
+            full = table + _split_key(key.group(1))
+        depth = 0
+        for a, b in zip(full, path):
+            if a != b:
+                break
+            depth += 1
+        if depth > best_depth or (depth == best_depth == len(full) and best_line is None):
+            best_line, best_depth = number, depth
+    return best_line
+
+
+def _message(error: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    loc = tuple(str(part) for part in error["loc"] if not isinstance(part, int))
+    kind, msg = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        where = ".".join(loc[:-1])
+        return loc, f"unknown key {loc[-1]!r}{f' in [{where}]' if where else ''}; see docs/study-spec.md for the keys"
+    if kind == "missing":
+        return loc, f"missing key {'.'.join(loc)}"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    elif "input" in error and not isinstance(error["input"], (dict, list)):
+        msg = f"{msg} (got {error['input']!r})"
+    return loc, msg
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and validate the study spec at ``path``.
+
+    Raises
+    ------
+    InputError
+        One line: ``FILE:LINE: KEY: what is wrong`` for a TOML syntax error, an unknown key, a wrong
+        type or value, a server name no table defines, or a path that does not exist.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the study spec: {exc.strerror or exc}", path=str(path)) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        raise InputError(f"not valid TOML: {exc}", path=str(path), line=int(line.group(1)) if line else None) from None
+    try:
+        spec = StudySpec.model_validate(data)
+    except ValidationError as exc:
+        loc, msg = _message(exc.errors()[0])
+        if not loc:  # a check across sections: its message starts with the key it is about
+            named = re.match(r"^\[?([A-Za-z_][\w.]*)\]?[ :=]", msg)
+            loc = tuple(named.group(1).split(".")) if named else ()
+            msg_key = ""
+        else:
+            msg_key = ".".join(loc)
+        line = locate_key(text, loc) if loc else None
+        raise InputError(f"{msg_key}: {msg}" if msg_key else msg, path=str(path), line=line) from None
+    return _resolve_paths(spec, path.resolve().parent, text, str(path))
+
+
+def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudySpec:
+    """Relative paths against the spec's folder; named files must exist (globs are expanded later)."""
+    data = spec.data
+    if data.source in ("corpus", "functions"):
+        resolved = []
+        for item in data.paths:
+            full = item if Path(item).is_absolute() else str(base / item)
+            if not any(ch in item for ch in "*?[") and not Path(full).exists():
+                raise InputError(f"data.paths: {item!r} does not exist (relative paths are read from the spec's "
+                                 "folder)", path=where, line=locate_key(text, ("data", "paths")))
+            resolved.append(full)
+        data = data.model_copy(update={"paths": tuple(resolved)})
+    organism = spec.organism
+    if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
+        organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
+    return spec.model_copy(update={"data": data, "organism": organism})
