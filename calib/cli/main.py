@@ -20,6 +20,7 @@ from calib.cli.organism import organism
 from calib.cli.serve import serve
 from calib.cli.similarity import similarity
 from calib.cli.stats import stats
+from calib.cli.study import check, study
 
 EXIT_USAGE = 2
 
@@ -35,12 +36,14 @@ def cli(debug: bool) -> None:
     """
 
 
+cli.add_command(check)
 cli.add_command(compare)
 cli.add_command(extract)
 cli.add_command(organism)
 cli.add_command(serve)
 cli.add_command(similarity)
 cli.add_command(stats)
+cli.add_command(study)
 
 
 def _debug_requested(args: Sequence[str]) -> bool:

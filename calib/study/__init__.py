@@ -1,1 +1,59 @@
-"""Studies: the spec (TOML -> validated model), the stage runner, the run directory (DESIGN.md "Study kind")."""
+"""Studies: the spec (TOML -> validated model), the stage runner, the run directory (DESIGN.md "Study kind").
+
+:func:`run_study` runs a spec's stages in its run directory (resumable; finished stages are skipped);
+:func:`check_study` validates a spec and probes its servers without running anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from calib.study.runner import RunOptions, RunResult
+from calib.study.spec import StudySpec, load_spec
+
+__all__ = ["KINDS", "RunOptions", "RunResult", "StudySpec", "check_study", "default_run_dir", "load_spec",
+           "run_study", "stages_of"]
+
+#: Study kinds and their stage lists (the extraction, census and probes kinds come with their issues).
+KINDS = ("functional",)
+
+
+def stages_of(spec: StudySpec) -> tuple[Any, ...]:
+    """The stages of the spec's study kind."""
+    from calib.study.functional import STAGES
+
+    return STAGES
+
+
+def default_run_dir(spec: StudySpec) -> Path:
+    """``runs/<study name>`` under the current folder."""
+    return Path("runs") / spec.study.name
+
+
+def run_study(spec_path: str | Path, *, run_dir: str | Path | None = None, options: RunOptions | None = None,
+              fresh: bool = False) -> RunResult:
+    """Run (or resume) the study at ``spec_path``; returns which stages ran and which were skipped."""
+    from calib.study.functional import Resources
+    from calib.study.rundir import RunDir
+    from calib.study.runner import run_stages
+
+    spec = load_spec(spec_path)
+    text = Path(spec_path).read_text(encoding="utf-8")
+    root = Path(run_dir) if run_dir is not None else default_run_dir(spec)
+    run = RunDir(root)
+    if fresh:
+        run.wipe()
+    resources = Resources(spec)
+    resources.cache_path = run.cache_path
+    return run_stages(stages_of(spec), spec, text, root, options=options or RunOptions(), resources=resources,
+                      manifest_extra=lambda: resources.manifest(run))
+
+
+def check_study(spec_path: str | Path, *, probe: bool = True) -> dict[str, Any]:
+    """Validate the spec and probe every server it names; what would run, without running it."""
+    from calib.study.check import check
+
+    spec = load_spec(spec_path)
+    return asyncio.run(check(spec, probe=probe))

@@ -1,0 +1,75 @@
+"""``calib study`` (run or resume a study) and ``calib check`` (validate a spec and probe its servers).
+
+See docs/study-spec.md for the spec and docs/cli.md for the options.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+__all__ = ["check", "study"]
+
+_SPEC = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.command("study")
+@click.argument("spec", type=_SPEC)
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the run's tables, cache and report go (default: runs/<study name>).")
+@click.option("--stage", default=None, metavar="NAME",
+              help="Stop after this stage (extract, prompt, generate, execute, measure, analyze, report).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Audit at most N samples (a seeded draw; overrides data.limit).")
+@click.option("--fresh", is_flag=True, help="Delete the run directory's previous results first.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="J",
+              help="Executions and metric processes at once (default: the CPU count).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def study(spec: Path, run_dir: Path | None, stage: str | None, limit: int | None, fresh: bool, jobs: int | None,
+          quiet: bool) -> None:
+    """Run the study SPEC (a TOML file), resuming where an earlier run stopped."""
+    import os
+
+    from calib.study import run_study
+    from calib.study.runner import RunOptions
+
+    options = RunOptions(limit=limit, jobs=jobs or os.cpu_count() or 1, until=stage, progress=not quiet)
+    result = run_study(spec, run_dir=run_dir, options=options, fresh=fresh)
+    ran = ", ".join(result.ran) or "none"
+    skipped = ", ".join(result.skipped) or "none"
+    click.echo(f"calib study: {result.run_dir} (ran: {ran}; up to date: {skipped}; {result.seconds:.1f} s)")
+    report = result.run_dir / "report" / "report.html"
+    if report.is_file() and "report" in result.ran + result.skipped:
+        click.echo(f"report: {report}")
+
+
+@click.command("check")
+@click.argument("spec", type=_SPEC)
+@click.option("--no-probe", is_flag=True, help="Validate the spec only; do not contact any server.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+def check(spec: Path, no_probe: bool, as_json: bool) -> None:
+    """Validate SPEC, probe every server it names, and say what will run."""
+    from calib.study import check_study
+
+    found = check_study(spec, probe=not no_probe)
+    if as_json:
+        click.echo(json.dumps(found))
+    else:
+        click.echo(f"{spec}: valid {found['kind']} study {found['study']!r}")
+        click.echo(f"  stages: {' -> '.join(found['stages'])}")
+        if "organism" in found:
+            org = found["organism"]
+            click.echo(f"  organism: {org['preset']} (seed {org['seed']}), "
+                       f"{'built' if org['built'] else 'built on the first run'}")
+        if "samples" in found:
+            click.echo(f"  samples: {found['samples']}")
+        click.echo(f"  metrics: {', '.join(found['metrics'])}")
+        for name, entry in found["servers"].items():
+            state = entry.get("error") or entry.get("note") or "ok"
+            model = entry.get("capabilities", {}).get("model", "")
+            click.echo(f"  server {name} ({entry['kind']}{', ' + model if model else ''}): needs "
+                       f"{', '.join(entry['needs'])}: {state}")
+    if not found["ok"]:
+        raise click.exceptions.Exit(2)

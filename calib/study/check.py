@@ -1,0 +1,81 @@
+"""``calib check``: validate a spec, probe every server it names, say what will run and how big it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
+
+__all__ = ["check", "needs"]
+
+
+def needs(spec: StudySpec) -> dict[str, list[str]]:
+    """Server name -> the capabilities the study needs from it (``calib.servers.base.Capabilities`` fields)."""
+    need: dict[str, list[str]] = {}
+
+    def add(name: str | None, capability: str) -> None:
+        if name is not None and capability not in need.setdefault(name, []):
+            need[name].append(capability)
+
+    if spec.data.source != "organism":
+        add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
+    for name in (spec.models.target, spec.models.reference):
+        need.setdefault(name, [])
+    if any(m.startswith("judge_") for m in spec.measure.metrics):
+        add(spec.measure.judge_server, "chat")
+    if "embedding" in spec.measure.metrics and spec.measure.embedding_server:
+        add(spec.measure.embedding_server, "embeddings")
+    return need
+
+
+def _organism_built(spec: StudySpec) -> bool:
+    """Whether the spec's organism is already in the cache (building it takes minutes)."""
+    from calib.organism.build import PRESETS, _key, cache_root
+    from calib.organism.corpus import corpus_fingerprint, stdlib_files
+
+    org = spec.organism
+    root = org.cache_dir if org.cache_dir is not None else cache_root()
+    final = root / "organism" / _key(PRESETS[org.preset], org.seed, corpus_fingerprint(stdlib_files()))
+    return (final / "organism.json").is_file()
+
+
+async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
+    """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability."""
+    from calib.servers.base import CapabilityError, ServerError, require
+    from calib.study import stages_of
+    from calib.study.functional import Resources
+
+    report: dict[str, Any] = {"study": spec.study.name, "kind": spec.study.kind,
+                              "stages": [s.name for s in stages_of(spec)], "servers": {}, "ok": True,
+                              "metrics": list(spec.measure.metrics)}
+    built = _organism_built(spec) if spec.organism is not None else None
+    if spec.organism is not None:
+        report["organism"] = {"preset": spec.organism.preset, "seed": spec.organism.seed, "built": built}
+    resources = Resources(spec)
+    try:
+        for name, capabilities in needs(spec).items():
+            entry: dict[str, Any] = {"kind": spec.servers[name].get("kind"), "needs": ["complete", *capabilities]}
+            model_dir = spec.servers[name].get("model_dir")
+            organism_model = isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX)
+            if not probe or (organism_model and not built):
+                entry["probed"] = False
+                entry["note"] = ("the organism is built on the study's first run" if organism_model and not built
+                                 else "not probed")
+            else:
+                try:
+                    caps = await resources.server(name).capabilities()
+                    entry["capabilities"] = caps.to_dict()
+                    entry["probed"] = True
+                    require(caps, capabilities)
+                except (CapabilityError, ServerError, OSError) as exc:
+                    entry["error"] = " ".join(str(exc).split())
+                    report["ok"] = False
+            report["servers"][name] = entry
+        if spec.data.source == "organism" and built:
+            import polars as pl
+
+            truth = pl.read_parquet(resources.organism().truth).filter(pl.col("kind").is_in(list(spec.data.kinds)))
+            report["samples"] = truth.height if not spec.data.limit else min(truth.height, spec.data.limit)
+    finally:
+        await resources.aclose()
+    return report

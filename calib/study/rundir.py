@@ -1,0 +1,148 @@
+"""The run directory: tables written atomically and per chunk, the manifest, the event log.
+
+Layout (DESIGN.md "Run directory")::
+
+    RUN/study.toml            the spec as written
+    RUN/spec.json             the resolved spec
+    RUN/manifest.json         what ran: versions, servers, counts, each finished stage's fingerprint
+    RUN/events.jsonl          progress, retries and per-sample errors, one JSON object a line
+    RUN/cache.sqlite          server requests and metric values (calib.servers.cache.RequestCache)
+    RUN/tables/NAME.parquet   the tables (calib.study.tables)
+    RUN/chunks/STAGE-FP/      a running stage's finished chunks (removed once its table is written)
+    RUN/report/               report.html, report.md, summary.json, figures/
+
+Every file is written to a temporary name and renamed into place, so a run killed at any moment
+(even ``kill -9``) leaves whole files only: a chunk is either done or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+__all__ = ["RunDir", "atomic_write_bytes", "atomic_write_parquet", "now_iso"]
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 with seconds."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_parquet(path: Path, frame: pl.DataFrame) -> None:
+    """Write ``frame`` as Parquet to ``path`` atomically (temporary file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".parquet", dir=path.parent)
+    os.close(fd)
+    try:
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunDir:
+    """One study's run directory (created on first use)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.tables = self.root / "tables"
+        self.chunks = self.root / "chunks"
+        self.report = self.root / "report"
+        self.cache_path = self.root / "cache.sqlite"
+        self._lock = threading.Lock()
+
+    # -- tables ----------------------------------------------------------------------------------
+    def table_path(self, name: str) -> Path:
+        return self.tables / f"{name}.parquet"
+
+    def has_table(self, name: str) -> bool:
+        return self.table_path(name).is_file()
+
+    def read_table(self, name: str) -> pl.DataFrame:
+        return pl.read_parquet(self.table_path(name))
+
+    def write_table(self, name: str, frame: pl.DataFrame) -> None:
+        atomic_write_parquet(self.table_path(name), frame)
+
+    # -- chunks of a running stage ----------------------------------------------------------------
+    def chunk_folder(self, stage: str, fingerprint: str) -> Path:
+        return self.chunks / f"{stage}-{fingerprint}"
+
+    def done_chunks(self, stage: str, fingerprint: str) -> dict[int, Path]:
+        """Finished chunks of ``stage`` under ``fingerprint``: chunk index -> file."""
+        folder = self.chunk_folder(stage, fingerprint)
+        if not folder.is_dir():
+            return {}
+        return {int(p.stem.split("-")[1]): p for p in folder.glob("chunk-*.parquet")}
+
+    def write_chunk(self, stage: str, fingerprint: str, index: int, frame: pl.DataFrame) -> None:
+        atomic_write_parquet(self.chunk_folder(stage, fingerprint) / f"chunk-{index:06d}.parquet", frame)
+
+    def clear_chunks(self, stage: str) -> None:
+        """Remove every chunk folder of ``stage`` (its table is written, or its fingerprint changed)."""
+        if self.chunks.is_dir():
+            for folder in self.chunks.glob(f"{stage}-*"):
+                shutil.rmtree(folder, ignore_errors=True)
+
+    # -- manifest and spec ------------------------------------------------------------------------
+    def read_json(self, name: str) -> dict[str, Any]:
+        path = self.root / name
+        if not path.is_file():
+            return {}
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def write_json(self, name: str, data: Any) -> None:
+        text = json.dumps(data, indent=2, sort_keys=True, default=str, ensure_ascii=False) + "\n"
+        atomic_write_bytes(self.root / name, text.encode("utf-8"))
+
+    # -- events -----------------------------------------------------------------------------------
+    def event(self, event: str, **fields: Any) -> None:
+        """Append one event (``{"time", "event", ...}``) to events.jsonl; one line, written whole."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"time": now_iso(), "t": round(time.time(), 3), "event": event, **fields},
+                          default=str, ensure_ascii=False) + "\n"
+        with self._lock, open(self.root / "events.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        path = self.root / "events.jsonl"
+        if not path.is_file():
+            return
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    yield json.loads(line)
+
+    def wipe(self) -> None:
+        """Remove everything calib wrote here (``--fresh``)."""
+        for name in ("tables", "chunks", "report"):
+            shutil.rmtree(self.root / name, ignore_errors=True)
+        for name in ("manifest.json", "spec.json", "study.toml", "events.jsonl", "cache.sqlite",
+                     "cache.sqlite-wal", "cache.sqlite-shm"):
+            (self.root / name).unlink(missing_ok=True)

@@ -1,0 +1,270 @@
+"""The stage runner: resumable, fingerprinted stages over a run directory.
+
+A study kind is a list of :class:`Stage` objects. Each stage reads tables, writes one table, and has a
+**fingerprint**: a hash of its name, version, the spec settings it depends on and the fingerprints of
+the tables it reads. A stage whose fingerprint matches the manifest's (and whose table exists) is
+skipped, so re-running a finished study with an unchanged spec sends no server request and runs no
+execution, and changing one setting redoes exactly the stages downstream of it.
+
+Long stages work in chunks (:meth:`StageContext.chunked`): each finished chunk is written to
+``RUN/chunks/STAGE-FINGERPRINT/`` at once, so a run killed mid-stage resumes with the chunks it has not
+finished; the stage's table is assembled from its chunks in order, which makes a resumed run's tables
+equal to an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from calib._exceptions import InvalidParameterError
+from calib._version import __version__
+from calib.study.rundir import RunDir, now_iso
+from calib.study.spec import StudySpec, spec_hash
+
+__all__ = ["RunOptions", "RunResult", "Stage", "StageContext", "run_stages"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Command-line choices that are not part of the spec (``--limit`` is: it changes what is audited)."""
+
+    limit: int | None = None
+    jobs: int = 1
+    until: str | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a study kind.
+
+    ``settings(spec, options)`` returns what of the spec the stage's output depends on (part of its
+    fingerprint); ``run(ctx)`` computes the table (``None`` for a stage that writes files, the report).
+    """
+
+    name: str
+    reads: tuple[str, ...]
+    writes: str | None
+    version: str
+    settings: Callable[[StudySpec, RunOptions], Any]
+    run: Callable[[StageContext], Awaitable[pl.DataFrame | None]]
+    done: Callable[[RunDir], bool] | None = None
+
+
+@dataclass
+class RunResult:
+    """What :func:`run_stages` did: stages run and skipped, seconds, the run directory."""
+
+    run_dir: Path
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class StageContext:
+    """What a running stage sees: the spec, the run directory, shared resources and progress."""
+
+    def __init__(self, spec: StudySpec, run: RunDir, options: RunOptions, resources: Any, progress: Any) -> None:
+        self.spec = spec
+        self.run = run
+        self.options = options
+        self.resources = resources
+        self._progress = progress
+        self.stage = ""
+        self.fingerprint = ""
+        self.save_manifest: Callable[[], None] = lambda: None
+
+    def phase_progress(self, label: str) -> Callable[[str, int, int], None]:
+        """A ``progress(phase, done, total)`` callback drawing one bar (for work outside :meth:`chunked`)."""
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if self._progress is None:
+                return
+            if phase not in tasks:
+                tasks[phase] = self._progress.add(f"{label}: {phase}", total)
+            self._progress.bar.update(tasks[phase], completed=done, total=total)
+
+        return update
+
+    def table(self, name: str) -> pl.DataFrame:
+        return self.run.read_table(name)
+
+    def event(self, event: str, **fields: Any) -> None:
+        self.run.event(event, stage=self.stage, **fields)
+
+    async def chunked(self, items: Sequence[Any], size: int, work: Callable[[list[Any]], Awaitable[pl.DataFrame]],
+                      schema: dict[str, pl.DataType], *, label: str | None = None,
+                      concurrency: int = 1) -> pl.DataFrame:
+        """Run ``work`` over ``items`` in chunks of ``size``; finished chunks are kept across a kill.
+
+        Chunks are numbered in item order; up to ``concurrency`` run at once. The result concatenates
+        every chunk's table in order.
+        """
+        chunks = [list(items[i:i + size]) for i in range(0, len(items), size)]
+        done = self.run.done_chunks(self.stage, self.fingerprint)
+        task = self._progress.add(label or self.stage, len(items)) if self._progress is not None else None
+        for index in done:
+            if index < len(chunks) and task is not None:
+                self._progress.advance(task, len(chunks[index]))
+        if done:
+            self.event("resume", chunks_done=len(done), chunks=len(chunks))
+        semaphore = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(index: int, chunk: list[Any]) -> None:
+            async with semaphore:
+                frame = await work(chunk)
+                self.run.write_chunk(self.stage, self.fingerprint, index, frame.cast(schema))
+                self.event("chunk", index=index, rows=frame.height)
+                if task is not None:
+                    self._progress.advance(task, len(chunk))
+
+        await asyncio.gather(*(one(i, c) for i, c in enumerate(chunks) if i not in done))
+        if task is not None:
+            self._progress.finish(task)
+        paths = self.run.done_chunks(self.stage, self.fingerprint)
+        frames = [pl.read_parquet(paths[i]) for i in range(len(chunks))]
+        return pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=schema)
+
+
+class _Progress:
+    """Rich progress bars on stderr (counts, rate, ETA), one per long stage."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.bar = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[rate]}"),
+                            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                            console=Console(stderr=True), disable=not enabled, transient=False)
+        self.started: dict[Any, float] = {}
+
+    def __enter__(self) -> _Progress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)
+
+    def add(self, label: str, total: int) -> Any:
+        task = self.bar.add_task(label, total=total, rate="")
+        self.started[task] = time.monotonic()
+        return task
+
+    def advance(self, task: Any, n: int) -> None:
+        self.bar.advance(task, n)
+        done = self.bar.tasks[task].completed if isinstance(task, int) else 0
+        seconds = max(1e-9, time.monotonic() - self.started[task])
+        self.bar.update(task, rate=f"{done / seconds:6.2f}/s")
+
+    def finish(self, task: Any) -> None:
+        self.bar.update(task, completed=self.bar.tasks[task].total)
+
+    def note(self, text: str) -> None:
+        self.bar.console.print(text)
+
+
+def _fingerprint(stage: Stage, spec: StudySpec, options: RunOptions, manifest: dict[str, Any]) -> str:
+    inputs = {name: manifest.get("tables", {}).get(name) for name in stage.reads}
+    return spec_hash({"stage": stage.name, "version": stage.version, "settings": stage.settings(spec, options),
+                      "inputs": inputs})
+
+
+def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir: str | Path, *,
+               options: RunOptions, resources: Any, manifest_extra: Callable[[], dict[str, Any]] | None = None
+               ) -> RunResult:
+    """Run ``stages`` in order (skipping those already done under the same fingerprint)."""
+    names = [s.name for s in stages]
+    if options.until is not None and options.until not in names:
+        raise InvalidParameterError(f"--stage {options.until!r}: the {spec.study.kind} study's stages are "
+                                    f"{', '.join(names)}")
+    run = RunDir(run_dir)
+    run.root.mkdir(parents=True, exist_ok=True)
+    (run.root / "study.toml").write_text(spec_text, encoding="utf-8")
+    run.write_json("spec.json", spec.public())
+    manifest = run.read_json("manifest.json")
+    manifest.setdefault("stages", {})
+    manifest.setdefault("tables", {})
+    manifest.update({"calib_version": __version__, "study": {"name": spec.study.name, "kind": spec.study.kind,
+                                                             "description": spec.study.description}})
+    manifest.setdefault("started_at", now_iso())
+    result = RunResult(run_dir=run.root)
+    started = time.monotonic()
+    run.event("run_start", spec=spec.study.name, until=options.until, limit=options.limit, jobs=options.jobs)
+    def save_manifest() -> None:
+        for key, value in (manifest_extra() if manifest_extra is not None else {}).items():
+            if isinstance(value, dict) and isinstance(manifest.get(key), dict):
+                manifest[key].update(value)
+            else:
+                manifest[key] = value
+        run.write_json("manifest.json", manifest)
+
+    with _Progress(options.progress) as progress:
+        ctx = StageContext(spec, run, options, resources, progress)
+        ctx.save_manifest = save_manifest
+        try:
+            for stage in stages:
+                fingerprint = _fingerprint(stage, spec, options, manifest)
+                previous = manifest["stages"].get(stage.name, {})
+                finished = stage.done(run) if stage.done is not None else (
+                    stage.writes is None or run.has_table(stage.writes))
+                if previous.get("fingerprint") == fingerprint and finished:
+                    result.skipped.append(stage.name)
+                    run.event("stage_skip", stage=stage.name, fingerprint=fingerprint)
+                else:
+                    _run_one(stage, ctx, fingerprint, manifest, run, progress)
+                    result.ran.append(stage.name)
+                if stage.name == options.until:
+                    break
+        finally:
+            save_manifest()
+            close = getattr(resources, "close", None)
+            if close is not None:
+                close()
+    if len(result.ran) + len(result.skipped) == len(stages):
+        manifest["finished_at"] = now_iso()
+        run.write_json("manifest.json", manifest)
+    result.seconds = time.monotonic() - started
+    run.event("run_done", ran=result.ran, skipped=result.skipped, seconds=round(result.seconds, 2))
+    return result
+
+
+def _run_one(stage: Stage, ctx: StageContext, fingerprint: str, manifest: dict[str, Any], run: RunDir,
+             progress: _Progress) -> None:
+    ctx.stage, ctx.fingerprint = stage.name, fingerprint
+    for folder in (run.chunks.glob(f"{stage.name}-*") if run.chunks.is_dir() else []):
+        if folder.name != f"{stage.name}-{fingerprint}":
+            shutil.rmtree(folder, ignore_errors=True)  # chunks of an older spec: useless now
+    run.event("stage_start", stage=stage.name, fingerprint=fingerprint)
+    began = time.monotonic()
+    frame = asyncio.run(stage.run(ctx))
+    rows = 0
+    if stage.writes is not None and frame is not None:
+        run.write_table(stage.writes, frame)
+        rows = frame.height
+        manifest["tables"][stage.writes] = fingerprint
+    run.clear_chunks(stage.name)
+    seconds = time.monotonic() - began
+    manifest["stages"][stage.name] = {"fingerprint": fingerprint, "rows": rows, "seconds": round(seconds, 3),
+                                      "finished_at": now_iso()}
+    # Downstream stages read the new fingerprint; save now so a kill after this point keeps the stage.
+    run.write_json("manifest.json", manifest)
+    run.event("stage_done", stage=stage.name, rows=rows, seconds=round(seconds, 3))
+    if stage.writes is not None:
+        progress.note(f"{stage.name}: {rows} rows in {seconds:.1f} s")
