@@ -101,3 +101,26 @@ def test_every_metric_is_documented():
     text = (DOCS / "metrics.md").read_text()
     for name in METRIC_NAMES:
         assert f"**`{name}`**" in text or f"| `{name}` |" in text, f"metric {name} is not documented in docs/metrics.md"
+
+
+def test_every_study_spec_key_is_documented():
+    from pydantic import BaseModel
+
+    from calib.study.spec import StudySpec
+
+    text = (DOCS / "study-spec.md").read_text()
+
+    def walk(model: type[BaseModel], prefix: str):
+        for name, field in model.model_fields.items():
+            yield prefix, name
+            annotation = field.annotation
+            for candidate in (annotation, *getattr(annotation, "__args__", ())):
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    yield from walk(candidate, name)
+
+    for section, key in walk(StudySpec, ""):
+        if section:
+            body = re.search(rf"^## `\[{section}\]`\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
+            assert body and f"| `{key}` |" in body.group(1), f"[{section}] {key} missing in docs/study-spec.md"
+        else:
+            assert f"`[{key}]`" in text or f"`[{key}.NAME]`" in text, f"section [{key}] is not documented"

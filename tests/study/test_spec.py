@@ -1,0 +1,106 @@
+"""The study spec: defaults, and one-line errors naming the file, the line and the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from calib._exceptions import InputError
+from calib.study.spec import load_spec, locate_key
+from tests.cli._helpers import Outcome
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """[study]
+name = "mini"
+
+[organism]
+preset = "tiny"
+
+[servers.t]
+kind = "embedded"
+model_dir = "organism:target"
+
+[servers.r]
+kind = "embedded"
+model_dir = "organism:reference"
+
+[models]
+target = "t"
+reference = "r"
+
+[data]
+source = "organism"
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_minimal_spec_gets_the_papers_defaults(tmp_path):
+    spec = load_spec(_write(tmp_path, GOOD))
+    assert spec.study.kind == "functional" and spec.prompt.max_context_tokens == 250
+    assert spec.generation.max_tokens == 500 and spec.generation.temperature == 0.0
+    e = spec.execute
+    assert (e.n_inputs, e.min_valid, e.coverage, e.min_distinct) == (10, 8, 0.8, 2)
+    assert (spec.analyze.tau_text, spec.analyze.tau_func, spec.analyze.text_metric) == (0.75, 0.8, "bleu")
+
+
+def test_the_shipped_demo_spec_is_valid():
+    spec = load_spec(ROOT / "studies" / "demo.toml")
+    assert spec.organism.preset == "demo" and spec.data.source == "organism"
+
+
+BAD = {
+    "wrong_type": (GOOD.replace('source = "organism"', 'source = "organism"\nmin_lines = "ten"'),
+                   ":21: data.min_lines: Input should be a valid integer"),
+    "unknown_key": (GOOD.replace('preset = "tiny"', 'preset = "tiny"\ncolour = "red"'),
+                    ":6: organism.colour: unknown key 'colour' in [organism]"),
+    "unknown_section": (GOOD + "\n[extras]\nx = 1\n", ":22: extras: unknown key 'extras'"),
+    "missing_key": (GOOD.replace('reference = "r"\n', ""), ":15: models.reference: missing key models.reference"),
+    "bad_server_name": (GOOD.replace('target = "t"', 'target = "tt"'),
+                        ":16: models.target = 'tt' names no [servers.tt] table (servers defined: r, t)"),
+    "bad_value": (GOOD.replace('preset = "tiny"', 'preset = "huge"'), ":5: organism.preset: Input should be"),
+    "cross_check": (GOOD.replace('source = "organism"', 'source = "organism"\nmin_lines = 60'),
+                    ":19: data: min_lines (60) exceeds max_lines (50)"),
+    "missing_path": (GOOD.replace('source = "organism"', 'source = "corpus"\npaths = ["nowhere/*.py", "gone.jsonl"]'),
+                     ":21: data.paths: 'gone.jsonl' does not exist"),
+    "bad_toml": (GOOD.replace('name = "mini"', 'name = "mini'), ":2: not valid TOML"),
+    "judge_without_server": (GOOD + '\n[measure]\nmetrics = ["bleu", "judge_functional"]\n',
+                             "measure.metrics lists ['judge_functional']: set measure.judge_server"),
+    "unknown_metric": (GOOD + '\n[measure]\nmetrics = ["bleu", "blue"]\n', "unknown metric(s) ['blue']"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_specs_give_one_line_with_file_line_and_key(tmp_path, name):
+    text, needle = BAD[name]
+    path = _write(tmp_path, text)
+    with pytest.raises(InputError) as info:
+        load_spec(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and needle in message and "\n" not in message
+
+
+def test_calib_study_and_check_exit_2_with_the_line(tmp_path):
+    path = _write(tmp_path, BAD["wrong_type"][0])
+    for command in ("study", "check"):
+        proc = subprocess.run([sys.executable, "-m", "calib", command, str(path)], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+        line = Outcome(proc.returncode, proc.stdout, proc.stderr).one_line_error()
+        assert f"{path}:21: data.min_lines" in line
+    assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+def test_locate_key_finds_tables_dotted_keys_and_falls_back_to_the_table():
+    text = '[a]\nx = 1\n[a.b]\ny = 2\n"c.d" = 3\ne.f = 4\n'
+    assert locate_key(text, ("a", "x")) == 2
+    assert locate_key(text, ("a", "b", "y")) == 4
+    assert locate_key(text, ("a", "b", "e", "f")) == 6
+    assert locate_key(text, ("a", "b", "zzz")) == 3
+    assert locate_key(text, ("nowhere",)) is None
