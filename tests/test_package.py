@@ -12,13 +12,14 @@ import pytest
 import calib
 import calib.executors
 import calib.metrics
+import calib.report
 import calib.servers
 import calib.stats
 
 PACKAGE = Path(calib.__file__).parent
 
 
-@pytest.mark.parametrize("module", [calib, calib.executors, calib.metrics, calib.servers, calib.stats])
+@pytest.mark.parametrize("module", [calib, calib.executors, calib.metrics, calib.report, calib.servers, calib.stats])
 def test_all_is_sorted_and_importable(module):
     assert module.__all__ == sorted(module.__all__)
     for name in module.__all__:

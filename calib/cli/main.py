@@ -17,6 +17,7 @@ from calib._version import __version__
 from calib.cli.compare import compare
 from calib.cli.extract import extract
 from calib.cli.organism import organism
+from calib.cli.report import report
 from calib.cli.serve import serve
 from calib.cli.similarity import similarity
 from calib.cli.stats import stats
@@ -40,6 +41,7 @@ cli.add_command(check)
 cli.add_command(compare)
 cli.add_command(extract)
 cli.add_command(organism)
+cli.add_command(report)
 cli.add_command(serve)
 cli.add_command(similarity)
 cli.add_command(stats)

@@ -513,8 +513,9 @@ def _report_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
 
 async def _report(ctx: StageContext) -> None:
     from calib.report import write_report
+    from calib.study.rundir import now_iso
 
-    ctx.save_manifest()
+    ctx.save_manifest(finished_at=now_iso())  # the report states when the audit's work ended
     await asyncio.to_thread(write_report, ctx.run.root)
     return None
 

@@ -80,7 +80,7 @@ class StageContext:
         self._progress = progress
         self.stage = ""
         self.fingerprint = ""
-        self.save_manifest: Callable[[], None] = lambda: None
+        self.save_manifest: Callable[..., None] = lambda **fields: None
 
     def phase_progress(self, label: str) -> Callable[[str, int, int], None]:
         """A ``progress(phase, done, total)`` callback drawing one bar (for work outside :meth:`chunked`)."""
@@ -207,7 +207,9 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
     result = RunResult(run_dir=run.root)
     started = time.monotonic()
     run.event("run_start", spec=spec.study.name, until=options.until, limit=options.limit, jobs=options.jobs)
-    def save_manifest() -> None:
+    def save_manifest(**fields: Any) -> None:
+        """Merge what the resources know (servers, counts) and ``fields`` into the manifest; write it."""
+        manifest.update(fields)
         for key, value in (manifest_extra() if manifest_extra is not None else {}).items():
             if isinstance(value, dict) and isinstance(manifest.get(key), dict):
                 manifest[key].update(value)

@@ -1,0 +1,111 @@
+"""Every number of the report, computed once from a run directory (the content of summary.json).
+
+:func:`analyze_run` reads the tables, labels each sample, and collects the counts, the rates of each
+group, the reasons, the examples, the proxy evaluation and the methods facts. The renderers only
+format what it returns, so the HTML, the Markdown and summary.json cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from calib._exceptions import InputError
+from calib.report._counts import funnel, reason_counts, sample_counts
+from calib.report._examples import Example, select_examples
+from calib.report._methods import methods_facts
+from calib.report._proxies import evaluate_proxies
+from calib.report._rates import rate_groups
+from calib.report._run import RunData, setting
+from calib.report._samples import sample_table
+from calib.stats import RocCurve
+
+__all__ = ["Analysis", "SUMMARY_VERSION", "analysis_settings", "analyze_run"]
+
+#: Version of the summary.json layout (docs/report.md); bumped when a key changes meaning or goes away.
+SUMMARY_VERSION = 1
+
+_ANALYZE_DEFAULTS: dict[str, Any] = {"text_metric": "bleu", "tau_text": 0.75, "tau_func": 0.8, "confidence": 0.95,
+                                     "fpr_levels": [0.001, 0.01, 0.1]}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The report's content: ``summary`` (JSON data), the per-sample table, examples and ROC curves."""
+
+    summary: dict[str, Any]
+    samples: pl.DataFrame
+    examples: list[Example]
+    curves: dict[str, RocCurve]
+
+
+def analysis_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """The ``[analyze]`` settings of the spec, with the spec's defaults for keys it lacks."""
+    out = {key: setting(spec, f"analyze.{key}", default) for key, default in _ANALYZE_DEFAULTS.items()}
+    out["fpr_levels"] = [float(v) for v in out["fpr_levels"]]
+    for key in ("tau_text", "tau_func", "confidence"):
+        out[key] = float(out[key])
+    return out
+
+
+def _consistency(run: RunData, frame: pl.DataFrame) -> dict[str, Any]:
+    """Whether the claims table's verdicts agree with the ones derived here from the measurements."""
+    claims = run.claims.select(pl.col("sample_id").cast(pl.String),
+                               pl.col("textually_memorized").fill_null(False).alias("_claim_text"),
+                               pl.col("functionally_memorized").fill_null(False).alias("_claim_func"))
+    joined = frame.select("sample_id", "verdict").join(claims, on="sample_id", how="full", coalesce=True)
+    differs = ((pl.col("verdict") == "textual") != pl.col("_claim_text").fill_null(False)) | (
+        (pl.col("verdict") == "functional") != pl.col("_claim_func").fill_null(False)) | pl.col("verdict").is_null()
+    bad = joined.filter(differs.fill_null(True)).sort("sample_id")["sample_id"].to_list()
+    return {"claims_rows": run.claims.height, "disagreements": len(bad), "sample_ids": bad[:10]}
+
+
+def _headline(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    everything = groups[0]
+    control = next((g for g in groups if g["membership"] == "control" and g["kind"] is None), None)
+    return {
+        "textual": everything["rates"]["text_counterfactual"],
+        "functional": everything["rates"]["func_missed_by_text"],
+        "functional_missed_by_text": everything["overlaps"]["functional_missed_by_text"],
+        "text_not_functional": everything["overlaps"]["text_not_functional"],
+        "controls": None if control is None else {"textual": control["rates"]["text_counterfactual"],
+                                                  "functional": control["rates"]["func_missed_by_text"]},
+    }
+
+
+def analyze_run(run: RunData) -> Analysis:
+    """Compute everything the report states from ``run`` (see docs/report.md for the summary layout).
+
+    Raises
+    ------
+    InputError
+        When the tables hold values the statistics reject (a similarity outside [0, 1], a repeated
+        row) or the spec's ``[analyze]`` settings are out of range; one line naming the problem.
+    """
+    analyze = analysis_settings(run.spec)
+    frame = sample_table(run, text_metric=analyze["text_metric"], tau_text=analyze["tau_text"],
+                         tau_func=analyze["tau_func"])
+    try:
+        groups = rate_groups(frame, analyze)
+        proxies = evaluate_proxies(run, analyze)
+    except ValueError as exc:
+        raise InputError(f"{exc}; check the run's tables and spec.json", path=str(run.root)) from None
+    examples = select_examples(run, frame, int(setting(run.spec, "report.examples", 5)))
+    methods = methods_facts(run, analyze)
+    summary = {
+        "summary_version": SUMMARY_VERSION,
+        "study": methods["study"],
+        "operating_point": analyze,
+        "counts": sample_counts(frame),
+        "headline": _headline(groups),
+        "funnel": funnel(run, frame),
+        "groups": groups,
+        "reasons": reason_counts(run, frame),
+        "examples": [e.record for e in examples],
+        "proxies": proxies.summary,
+        "methods": methods,
+        "consistency": _consistency(run, frame),
+    }
+    return Analysis(summary=summary, samples=frame, examples=examples, curves=proxies.curves)

@@ -1,0 +1,95 @@
+"""Worked examples: x beside the target and reference completions, every similarity, every input's match.
+
+``report.examples`` samples are shown: functionally memorized first, then textually memorized, then
+the rest (not memorized, inconclusive, unscored); within each, members before controls, then highest
+target SIM_func and lowest target SIM_text (functional) or highest target SIM_text (textual); ties by
+sample id, so the choice is deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from calib.report._run import RunData
+from calib.report._samples import ROLES, VERDICTS
+
+__all__ = ["Example", "select_examples"]
+
+
+@dataclass(frozen=True)
+class Example:
+    """One worked example: its numbers (``record``, also in summary.json) and its code."""
+
+    record: dict[str, Any]
+    x: str
+    completions: dict[str, str | None]  # role -> the completed function (or raw text); None when absent
+    language: str
+
+
+def _order(frame: pl.DataFrame) -> pl.DataFrame:
+    rank = {v: i for i, v in enumerate(VERDICTS)}
+    keyed = frame.with_columns(
+        pl.col("verdict").replace_strict(rank, default=len(VERDICTS), return_dtype=pl.Int64).alias("_rank"),
+        pl.when(pl.col("verdict") == "functional").then(-pl.col("func_target"))
+        .when(pl.col("verdict") == "textual").then(-pl.col("text_target")).otherwise(0.0).alias("_first"),
+        pl.when(pl.col("verdict") == "functional").then(pl.col("text_target")).otherwise(0.0).alias("_second"),
+        (pl.col("membership") != "member").fill_null(True).alias("_not_member"))
+    return keyed.sort("_rank", "_not_member", "_first", "_second", "sample_id", nulls_last=True)
+
+
+def _similarities(run: RunData, sample_id: str) -> dict[str, dict[str, float | None]]:
+    rows = run.similarities.filter(pl.col("sample_id") == sample_id).sort("role", "metric")
+    out: dict[str, dict[str, float | None]] = {}
+    for row in rows.iter_rows(named=True):
+        out.setdefault(row["role"], {})[row["metric"]] = row["value"]
+    return out
+
+
+def _executions(run: RunData, sample_id: str) -> dict[str, dict[str, Any]]:
+    rows = run.executions.filter(pl.col("sample_id") == sample_id)
+    return {row["role"]: {"sim_func": row["sim_func"], "conclusive": row["conclusive"], "reason": row["reason"],
+                          "matches": row["matches"]} for row in rows.iter_rows(named=True)}
+
+
+def _completion(run: RunData, sample: dict[str, Any], role: str) -> tuple[str | None, dict[str, Any]]:
+    """What was compared with x: the parsed function, else the signature followed by the raw completion."""
+    rows = run.generations.filter((pl.col("sample_id") == sample["sample_id"]) & (pl.col("role") == role))
+    if not rows.height:
+        return None, {"model": None, "finish_reason": None, "error": "no generation"}
+    row = rows.row(0, named=True)
+    code = row["function"]
+    if code is None and row["text"] is not None:
+        code = (sample.get("signature") or "") + row["text"]
+    return code, {"model": row["model"], "finish_reason": row["finish_reason"], "error": row["error"]}
+
+
+def _example(run: RunData, row: dict[str, Any], samples: dict[str, dict[str, Any]]) -> Example:
+    sid = row["sample_id"]
+    sample = samples[sid]
+    completions, generation = {}, {}
+    for role in ROLES:
+        completions[role], generation[role] = _completion(run, sample, role)
+    record = {
+        "sample_id": sid, "verdict": row["verdict"], "membership": row["membership"], "kind": row["kind"],
+        "language": sample["language"], "source": sample["source"], "reason": row["reason"],
+        "text_target": row["text_target"], "text_reference": row["text_reference"],
+        "execution": {"executor": row["executor"], "conclusive": row["x_conclusive"], "reason": row["x_reason"],
+                      "valid_inputs": row["valid_inputs"], "coverage": row["coverage"],
+                      "distinct_outputs": row["distinct_outputs"]},
+        "generation": generation, "similarities": _similarities(run, sid), "executions": _executions(run, sid),
+    }
+    return Example(record=record, x=sample["function"] or "", completions=completions,
+                   language=sample["language"] or "")
+
+
+def select_examples(run: RunData, frame: pl.DataFrame, count: int) -> list[Example]:
+    """The first ``count`` samples of the per-sample table in example order (see the module docstring)."""
+    if count <= 0 or frame.height == 0:
+        return []
+    chosen = _order(frame).head(count)
+    ids = chosen["sample_id"].to_list()
+    samples = {r["sample_id"]: r for r in run.samples.filter(pl.col("sample_id").is_in(ids)).iter_rows(named=True)}
+    return [_example(run, row, samples) for row in chosen.iter_rows(named=True)]

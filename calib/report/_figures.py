@@ -1,0 +1,115 @@
+"""The report's figures as SVG text, drawn with matplotlib's SVG backend (no display, no pyplot state).
+
+- ``rates``: the paper's Figure 2 for this run: the seven rates of each group (all samples, members,
+  controls) as bars with Clopper–Pearson whiskers;
+- ``roc``: the paper's Figure 3(b): every evaluated metric's ROC curve on log-log axes.
+
+Output is deterministic (fixed hash salt, no date), and :func:`inline_svg` turns a file's SVG into an
+element that can sit in an HTML page beside others (no XML prolog, ids prefixed per figure).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+from calib.report._rates import RATE_LABELS
+from calib.stats import RocCurve
+
+__all__ = ["inline_svg", "rates_figure", "roc_figure"]
+
+_RC = {"svg.hashsalt": "calib-report", "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
+       "axes.spines.right": False}
+_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974",
+           "#64b5cd")
+
+
+def _to_svg(fig: Figure) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    return buffer.getvalue()
+
+
+def rates_figure(groups: Sequence[Mapping[str, Any]]) -> str | None:
+    """Figure 2: bars of every rate of :data:`RATE_LABELS` per group, with interval whiskers (percent).
+
+    Returns the SVG text, or None when no group has a rate.
+    """
+    keys = list(RATE_LABELS)
+    drawn = [g for g in groups if any(g["rates"][k] is not None for k in keys)]
+    if not drawn:
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(10.0, 4.4))
+        ax = fig.add_subplot()
+        width = 0.8 / len(drawn)
+        x = np.arange(len(keys))
+        for i, group in enumerate(drawn):
+            rates = [group["rates"][k] for k in keys]
+            est = np.array([np.nan if r is None else 100 * r["estimate"] for r in rates])
+            low = np.array([0.0 if r is None else 100 * (r["estimate"] - r["low"]) for r in rates])
+            high = np.array([0.0 if r is None else 100 * (r["high"] - r["estimate"]) for r in rates])
+            ax.bar(x + (i - (len(drawn) - 1) / 2) * width, est, width * 0.92, yerr=np.vstack([low, high]),
+                   capsize=2, color=_COLORS[i % len(_COLORS)], label=f"{group['label']} (n = {group['n_scored']})",
+                   error_kw={"elinewidth": 0.8})
+        ax.set_xticks(x, [textwrap.fill(RATE_LABELS[k], 14, break_long_words=False) for k in keys])
+        ax.set_ylabel("samples (%)")
+        ax.axvline(2.5, color="#999999", linewidth=0.6, linestyle=":")
+        ax.legend(frameon=False, loc="upper left")
+        return _to_svg(fig)
+
+
+def roc_figure(curves: Mapping[str, RocCurve], levels: Sequence[float]) -> str | None:
+    """Figure 3(b): the ROC curve of each metric on log-log axes, chance line and the FPR levels.
+
+    Returns the SVG text, or None when no metric could be evaluated.
+    """
+    if not curves:
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(5.6, 4.6))
+        ax = fig.add_subplot()
+        floor = min(1.0 / max(c.n_negative, 1) for c in curves.values()) / 2
+        for i, (name, curve) in enumerate(curves.items()):
+            fpr, tpr, _ = curve.log_points()
+            if fpr.size:
+                # markers only while they stay legible (one point per distinct score)
+                ax.plot(fpr, tpr, marker="." if fpr.size <= 100 else None, markersize=3, linewidth=1.2,
+                        color=_COLORS[i % len(_COLORS)], label=name)
+            else:
+                ax.plot([], [], color=_COLORS[i % len(_COLORS)], label=f"{name} (no point with FPR, TPR > 0)")
+        ax.plot([floor, 1.0], [floor, 1.0], color="#999999", linewidth=0.8, linestyle="--", label="chance")
+        for level in levels:
+            ax.axvline(level, color="#cccccc", linewidth=0.6, linestyle=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(floor, 1.05)
+        ax.set_ylim(floor, 1.05)
+        ax.set_xlabel("false positive rate")
+        ax.set_ylabel("true positive rate")
+        ax.legend(frameon=False, loc="lower right", fontsize=8)
+        return _to_svg(fig)
+
+
+_PROLOG = re.compile(r"\A.*?(?=<svg\b)", re.S)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+_COMMENT = re.compile(r"<!--.*?-->\s*", re.S)
+
+
+def inline_svg(svg: str, prefix: str, label: str) -> str:
+    """``svg`` as an element for an HTML page: no prolog, comments or metadata; ids prefixed by ``prefix``.
+
+    Several figures in one page then cannot clash on ids (matplotlib numbers them per figure).
+    """
+    text = _COMMENT.sub("", _METADATA.sub("", _PROLOG.sub("", svg, count=1)))
+    text = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', text)
+    text = text.replace("url(#", f"url(#{prefix}-").replace('href="#', f'href="#{prefix}-')
+    label = label.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    return text.replace("<svg ", f'<svg role="img" aria-label="{label}" class="figure" ', 1).strip()

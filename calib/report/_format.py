@@ -1,0 +1,56 @@
+"""How the report writes numbers: percentages, intervals, similarities, counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DASH", "number", "pct", "rate_cell", "rate_text", "setting_pct", "sim"]
+
+#: What a cell shows where there is no value.
+DASH = "–"
+
+
+def pct(value: float | None) -> str:
+    """A share as a percentage: one decimal, two significant digits below 0.1 %."""
+    if value is None:
+        return DASH
+    percent = 100.0 * value
+    if 0.0 < abs(percent) < 0.1:
+        return f"{percent:.2g}%"
+    return f"{percent:.1f}%"
+
+
+def setting_pct(value: float | None) -> str:
+    """A setting given as a share, as the shortest exact percentage (0.95 -> ``95%``, 0.975 -> ``97.5%``)."""
+    return DASH if value is None else f"{100 * value:.10g}%"
+
+
+def sim(value: float | None) -> str:
+    """A similarity or correlation with three decimals (``–`` for none or NaN)."""
+    return DASH if value is None or value != value else f"{value:.3f}"
+
+
+def number(value: Any) -> str:
+    """A count or setting as written (``–`` for none)."""
+    if value is None:
+        return DASH
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def rate_text(interval: dict[str, Any] | None, *, of: str = "samples") -> str:
+    """``12.5% of samples (5/40; 95% CI 4.2%–26.8%)``, or a dash-explained line when undefined."""
+    if interval is None:
+        return f"undefined (no {of})"
+    conf = setting_pct(interval["confidence"])
+    return (f"{pct(interval['estimate'])} of {of} ({interval['k']}/{interval['n']}; {conf} CI "
+            f"{pct(interval['low'])}–{pct(interval['high'])})")
+
+
+def rate_cell(interval: dict[str, Any] | None) -> str:
+    """A table cell: ``12.5% [4.2–26.8%] 5/40``."""
+    if interval is None:
+        return DASH
+    return f"{pct(interval['estimate'])} [{pct(interval['low'])[:-1]}–{pct(interval['high'])}] " \
+           f"{interval['k']}/{interval['n']}"

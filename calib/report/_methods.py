@@ -1,0 +1,102 @@
+"""The facts of the methods section, taken from the resolved spec and the manifest.
+
+Only the keys named here are copied from a server table (never its secrets: a spec names the
+environment variable holding a key, and even that name is left out).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from calib._version import __version__
+from calib.report._run import RunData, setting
+from calib.report._samples import ROLES
+
+__all__ = ["methods_facts"]
+
+_SERVER_KEYS = ("kind", "model", "revision", "model_dir")
+
+
+def _model(run: RunData, role: str) -> dict[str, Any]:
+    name = setting(run.manifest, f"roles.{role}") or setting(run.spec, f"models.{role}")
+    caps = setting(run.manifest, f"servers.{name}", {}) if name else {}
+    table = setting(run.spec, f"servers.{name}", {}) if name else {}
+    used = sorted(set(run.generations.filter(pl.col("role") == role)["model"].drop_nulls().to_list()))
+    return {"role": role, "server": name, "kind": caps.get("kind") or table.get("kind"),
+            "model": caps.get("model") or table.get("model") or table.get("model_dir"),
+            "revision": table.get("revision") or caps.get("revision"),
+            "server_version": caps.get("server_version"), "max_context": caps.get("max_context"),
+            "models_in_generations": used}
+
+
+def _context_tokens(run: RunData) -> dict[str, float] | None:
+    if "prompt_context_tokens" not in run.samples.columns:
+        return None
+    tokens = run.samples["prompt_context_tokens"].drop_nulls()
+    if not len(tokens):
+        return None
+    return {"min": int(tokens.min()), "mean": float(tokens.mean()), "max": int(tokens.max())}
+
+
+def _stages(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    stages = manifest.get("stages") or {}
+    if not isinstance(stages, dict):
+        return []
+    return [{"stage": name, "rows": facts.get("rows"), "seconds": facts.get("seconds"),
+             "fingerprint": facts.get("fingerprint"), "finished_at": facts.get("finished_at")}
+            for name, facts in stages.items() if isinstance(facts, dict)]
+
+
+def _dropped(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Functions extraction dropped, per reason (manifest ``counts.dropped``), most first."""
+    dropped = setting(manifest, "counts.dropped", {})
+    if not isinstance(dropped, dict):
+        return []
+    items = [(str(k), int(v)) for k, v in dropped.items() if isinstance(v, int | float)]
+    return [{"reason": k, "count": v} for k, v in sorted(items, key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _server_entry(run: RunData, name: str | None) -> dict[str, Any] | None:
+    if name is None:
+        return None
+    table = setting(run.spec, f"servers.{name}", {})
+    caps = setting(run.manifest, f"servers.{name}", {})
+    return {"server": name, **{k: table.get(k) for k in _SERVER_KEYS if table.get(k) is not None},
+            **({"model": caps["model"]} if caps.get("model") else {})}
+
+
+def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
+    """Everything the methods section states, as JSON data (see docs/report.md, "Methods")."""
+    spec, manifest = run.spec, run.manifest
+    study = {k: setting(manifest, f"study.{k}", setting(spec, f"study.{k}")) for k in ("name", "kind", "description")}
+    temperature = float(setting(spec, "generation.temperature", 0.0))
+    executors = sorted(set(run.executions["executor"].drop_nulls().to_list()))
+    return {
+        "study": study,
+        "calib_version": manifest.get("calib_version"),
+        "report_calib_version": __version__,
+        "started_at": manifest.get("started_at"),
+        "finished_at": manifest.get("finished_at"),
+        "models": [_model(run, role) for role in ROLES],
+        "organism": manifest.get("organism") if "organism" in manifest else spec.get("organism"),
+        "decoding": {"strategy": "greedy" if temperature == 0.0 else "sampling", "temperature": temperature,
+                     "max_tokens": setting(spec, "generation.max_tokens"),
+                     "stop": list(setting(spec, "generation.stop", []))},
+        "prompt": {"max_context_tokens": setting(spec, "prompt.max_context_tokens"),
+                   "context_tokens": _context_tokens(run)},
+        "data": {**{k: setting(spec, f"data.{k}") for k in ("source", "paths", "format", "language", "min_lines",
+                                                            "max_lines", "limit", "kinds")},
+                 "dropped": _dropped(manifest)},
+        "execution": {"executor": setting(spec, "execute.executor"), "executors_in_table": executors,
+                      **{k: setting(spec, f"execute.{k}") for k in ("n_inputs", "min_valid", "coverage",
+                                                                    "min_distinct", "input_timeout")},
+                      "tau_func": analyze["tau_func"]},
+        "metrics": {"measured": list(setting(spec, "measure.metrics", [])),
+                    "judge": _server_entry(run, setting(spec, "measure.judge_server")),
+                    "embedding": _server_entry(run, setting(spec, "measure.embedding_server"))},
+        "analysis": dict(analyze),
+        "manifest_counts": manifest.get("counts"),
+        "stages": _stages(manifest),
+    }

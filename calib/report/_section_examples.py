@@ -1,0 +1,100 @@
+"""The worked-examples section: x and both completions side by side, similarities, per-input matches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calib.report._analysis import Analysis
+from calib.report._document import Block, Code, CodeRow, Group, Heading, Paragraph, Table
+from calib.report._examples import Example
+from calib.report._format import DASH, number, pct, sim
+from calib.report._samples import ROLES
+
+__all__ = ["MATCH_MARKS", "examples_section"]
+
+#: How a per-input match is written: matched, did not match, x's input not valid.
+MATCH_MARKS = {True: "✓", False: "✗", None: "–"}
+_VERDICT_LABELS = {"functional": "functionally memorized", "textual": "textually memorized",
+                   "none": "not memorized", "inconclusive": "inconclusive", "unscored": "unscored"}
+_ROLE_ORDER = {"truth": 0, "target": 1, "reference": 2}
+
+
+def _about(record: dict[str, Any]) -> str:
+    parts = [f"membership {record['membership'] or DASH}"]
+    if record["kind"]:
+        parts.append(f"kind {record['kind']}")
+    parts += [f"language {record['language'] or DASH}", f"source `{record['source'] or DASH}`"]
+    text = "; ".join(parts) + "."
+    if record["reason"]:
+        text += f" Why {_VERDICT_LABELS[record['verdict']]}: {record['reason']}."
+    return text
+
+
+def _execution(record: dict[str, Any]) -> str:
+    ex = record["execution"]
+    if ex["conclusive"] is None:
+        return "x was not executed."
+    state = "conclusive" if ex["conclusive"] else f"inconclusive ({ex['reason'] or 'no reason recorded'})"
+    return (f"Execution of x (`{ex['executor'] or DASH}`): {state}; {number(ex['valid_inputs'])} valid input states, "
+            f"line coverage {pct(ex['coverage'])}, {number(ex['distinct_outputs'])} distinct output states.")
+
+
+def _code(example: Example) -> CodeRow:
+    blocks = [Code("x (training function)", example.x, example.language)]
+    for role in ROLES:
+        gen = example.record["generation"][role]
+        title = f"{role} completion" + (f" (`{gen['model']}`)" if gen["model"] else "")
+        if gen["error"]:
+            title += f" — {gen['error']}"
+        blocks.append(Code(title, example.completions[role], example.language))
+    return CodeRow(tuple(blocks))
+
+
+def _similarity_table(record: dict[str, Any], metrics: list[str]) -> Table:
+    sims = record["similarities"]
+    present = sorted({m for role in sims.values() for m in role}, key=lambda m: (m not in metrics, metrics.index(m)
+                                                                                 if m in metrics else 0, m))
+    rows = [(f"`{m}`", *(sim(sims.get(role, {}).get(m)) for role in ROLES)) for m in present]
+    execs = record["executions"]
+    rows.append(("SIM_func (execution)", *(sim(execs.get(role, {}).get("sim_func")) for role in ROLES)))
+    return Table(("similarity to x", *ROLES), tuple(rows), f"similarities-{record['sample_id']}")
+
+
+def _matches_table(record: dict[str, Any]) -> Table | Paragraph:
+    execs = record["executions"]
+    if not execs:
+        return Paragraph("No execution was recorded for this sample.")
+    roles = sorted(execs, key=lambda r: (_ROLE_ORDER.get(r, 3), r))
+    width = max(len(execs[r]["matches"] or []) for r in roles)
+    rows = []
+    for role in roles:
+        marks = [MATCH_MARKS[m] for m in (execs[role]["matches"] or [])]
+        rows.append((role, sim(execs[role]["sim_func"]), *marks, *([""] * (width - len(marks)))))
+    header = ("output state of", "SIM_func", *(f"input {i + 1}" for i in range(width)))
+    return Table(header, tuple(rows), f"matches-{record['sample_id']}",
+                 "Per input state: ✓ same output state as x, ✗ different, – x's input not valid.")
+
+
+def _example_blocks(index: int, example: Example, metrics: list[str]) -> Group:
+    record = example.record
+    sid = record["sample_id"]
+    return Group("example", f"example-{sid}", (
+        Heading(3, f"Example {index}: `{sid}` — {_VERDICT_LABELS[record['verdict']]}", f"example-heading-{sid}"),
+        Paragraph(_about(record)),
+        Paragraph(_execution(record)),
+        _code(example),
+        _similarity_table(record, metrics),
+        _matches_table(record),
+    ))
+
+
+def examples_section(analysis: Analysis) -> list[Block]:
+    """The worked examples, in the order of :func:`calib.report._examples.select_examples`."""
+    blocks: list[Block] = [Heading(2, "Worked examples", "examples")]
+    if not analysis.examples:
+        return blocks + [Paragraph("No examples requested (`report.examples = 0`) or no sample.")]
+    blocks.append(Paragraph("Functionally memorized samples first, then textually memorized ones, then the rest; "
+                            "within each, members before controls, then the highest target SIM_func (functional) or "
+                            "SIM_text (textual); ties by sample id."))
+    metrics = [rec["metric"] for rec in analysis.summary["proxies"]["metrics"]]
+    return blocks + [_example_blocks(i, e, metrics) for i, e in enumerate(analysis.examples, start=1)]
