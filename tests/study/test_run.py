@@ -76,9 +76,9 @@ def workspace(organism_tiny, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def finished(workspace: Path) -> Path:
-    proc = _calib("study", "tiny.toml", "--run-dir", "a", "--stage", "analyze", "--quiet", "--jobs", "2",
-                  cwd=workspace)
+    proc = _calib("study", "tiny.toml", "--run-dir", "a", "--quiet", "--jobs", "2", cwd=workspace)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"report: {Path('a') / 'report' / 'report.html'}"
     return workspace / "a"
 
 
@@ -109,18 +109,30 @@ def test_tables_have_their_schemas_and_the_organism_is_found_memorized(finished)
         assert r["func_target"] >= 0.8 > r["func_reference"] and r["text_target"] < 0.75
     manifest = json.loads((finished / "manifest.json").read_text())
     assert manifest["counts"]["samples"] == 12 and set(manifest["servers"]) == {"target", "reference"}
-    assert set(manifest["stages"]) == {"extract", "prompt", "generate", "execute", "measure", "analyze"}
+    assert set(manifest["stages"]) == {"extract", "prompt", "generate", "execute", "measure", "analyze", "report"}
+    assert manifest["finished_at"] >= manifest["started_at"]
+
+
+def test_the_report_states_the_counterfactual_rates_of_the_claims(finished):
+    summary = json.loads((finished / "report" / "summary.json").read_text())
+    claims = pl.read_parquet(finished / "tables" / "claims.parquet")
+    textual = summary["headline"]["textual"]
+    assert textual["k"] == claims.filter(pl.col("verdict") == "textual").height and textual["n"] == 12
+    assert summary["headline"]["functional"]["k"] == claims.filter(pl.col("verdict") == "functional").height
+    assert summary["headline"]["controls"]["textual"]["k"] == 0
+    html = (finished / "report" / "report.html").read_text()
+    assert "<svg" in html and "Clopper" in html
 
 
 def test_a_finished_run_rerun_does_no_work(finished, workspace):
     before = len(_events(finished))
-    proc = _calib("study", "tiny.toml", "--run-dir", "a", "--stage", "analyze", "--quiet", cwd=workspace)
+    proc = _calib("study", "tiny.toml", "--run-dir", "a", "--quiet", cwd=workspace)
     assert proc.returncode == 0, proc.stderr
     assert "ran: none" in proc.stdout
     new = _events(finished)[before:]
     assert not [e for e in new if e["event"] in ("stage_start", "chunk")]
     assert [e["stage"] for e in new if e["event"] == "stage_skip"] == [
-        "extract", "prompt", "generate", "execute", "measure", "analyze"]
+        "extract", "prompt", "generate", "execute", "measure", "analyze", "report"]
 
 
 @pytest.mark.parametrize("stage", ["generate", "execute"])
@@ -157,6 +169,6 @@ def test_changing_a_threshold_redoes_only_the_analysis(finished, workspace, orga
     (workspace / "loose.toml").write_text(_spec(organism_tiny.root.parent.parent, tau_text=0.5))
     proc = _calib("study", "loose.toml", "--run-dir", "changed", "--stage", "analyze", "--quiet", cwd=workspace)
     assert proc.returncode == 0, proc.stderr
-    assert "ran: analyze;" in proc.stdout
+    assert "ran: analyze;" in proc.stdout and "generate" not in proc.stdout.split("ran:")[1].split(";")[0]
     claims = pl.read_parquet(changed / "tables" / "claims.parquet")
     assert claims["textual_target"].to_list() == (claims["text_target"] >= 0.5).to_list()
