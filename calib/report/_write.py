@@ -2,51 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from calib._files import atomic_write_text
 from calib.report._analysis import analyze_run
 from calib.report._document import Figure, Group, to_html, to_markdown
 from calib.report._run import load_run
 from calib.report._sections import report_blocks
 
 __all__ = ["write_report"]
-
-
-@functools.cache
-def _umask() -> int:
-    """The process umask: read from /proc where it can be (os.umask can only be read by setting it)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        # mkstemp makes the file private; a report is as readable as any file the user writes
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _json_ready(value: Any) -> Any:
@@ -99,15 +66,15 @@ def write_report(run_dir: str | Path) -> dict[str, Path]:
     figures = _figures(blocks)
     analysis.summary["figures"] = {f.name: f"figures/{f.name}.svg" for f in figures}
     for figure in figures:
-        _atomic_write(out / "figures" / f"{figure.name}.svg", figure.svg)
+        atomic_write_text(out / "figures" / f"{figure.name}.svg", figure.svg)
     # a figure an earlier rendering drew but this one does not (e.g. no ROC any more) must not linger
     for stale in (out / "figures").glob("*.svg") if (out / "figures").is_dir() else ():
         if stale.stem not in analysis.summary["figures"]:
             stale.unlink(missing_ok=True)
     title = f"calib report: {analysis.summary['study'].get('name') or 'study'}"
     paths = {"html": out / "report.html", "markdown": out / "report.md", "summary": out / "summary.json"}
-    _atomic_write(paths["markdown"], to_markdown(blocks))
-    _atomic_write(paths["html"], to_html(blocks, title=title))
+    atomic_write_text(paths["markdown"], to_markdown(blocks))
+    atomic_write_text(paths["html"], to_html(blocks, title=title))
     summary = json.dumps(_json_ready(analysis.summary), indent=2, ensure_ascii=False, allow_nan=False)
-    _atomic_write(paths["summary"], summary + "\n")
+    atomic_write_text(paths["summary"], summary + "\n")
     return paths

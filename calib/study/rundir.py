@@ -18,9 +18,7 @@ Every file is written to a temporary name and renamed into place, so a run kille
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +28,9 @@ from typing import Any
 
 import polars as pl
 
-__all__ = ["RunDir", "atomic_write_bytes", "atomic_write_parquet", "now_iso"]
+from calib._files import atomic_write, atomic_write_bytes
+
+__all__ = ["RunDir", "atomic_write_parquet", "now_iso"]
 
 
 def now_iso() -> str:
@@ -38,32 +38,9 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def atomic_write_parquet(path: Path, frame: pl.DataFrame) -> None:
     """Write ``frame`` as Parquet to ``path`` atomically (temporary file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".parquet", dir=path.parent)
-    os.close(fd)
-    try:
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, frame.write_parquet, suffix=".parquet")
 
 
 class RunDir:
