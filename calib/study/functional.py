@@ -308,8 +308,19 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
                 rows.extend(await complete(role, part))
         return pl.DataFrame(rows, schema=GENERATIONS_SCHEMA)
 
-    return await ctx.chunked(items, _GENERATE_CHUNK, work, GENERATIONS_SCHEMA, label="generate",
-                             concurrency=ctx.spec.generation.concurrency)
+    frame = await ctx.chunked(items, _GENERATE_CHUNK, work, GENERATIONS_SCHEMA, label="generate",
+                              concurrency=ctx.spec.generation.concurrency)
+    for role in ROLES:
+        _record_requests(ctx, getattr(ctx.spec.models, role))
+    return frame
+
+
+def _record_requests(ctx: StageContext, name: str) -> None:
+    """One ``requests`` event per server: attempts, retries, failures after retries, cache hits."""
+    stats = getattr(ctx.resources.server(name), "stats", None)
+    if stats is not None:
+        ctx.event("requests", server=name, attempts=stats.attempts, retries=stats.retries,
+                  failures=stats.failures, cache_hits=stats.cache_hits)
 
 
 async def _budgets(server: Any, caps: dict[str, Any], prompts: list[str], max_tokens: int) -> list[int]:
