@@ -274,13 +274,20 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
                 for i in idx:
                     failures[i] = "prompt fills the model's context"
                 continue
+            batch = replace(params, max_tokens=budget)
             try:
-                got = await server.complete([chunk[i]["prompt"] for i in idx], replace(params, max_tokens=budget))
-            except (RequestFailed, CalibError) as exc:  # recorded per sample, never fatal
-                why = exc.error if isinstance(exc, RequestFailed) else " ".join(str(exc).split())
-                for i in idx:
-                    failures[i] = f"request failed: {why}"[:500]
-                continue
+                got = await server.complete([chunk[i]["prompt"] for i in idx], batch)
+            except (RequestFailed, CalibError) as exc:
+                if len(idx) == 1:  # recorded per sample, never fatal
+                    failures[idx[0]] = _failure(exc)
+                    continue
+                got = []
+                for i in idx:  # one bad prompt must not sink the others of its batch: ask one by one
+                    try:
+                        got.extend(await server.complete([chunk[i]["prompt"]], batch))
+                    except (RequestFailed, CalibError) as one:
+                        got.append([])
+                        failures[i] = _failure(one)
             for i, answer in zip(idx, got):
                 answers[i] = answer
         rows = []
@@ -313,6 +320,11 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
     for role in ROLES:
         _record_requests(ctx, getattr(ctx.spec.models, role))
     return frame
+
+
+def _failure(exc: Exception) -> str:
+    why = exc.error if hasattr(exc, "error") else " ".join(str(exc).split())
+    return f"request failed: {why}"[:500]
 
 
 def _record_requests(ctx: StageContext, name: str) -> None:

@@ -217,7 +217,9 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
                 manifest[key] = value
         run.write_json("manifest.json", manifest)
 
-    with _Progress(options.progress) as progress:
+    # One event loop for the whole run: server clients made in one stage are used in the next ones,
+    # and their connection pools belong to the loop that opened them.
+    with _Progress(options.progress) as progress, asyncio.Runner() as loop:
         ctx = StageContext(spec, run, options, resources, progress)
         ctx.save_manifest = save_manifest
         try:
@@ -230,12 +232,15 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
                     result.skipped.append(stage.name)
                     run.event("stage_skip", stage=stage.name, fingerprint=fingerprint)
                 else:
-                    _run_one(stage, ctx, fingerprint, manifest, run, progress)
+                    _run_one(stage, ctx, fingerprint, manifest, run, progress, loop)
                     result.ran.append(stage.name)
                 if stage.name == options.until:
                     break
         finally:
             save_manifest()
+            aclose = getattr(resources, "aclose", None)
+            if aclose is not None:
+                loop.run(aclose())
             close = getattr(resources, "close", None)
             if close is not None:
                 close()
@@ -248,14 +253,14 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
 
 
 def _run_one(stage: Stage, ctx: StageContext, fingerprint: str, manifest: dict[str, Any], run: RunDir,
-             progress: _Progress) -> None:
+             progress: _Progress, loop: asyncio.Runner) -> None:
     ctx.stage, ctx.fingerprint = stage.name, fingerprint
     for folder in (run.chunks.glob(f"{stage.name}-*") if run.chunks.is_dir() else []):
         if folder.name != f"{stage.name}-{fingerprint}":
             shutil.rmtree(folder, ignore_errors=True)  # chunks of an older spec: useless now
     run.event("stage_start", stage=stage.name, fingerprint=fingerprint)
     began = time.monotonic()
-    frame = asyncio.run(stage.run(ctx))
+    frame = loop.run(stage.run(ctx))
     rows = 0
     if stage.writes is not None and frame is not None:
         run.write_table(stage.writes, frame)
