@@ -56,6 +56,15 @@ def test_the_shipped_demo_spec_is_valid():
     assert spec.organism.preset == "demo" and spec.data.source == "organism"
 
 
+@pytest.mark.parametrize("name", ["crystalcoder", "starcoder", "olmo3"])
+def test_the_shipped_real_studies_are_valid_and_name_a_target_and_a_reference(name):
+    spec = load_spec(ROOT / "studies" / f"{name}.toml")
+    servers = {role: spec.servers[getattr(spec.models, role)] for role in ("target", "reference")}
+    assert all(table["kind"] == "openai" and table["model"] for table in servers.values())
+    assert servers["target"]["base_url"] != servers["reference"]["base_url"]  # servers/vllm/serve-pair.sh
+    assert "servers/vllm/serve-pair.sh" in (ROOT / "studies" / f"{name}.toml").read_text()
+
+
 BAD = {
     "wrong_type": (GOOD.replace('source = "organism"', 'source = "organism"\nmin_lines = "ten"'),
                    ":21: data.min_lines: Input should be a valid integer"),
