@@ -28,7 +28,7 @@ from calib.study.tables import CLAIMS_SCHEMA, GENERATIONS_SCHEMA, SAMPLES_SCHEMA
 __all__ = ["ROLES", "STAGES", "Resources", "candidate_code"]
 
 ROLES = ("target", "reference")
-_GENERATE_CHUNK = 8
+_GENERATE_CHUNK = 8  # (sample, role) items: 4 samples, both roles
 _EXECUTE_CHUNK = 4
 
 
@@ -260,7 +260,8 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
         name = getattr(ctx.spec.models, role)
         models[role] = (await ctx.resources.probe(name)).get("model") or name
     base = samples.select("sample_id", "language", "signature", "prompt").to_dicts()
-    items = [{**r, "role": role} for role in ROLES for r in base]
+    # Both roles of a sample in the same chunk: the two servers work at the same time.
+    items = [{**r, "role": role} for r in base for role in ROLES]
 
     async def complete(role: str, chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
         server = ctx.resources.server(getattr(ctx.spec.models, role))
@@ -308,12 +309,10 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
         return rows
 
     async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
-        rows = []
-        for role in ROLES:  # a chunk may straddle the two roles
-            part = [r for r in chunk if r["role"] == role]
-            if part:
-                rows.extend(await complete(role, part))
-        return pl.DataFrame(rows, schema=GENERATIONS_SCHEMA)
+        parts = {role: [r for r in chunk if r["role"] == role] for role in ROLES}
+        done = await asyncio.gather(*(complete(role, part) for role, part in parts.items() if part))
+        by_key = {(row["sample_id"], row["role"]): row for rows in done for row in rows}
+        return pl.DataFrame([by_key[(r["sample_id"], r["role"])] for r in chunk], schema=GENERATIONS_SCHEMA)
 
     frame = await ctx.chunked(items, _GENERATE_CHUNK, work, GENERATIONS_SCHEMA, label="generate",
                               concurrency=ctx.spec.generation.concurrency)
