@@ -116,7 +116,7 @@ def test_every_study_spec_key_is_documented():
             annotation = field.annotation
             for candidate in (annotation, *getattr(annotation, "__args__", ())):
                 if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-                    yield from walk(candidate, name)
+                    yield from walk(candidate, f"{prefix}.{name}" if prefix else name)
 
     for section, key in walk(StudySpec, ""):
         if section:

@@ -188,13 +188,22 @@ def _corpus_samples(ctx: StageContext) -> pl.DataFrame:
         from calib.data.sources import CorpusSpec, iter_documents
 
         corpus = CorpusSpec(paths=data.paths, format=data.format, content_column=data.content_column,
-                            extensions=data.extensions)
+                            metadata_columns=data.metadata_columns, extensions=data.extensions)
+        if data.hub is not None:
+            from calib.data.hub import HubCorpus, iter_hub_documents
+
+            hub = HubCorpus(data.hub.repo_id, data.hub.revision, files=data.hub.files,
+                            allow_patterns=data.hub.allow_patterns, repo_type=data.hub.repo_type)
+            documents = iter_hub_documents(hub, corpus)
+        else:
+            documents = iter_documents(corpus)
         dedup = Deduplicator()
         rows: list[dict[str, Any]] = []
         dropped: dict[str, int] = {}
-        for doc in iter_documents(corpus):
+        for doc in documents:
             if doc.text is None:
-                dropped[doc.metadata.get("error", "unreadable")] = dropped.get(doc.metadata.get("error", ""), 0) + 1
+                why = doc.metadata.get("error", "unreadable")
+                dropped[why] = dropped.get(why, 0) + 1
                 continue
             result = extract_document(doc.text, language=data.language, source=doc.source, path=doc.path,
                                       min_lines=data.min_lines, max_lines=data.max_lines, metadata=doc.metadata,

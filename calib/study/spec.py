@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from calib._exceptions import InputError
 
 __all__ = ["ORGANISM_MODEL_PREFIX", "AnalyzeSection", "DataSection", "ExecuteSection", "GenerationSection",
-           "MeasureSection", "ModelsSection", "OrganismSection", "PromptSection", "ReportSection", "StudySection",
-           "StudySpec", "load_spec", "locate_key", "spec_hash"]
+           "HubSection", "MeasureSection", "ModelsSection", "OrganismSection", "PromptSection", "ReportSection",
+           "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash"]
 
 #: ``model_dir = "organism:target"`` in an embedded server table names a model of the study's organism.
 ORGANISM_MODEL_PREFIX = "organism:"
@@ -63,11 +63,29 @@ class ModelsSection(_Section):
     reference: str = Field(min_length=1)
 
 
+class HubSection(_Section):
+    """``[data.hub]``: a corpus in a Hugging Face Hub dataset repository, pinned to a commit."""
+
+    repo_id: str = Field(pattern=r"^[^/\s]+/[^/\s]+$")
+    revision: str = Field(pattern=r"^[0-9a-f]{40}$")
+    files: tuple[str, ...] = ()
+    allow_patterns: tuple[str, ...] = ()
+    repo_type: Literal["dataset", "model", "space"] = "dataset"
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> HubSection:
+        if bool(self.files) == bool(self.allow_patterns):
+            raise ValueError("give exactly one of files or allow_patterns (which files of the repository to read)")
+        return self
+
+
 class DataSection(_Section):
     """``[data]``: where the audited functions come from."""
 
     source: Literal["organism", "corpus", "functions"]
     paths: tuple[str, ...] = ()
+    hub: HubSection | None = None
+    metadata_columns: dict[str, str] | None = None
     format: Literal["files", "jsonl", "parquet", "csv"] | None = None
     content_column: str = "content"
     extensions: tuple[str, ...] = ()
@@ -82,8 +100,13 @@ class DataSection(_Section):
     def _consistent(self) -> DataSection:
         if self.min_lines > self.max_lines:
             raise ValueError(f"min_lines ({self.min_lines}) exceeds max_lines ({self.max_lines})")
-        if self.source in ("corpus", "functions") and not self.paths:
-            raise ValueError(f"source = {self.source!r} needs paths = [...] (files, folders or globs)")
+        if self.source == "corpus" and bool(self.paths) == (self.hub is not None):
+            raise ValueError("source = 'corpus' needs exactly one of paths = [...] (files, folders or globs) "
+                             "or a [data.hub] table")
+        if self.source == "functions" and not self.paths:
+            raise ValueError("source = 'functions' needs paths = [...] (functions tables written by calib extract)")
+        if self.source != "corpus" and self.hub is not None:
+            raise ValueError(f"[data.hub] is read only with source = 'corpus' (source is {self.source!r})")
         if self.source == "organism" and self.paths:
             raise ValueError("source = 'organism' takes no paths (the organism provides the functions)")
         return self
@@ -311,7 +334,7 @@ def load_spec(path: str | Path) -> StudySpec:
 def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudySpec:
     """Relative paths against the spec's folder; named files must exist (globs are expanded later)."""
     data = spec.data
-    if data.source in ("corpus", "functions"):
+    if data.source in ("corpus", "functions") and data.hub is None:
         resolved = []
         for item in data.paths:
             full = item if Path(item).is_absolute() else str(base / item)
