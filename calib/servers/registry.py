@@ -15,7 +15,7 @@ from typing import Any
 from calib._exceptions import InvalidParameterError
 from calib.servers.base import Server
 
-__all__ = ["KINDS", "create_server", "register"]
+__all__ = ["KINDS", "config_keys", "create_server", "register"]
 
 Factory = Callable[[str, Mapping[str, Any]], Server]
 
@@ -62,3 +62,10 @@ def create_server(name: str, config: Mapping[str, Any]) -> Server:
         known = sorted(set(_BUILTIN) | set(KINDS) | {ep.name for ep in entry_points(group="calib.servers")})
         raise InvalidParameterError(f"server {name!r}: unknown kind {kind!r}; known kinds: {', '.join(known)}")
     return factory(name, config)
+
+
+def config_keys(kind: str) -> frozenset[str]:
+    """The config keys a built-in kind accepts (empty for third-party kinds, which say nothing about theirs)."""
+    if kind not in _BUILTIN:
+        return frozenset()
+    return frozenset(getattr(import_module(_BUILTIN[kind]), "_KEYS", ()))

@@ -59,18 +59,16 @@ class Resources:
         """The server ``name`` of the spec, built on first use (organism models resolved)."""
         if name not in self._servers:
             from calib.servers import RequestCache, create_server
-            from calib.servers.registry import _load
+            from calib.servers.registry import config_keys
 
             config = dict(self.spec.servers[name])
             model_dir = config.get("model_dir")
             if isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX):
                 config["model_dir"] = str(getattr(self.organism(), model_dir[len(ORGANISM_MODEL_PREFIX):]))
-            module_keys = getattr(__import__(_module_of(config["kind"]), fromlist=["_KEYS"]), "_KEYS", ())
-            if "cache" in module_keys and self.cache_path is not None:
+            if "cache" in config_keys(config["kind"]) and self.cache_path is not None:
                 if self.request_cache is None:
                     self.request_cache = RequestCache(self.cache_path)
                 config["cache"] = self.request_cache
-            _load(config["kind"])
             self._servers[name] = create_server(name, config)
         return self._servers[name]
 
@@ -117,12 +115,6 @@ def _table_counts(run: Any) -> dict[str, Any]:
         target = run.read_table("executions").filter(pl.col("role") == "target")
         counts.update(executed=target.height, conclusive=int(target["conclusive"].sum()))
     return counts
-
-
-def _module_of(kind: str) -> str:
-    from calib.servers.registry import _BUILTIN
-
-    return _BUILTIN.get(kind, "calib.servers.base")
 
 
 def _sample_id(*parts: str) -> str:
