@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,21 @@ def test_locate_key_finds_tables_dotted_keys_and_falls_back_to_the_table():
     assert locate_key(text, ("a", "b", "e", "f")) == 6
     assert locate_key(text, ("a", "b", "zzz")) == 3
     assert locate_key(text, ("nowhere",)) is None
+
+
+def test_check_probes_servers_and_fails_on_one_that_cannot_be_reached(tmp_path):
+    spec = GOOD.replace('[servers.r]\nkind = "embedded"\nmodel_dir = "organism:reference"',
+                        '[servers.r]\nkind = "openai"\nbase_url = "http://127.0.0.1:9"\nmodel = "m"\nmax_retries = 0')
+    spec = spec.replace('preset = "tiny"', f'preset = "tiny"\ncache_dir = "{tmp_path / "empty-cache"}"')
+    path = _write(tmp_path, spec)
+    proc = subprocess.run([sys.executable, "-m", "calib", "check", str(path), "--json"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["ok"] is False and found["organism"] == {"preset": "tiny", "seed": 0, "built": False}
+    assert found["servers"]["t"]["probed"] is False  # its organism is built by the study's first run
+    assert found["servers"]["r"]["needs"] == ["complete"] and "127.0.0.1:9" in found["servers"]["r"]["error"]
+    assert found["stages"][0] == "extract" and found["stages"][-1] == "report"
+    quiet = subprocess.run([sys.executable, "-m", "calib", "check", str(path), "--no-probe"], capture_output=True,
+                           text=True, timeout=120, cwd=tmp_path)
+    assert quiet.returncode == 0 and "valid functional study 'mini'" in quiet.stdout
