@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -54,7 +55,7 @@ def normalize_text(code: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Textual:
+class _Textual(ABC):
     """Shared plumbing: a textual metric is a pure function of the two texts."""
 
     name: ClassVar[str]
@@ -71,8 +72,9 @@ class _Textual:
     def score_batch(self, pairs: Sequence[Pair]) -> list[Score]:
         return score_pairs(self, pairs)
 
+    @abstractmethod
     def _value(self, reference: str, candidate: str) -> float:
-        raise NotImplementedError
+        """The metric's value for two texts (each subclass defines it)."""
 
 
 @register("exact")
