@@ -37,7 +37,7 @@ from calib.organism.corpus import corpus_fingerprint, load_stdlib_functions, spl
 from calib.organism.planted import PlantSpec, plant, target_training_texts, write_truth
 from calib.organism.train import ModelShape, TrainSchedule, encode_documents, new_model, train_causal_lm
 
-__all__ = ["PRESETS", "OrganismPaths", "Preset", "build_organism", "cache_root"]
+__all__ = ["PRESETS", "OrganismPaths", "Preset", "build_organism", "cache_root", "organism_folder"]
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,14 @@ def _paths(root: Path, seconds: float, cached: bool) -> OrganismPaths:
 Say = Callable[[str, int, int], None]  # (phase, done, total)
 
 
+def organism_folder(preset: str, *, seed: int = 0, cache_dir: str | Path | None = None) -> Path:
+    """Where the organism for ``preset`` and ``seed`` is (or will be) cached; built when it holds organism.json."""
+    if preset not in PRESETS:
+        raise InvalidParameterError(f"unknown organism preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    root_dir = Path(cache_dir) if cache_dir is not None else cache_root()
+    return root_dir / "organism" / _key(PRESETS[preset], seed, corpus_fingerprint(stdlib_files()))
+
+
 def build_organism(preset: str = "demo", *, seed: int = 0, cache_dir: str | Path | None = None,
                    progress: Say | None = None) -> OrganismPaths:
     """Build (or find in the cache) the organism for ``preset`` and ``seed``.
@@ -137,13 +145,9 @@ def build_organism(preset: str = "demo", *, seed: int = 0, cache_dir: str | Path
     progress
         Called as ``progress(phase, done, total)`` while training.
     """
-    if preset not in PRESETS:
-        raise InvalidParameterError(f"unknown organism preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    spec = PRESETS[preset]
     started = time.perf_counter()
-    files = stdlib_files()
-    root_dir = Path(cache_dir) if cache_dir is not None else cache_root()
-    final = root_dir / "organism" / _key(spec, seed, corpus_fingerprint(files))
+    final = organism_folder(preset, seed=seed, cache_dir=cache_dir)
+    spec = PRESETS[preset]
     if (final / "organism.json").is_file():
         return _paths(final, time.perf_counter() - started, cached=True)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -30,13 +30,10 @@ def needs(spec: StudySpec) -> dict[str, list[str]]:
 
 def _organism_built(spec: StudySpec) -> bool:
     """Whether the spec's organism is already in the cache (building it takes minutes)."""
-    from calib.organism.build import PRESETS, _key, cache_root
-    from calib.organism.corpus import corpus_fingerprint, stdlib_files
+    from calib.organism.build import organism_folder
 
     org = spec.organism
-    root = org.cache_dir if org.cache_dir is not None else cache_root()
-    final = root / "organism" / _key(PRESETS[org.preset], org.seed, corpus_fingerprint(stdlib_files()))
-    return (final / "organism.json").is_file()
+    return (organism_folder(org.preset, seed=org.seed, cache_dir=org.cache_dir) / "organism.json").is_file()
 
 
 async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
