@@ -67,7 +67,14 @@ def test_every_server_config_key_is_documented():
                                         ("organism.md", "calib.organism.planted:TRUTH_SCHEMA"),
                                         ("data.md", "calib.data.prompts:PROMPTS_SCHEMA"),
                                         ("executors.md", "calib.executors.base:EXECUTIONS_SCHEMA"),
-                                        ("metrics.md", "calib.metrics.base:SIMILARITIES_SCHEMA")])
+                                        ("metrics.md", "calib.metrics.base:SIMILARITIES_SCHEMA"),
+                                        ("extraction.md", "calib.study.tables:WINDOWS_SCHEMA"),
+                                        ("extraction.md", "calib.study.tables:SCORES_SCHEMA"),
+                                        ("extraction.md", "calib.study.tables:OPERATING_POINTS_SCHEMA"),
+                                        ("extraction.md", "calib.study.tables:EXTRACTION_CLAIMS_SCHEMA"),
+                                        ("extraction.md", "calib.study.tables:BUDGETS_SCHEMA"),
+                                        ("extraction.md", "calib.study.tables:PAIRED_SCHEMA"),
+                                        ("extraction.md", "calib.study.tables:CENSUS_SCHEMA")])
 def test_every_table_column_is_documented(doc, schema):
     import importlib
 

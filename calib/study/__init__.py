@@ -16,12 +16,20 @@ from calib.study.spec import StudySpec, load_spec
 __all__ = ["KINDS", "RunOptions", "RunResult", "StudySpec", "check_study", "default_run_dir", "load_spec",
            "run_study", "stages_of"]
 
-#: Study kinds and their stage lists (the extraction, census and probes kinds come with their issues).
-KINDS = ("functional",)
+#: Study kinds and their stage lists (the probes kind comes with its issue).
+KINDS = ("functional", "extraction", "census")
 
 
 def stages_of(spec: StudySpec) -> tuple[Any, ...]:
     """The stages of the spec's study kind."""
+    if spec.study.kind == "extraction":
+        from calib.study.extraction import EXTRACTION_STAGES
+
+        return EXTRACTION_STAGES
+    if spec.study.kind == "census":
+        from calib.study.extraction import CENSUS_STAGES
+
+        return CENSUS_STAGES
     from calib.study.functional import STAGES
 
     return STAGES

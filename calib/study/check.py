@@ -6,7 +6,17 @@ from typing import Any
 
 from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
 
-__all__ = ["check", "needs"]
+__all__ = ["check", "needs", "top_logprobs_needed"]
+
+
+def top_logprobs_needed(spec: StudySpec) -> int:
+    """Alternatives per position the scoring servers must return (top-k scoring needs k, greedy needs 1)."""
+    if spec.study.kind not in ("extraction", "census"):
+        return 0
+    procedures = spec.extraction.procedures
+    if "top_k" in procedures:
+        return spec.extraction.top_k
+    return 1 if any(p in procedures for p in ("greedy",)) else 0
 
 
 def needs(spec: StudySpec) -> dict[str, list[str]]:
@@ -17,9 +27,19 @@ def needs(spec: StudySpec) -> dict[str, list[str]]:
         if name is not None and capability not in need.setdefault(name, []):
             need[name].append(capability)
 
+    roles = [name for name in (spec.models.target, spec.models.reference) if name is not None]
+    if spec.study.kind in ("extraction", "census"):
+        # windows are cut with the target's tokenizer; every model scores them by teacher forcing
+        add(spec.models.target, "tokenize")
+        for name in roles:
+            add(name, "scoring")
+            add(name, "tokenize")
+            if any(float(t) != 1.0 for t in spec.extraction.temperatures) and "base" in spec.extraction.procedures:
+                add(name, "full_distribution")
+        return need
     if spec.data.source != "organism":
         add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
-    for name in (spec.models.target, spec.models.reference):
+    for name in roles:
         need.setdefault(name, [])
     if any(m.startswith("judge_") for m in spec.measure.metrics):
         add(spec.measure.judge_server, "chat")
@@ -44,7 +64,8 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
 
     report: dict[str, Any] = {"study": spec.study.name, "kind": spec.study.kind,
                               "stages": [s.name for s in stages_of(spec)], "servers": {}, "ok": True,
-                              "metrics": list(spec.measure.metrics)}
+                              **({"metrics": list(spec.measure.metrics)} if spec.study.kind == "functional" else
+                                 {"procedures": list(spec.extraction.procedures)})}
     built = _organism_built(spec) if spec.organism is not None else None
     if spec.organism is not None:
         report["organism"] = {"preset": spec.organism.preset, "seed": spec.organism.seed, "built": built}
@@ -63,7 +84,8 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
                     caps = await resources.server(name).capabilities()
                     entry["capabilities"] = caps.to_dict()
                     entry["probed"] = True
-                    require(caps, capabilities)
+                    require(caps, capabilities, top_logprobs=top_logprobs_needed(spec) if "scoring" in capabilities
+                            else 0)
                 except (CapabilityError, ServerError, OSError) as exc:
                     entry["error"] = " ".join(str(exc).split())
                     report["ok"] = False

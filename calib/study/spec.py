@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from calib._exceptions import InputError
 
-__all__ = ["ORGANISM_MODEL_PREFIX", "AnalyzeSection", "DataSection", "ExecuteSection", "GenerationSection",
+__all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
+           "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
            "HubSection", "MeasureSection", "ModelsSection", "OrganismSection", "PromptSection", "ReportSection",
            "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash"]
 
@@ -32,6 +33,9 @@ __all__ = ["ORGANISM_MODEL_PREFIX", "AnalyzeSection", "DataSection", "ExecuteSec
 ORGANISM_MODEL_PREFIX = "organism:"
 
 #: The metrics a functional study scores by default (judges need ``measure.judge_server``).
+#: The conformal sweep's default grid of target levels (extraction studies).
+DEFAULT_ALPHAS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+
 DEFAULT_METRICS = ("exact", "bleu", "edit", "lcs", "codebleu", "codebleu_syntax", "codebleu_dataflow", "tsed")
 
 
@@ -43,7 +47,7 @@ class StudySection(_Section):
     """``[study]``: what the study is."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    kind: Literal["functional"] = "functional"
+    kind: Literal["functional", "extraction", "census"] = "functional"
     seed: int = Field(default=0, ge=0)
     description: str = ""
 
@@ -54,13 +58,14 @@ class OrganismSection(_Section):
     preset: Literal["tiny", "demo"] = "demo"
     seed: int = Field(default=0, ge=0)
     cache_dir: Path | None = None
+    extra_controls: int = Field(default=0, ge=0)
 
 
 class ModelsSection(_Section):
     """``[models]``: which server plays which role (names of ``[servers.NAME]`` tables)."""
 
     target: str = Field(min_length=1)
-    reference: str = Field(min_length=1)
+    reference: str | None = Field(default=None, min_length=1)
 
 
 class HubSection(_Section):
@@ -82,7 +87,8 @@ class HubSection(_Section):
 class DataSection(_Section):
     """``[data]``: where the audited functions come from."""
 
-    source: Literal["organism", "corpus", "functions"]
+    source: Literal["organism", "corpus", "functions"] = "organism"
+    unit: Literal["function", "document"] = "function"
     paths: tuple[str, ...] = ()
     hub: HubSection | None = None
     metadata_columns: dict[str, str] | None = None
@@ -109,6 +115,8 @@ class DataSection(_Section):
             raise ValueError(f"[data.hub] is read only with source = 'corpus' (source is {self.source!r})")
         if self.source == "organism" and self.paths:
             raise ValueError("source = 'organism' takes no paths (the organism provides the functions)")
+        if self.unit == "document" and self.source != "corpus":
+            raise ValueError(f"unit = 'document' reads whole documents of a corpus (source is {self.source!r})")
         return self
 
 
@@ -182,12 +190,110 @@ class AnalyzeSection(_Section):
     tau_func: float = Field(default=0.8, gt=0.0, le=1.0)
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
     fpr_levels: tuple[float, ...] = (0.001, 0.01, 0.1)
+    alpha: float | str = 0.001
+    alphas: tuple[float | str, ...] = DEFAULT_ALPHAS
+    fdr: float = Field(default=0.05, gt=0.0, lt=1.0)
+    fwer: float = Field(default=0.05, gt=0.0, lt=1.0)
+    budgets: tuple[float, ...] = (1e5,)
+    budget_confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    decontaminate: tuple[str, ...] = ()
+    review: int = Field(default=10, ge=0)
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha(cls, value: float | str) -> float | str:
+        from calib.stats import parse_alpha
+
+        parse_alpha(value)
+        return value
+
+    @field_validator("alphas")
+    @classmethod
+    def _alphas(cls, value: tuple[float | str, ...]) -> tuple[float | str, ...]:
+        from calib.stats import parse_alpha
+
+        if not value:
+            raise ValueError("alphas must list at least one target level")
+        for item in value:
+            parse_alpha(item)
+        return value
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not v >= 1 for v in value):
+            raise ValueError("budgets are numbers of queries, each >= 1")
+        return value
 
     @field_validator("fpr_levels")
     @classmethod
     def _levels(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         if not value or any(not 0.0 < v < 1.0 for v in value):
             raise ValueError("fpr_levels must be a non-empty list of numbers in (0, 1)")
+        return value
+
+
+PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim")
+#: Procedures whose score is a probability (the others are 0/1): the census and budgets use these.
+PROBABILISTIC = ("top_k", "base", "near_verbatim")
+#: A census's default procedures (a top-k census has no threshold when every control window scores 0).
+CENSUS_PROCEDURES = ("base", "near_verbatim")
+
+
+class ExtractionSection(_Section):
+    """``[extraction]``: windows and scoring procedures of extraction and census studies."""
+
+    prefix_tokens: int = Field(default=50, ge=1)
+    suffix_tokens: tuple[int, ...] = (50,)
+    procedures: tuple[Literal["greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim"], ...] = PROCEDURES
+    top_k: int = Field(default=40, ge=1)
+    temperatures: tuple[float, ...] = (1.0,)
+    epsilon: int = Field(default=5, ge=0)
+    offset: int = Field(default=0, ge=0)
+    stride: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=8, ge=1)
+
+    @field_validator("suffix_tokens")
+    @classmethod
+    def _suffixes(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(v < 1 for v in value) or len(set(value)) != len(value):
+            raise ValueError("suffix_tokens must list distinct suffix lengths, each >= 1 token")
+        return value
+
+    @field_validator("procedures")
+    @classmethod
+    def _procedures(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value or len(set(value)) != len(value):
+            raise ValueError(f"procedures must list distinct procedures of {list(PROCEDURES)}")
+        return value
+
+    @field_validator("temperatures")
+    @classmethod
+    def _temperatures(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(not t > 0 for t in value) or len(set(value)) != len(value):
+            raise ValueError("temperatures must list distinct temperatures > 0 (greedy is its own procedure)")
+        return value
+
+
+class CensusPair(_Section):
+    """One ``[[census.pairs]]`` entry: a candidate document and its matched control document."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    document: str = Field(min_length=1)
+    control: str = Field(min_length=1)
+
+
+class CensusSection(_Section):
+    """``[census]``: the documents a census study audits, each with its matched control."""
+
+    pairs: tuple[CensusPair, ...] = Field(min_length=1)
+
+    @field_validator("pairs")
+    @classmethod
+    def _distinct(cls, value: tuple[CensusPair, ...]) -> tuple[CensusPair, ...]:
+        names = [p.name for p in value]
+        if len(set(names)) != len(names):
+            raise ValueError("two census pairs share a name")
         return value
 
 
@@ -204,13 +310,25 @@ class StudySpec(_Section):
     servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     organism: OrganismSection | None = None
     models: ModelsSection
-    data: DataSection
+    data: DataSection = DataSection()
+    extraction: ExtractionSection = ExtractionSection()
+    census: CensusSection | None = None
     prompt: PromptSection = PromptSection()
     generation: GenerationSection = GenerationSection()
     execute: ExecuteSection = ExecuteSection()
     measure: MeasureSection = MeasureSection()
     analyze: AnalyzeSection = AnalyzeSection()
     report: ReportSection = ReportSection()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_defaults(cls, data: Any) -> Any:
+        """A census scores probabilities: its default procedures are the base policy and near-verbatim."""
+        if isinstance(data, dict) and isinstance(data.get("study"), dict) and data["study"].get("kind") == "census":
+            extraction = data.get("extraction")
+            if extraction is None or (isinstance(extraction, dict) and "procedures" not in extraction):
+                data = {**data, "extraction": {**(extraction or {}), "procedures": list(CENSUS_PROCEDURES)}}
+        return data
 
     @model_validator(mode="after")
     def _references(self) -> StudySpec:
@@ -230,7 +348,25 @@ class StudySpec(_Section):
                 if model_dir[len(ORGANISM_MODEL_PREFIX):] not in ("target", "reference"):
                     raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target or "
                                      "organism:reference")
-        if self.data.source == "organism" and self.organism is None:
+        kind = self.study.kind
+        if kind == "functional" and self.models.reference is None:
+            raise ValueError("models.reference: a functional study needs a reference model (the counterfactual)")
+        if kind == "census":
+            if self.census is None:
+                raise ValueError("study.kind = 'census' needs [[census.pairs]] (name, document, control)")
+            bad = [p for p in self.extraction.procedures if p not in PROBABILISTIC]
+            if bad:
+                raise ValueError(f"extraction.procedures: the census needs probabilities, {bad} are 0/1 scores; use "
+                                 f"{list(PROBABILISTIC)}")
+            if len(self.extraction.suffix_tokens) != 1:
+                raise ValueError("extraction.suffix_tokens: a census uses one suffix length")
+            for pair in self.census.pairs:
+                for side in (pair.document, pair.control):
+                    if side.startswith(ORGANISM_MODEL_PREFIX) and self.organism is None:
+                        raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
+        elif self.census is not None:
+            raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
+        if self.data.source == "organism" and self.organism is None and kind != "census":
             raise ValueError("data.source = 'organism' needs an [organism] table")
         judges = [m for m in self.measure.metrics if m.startswith("judge_")]
         if judges and self.measure.judge_server is None:
@@ -343,7 +479,24 @@ def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudyS
                                  "folder)", path=where, line=locate_key(text, ("data", "paths")))
             resolved.append(full)
         data = data.model_copy(update={"paths": tuple(resolved)})
+    census = spec.census
+    if census is not None:
+        pairs = []
+        for pair in census.pairs:
+            sides = {}
+            for side in ("document", "control"):
+                item = getattr(pair, side)
+                if item.startswith(ORGANISM_MODEL_PREFIX):
+                    continue
+                full = item if Path(item).is_absolute() else str(base / item)
+                if not Path(full).is_file():
+                    raise InputError(f"census.pairs: {side} = {item!r} of pair {pair.name!r} is not a file (relative "
+                                     "paths are read from the spec's folder)", path=where,
+                                     line=locate_key(text, ("census", "pairs", side)))
+                sides[side] = full
+            pairs.append(pair.model_copy(update=sides))
+        census = census.model_copy(update={"pairs": tuple(pairs)})
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
-    return spec.model_copy(update={"data": data, "organism": organism})
+    return spec.model_copy(update={"data": data, "organism": organism, "census": census})

@@ -12,8 +12,9 @@ import polars as pl
 from calib.executors.base import EXECUTIONS_SCHEMA
 from calib.metrics.base import SIMILARITIES_SCHEMA
 
-__all__ = ["CLAIMS_SCHEMA", "EXECUTIONS_SCHEMA", "GENERATIONS_SCHEMA", "SAMPLES_SCHEMA", "SIMILARITIES_SCHEMA",
-           "TABLES"]
+__all__ = ["BUDGETS_SCHEMA", "CENSUS_SCHEMA", "CLAIMS_SCHEMA", "EXECUTIONS_SCHEMA", "EXTRACTION_CLAIMS_SCHEMA",
+           "EXTRACTION_TABLES", "CENSUS_TABLES", "GENERATIONS_SCHEMA", "OPERATING_POINTS_SCHEMA", "PAIRED_SCHEMA",
+           "SAMPLES_SCHEMA", "SCORES_SCHEMA", "SIMILARITIES_SCHEMA", "TABLES", "WINDOWS_SCHEMA", "tables_of"]
 
 #: One row per audited function x.
 SAMPLES_SCHEMA: dict[str, pl.DataType] = {
@@ -70,3 +71,171 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     "similarities": SIMILARITIES_SCHEMA,
     "claims": CLAIMS_SCHEMA,
 }
+
+
+# --- extraction and census studies (DESIGN.md "The three methods" 2, "Statistics") -----------------
+#: One row per (sample, suffix length, window): a prefix of prefix_tokens tokens and the suffix of
+#: suffix_tokens tokens that follows it, cut with the target server's tokenizer. A sample too short for
+#: any window, or whose cut does not round-trip through the tokenizer, gets one row with ``error`` set
+#: and nulls in the window columns.
+WINDOWS_SCHEMA: dict[str, pl.DataType] = {
+    "window_id": pl.String(),  # stable content hash of (sample_id, prefix_tokens, suffix_tokens, start_token)
+    "sample_id": pl.String(),
+    "membership": pl.String(),  # member | control; census: candidate (the audited document) | control
+    "kind": pl.String(),  # the sample's kind (organism: verbatim | ... | extra_control), or null
+    "document": pl.String(),  # census: the pair's name; extraction: null
+    "prefix_tokens": pl.Int64(),  # ℓ_p
+    "suffix_tokens": pl.Int64(),  # ℓ_s
+    "start_token": pl.Int64(),  # token offset of the prefix in the sample's text
+    "char_start": pl.Int64(),  # character offset of the suffix in the sample's text (half-open range)
+    "char_end": pl.Int64(),
+    "prefix": pl.String(),  # the prompt (detokenized prefix)
+    "suffix": pl.String(),  # the continuation scored (detokenized suffix)
+    "error": pl.String(),  # why the sample has no window; null for a window
+}
+
+#: One row per (window, role, procedure): how readily the procedure generates the suffix after the prefix.
+SCORES_SCHEMA: dict[str, pl.DataType] = {
+    "window_id": pl.String(),
+    "sample_id": pl.String(),
+    "role": pl.String(),  # target | reference
+    "model": pl.String(),
+    "procedure": pl.String(),  # greedy | top_k | base | base_t<T> | near_verbatim_greedy | near_verbatim
+    "suffix_tokens": pl.Int64(),
+    "value": pl.Float64(),  # probability (or 0/1 for greedy scores); 0 where it underflows a double
+    "log10_value": pl.Float64(),  # log10 of the score, exact below 1e-308; -inf for 0; null when unscored
+    "detail": pl.String(),  # JSON: near-verbatim edit distance and generation, n_tokens; null otherwise
+    "error": pl.String(),  # why the window is unscored (request failed, ...); null otherwise
+}
+
+#: One row per (role, procedure, suffix length, control pool, target level α): the conformal test's
+#: operating point (calib.stats.sweep) and the calibrated memorization rate of the members there.
+OPERATING_POINTS_SCHEMA: dict[str, pl.DataType] = {
+    "role": pl.String(),
+    "model": pl.String(),
+    "procedure": pl.String(),
+    "suffix_tokens": pl.Int64(),
+    "pool": pl.String(),  # all | decontaminated (the controls the spec's decontaminate list leaves)
+    "n_controls": pl.Int64(),  # N
+    "alpha_dagger": pl.Float64(),  # α† of the control scores (1 when no atom)
+    "alpha": pl.Float64(),  # the target level
+    "k": pl.Int64(),  # K = floor(α(N+1))
+    "certified_alpha": pl.Float64(),  # α_N = K/(N+1)
+    "log10_threshold": pl.Float64(),  # log10 τ; null when K = 0; -inf when τ is a zero score
+    "in_sample_fpr": pl.Float64(),  # #{controls > τ}/N (descriptive)
+    "certifiable": pl.Boolean(),
+    "at_atom": pl.Boolean(),
+    "fpr_low": pl.Float64(),  # central interval of the Beta law of the realized FPR
+    "fpr_high": pl.Float64(),
+    "fpr_upper": pl.Float64(),  # one-sided upper quantile at the study's confidence
+    "prob_exceeds_certified": pl.Float64(),  # P(α* > α_N)
+    "n_members": pl.Int64(),
+    "claims": pl.Int64(),  # members scoring > τ
+    "member_rate": pl.Float64(),
+    "calibrated_rate": pl.Float64(),  # member_rate − α_N
+    "low": pl.Float64(),  # member Clopper–Pearson interval shifted down by α_N
+    "high": pl.Float64(),
+}
+
+#: One row per (window, role, procedure) of the members and controls: the p-value, margin and claim at
+#: the study's primary level ``analyze.alpha`` (full control pool unless decontaminated), and the
+#: candidate-set multiple-testing statements.
+EXTRACTION_CLAIMS_SCHEMA: dict[str, pl.DataType] = {
+    "window_id": pl.String(),
+    "sample_id": pl.String(),
+    "membership": pl.String(),
+    "kind": pl.String(),
+    "role": pl.String(),
+    "procedure": pl.String(),
+    "suffix_tokens": pl.Int64(),
+    "log10_value": pl.Float64(),
+    "p_value": pl.Float64(),  # (1 + #{controls >= s})/(N + 1); for controls, against the other controls
+    "margin": pl.Float64(),  # log10(score / τ) at analyze.alpha; null when no threshold or a binary score
+    "claim": pl.Boolean(),  # score > τ at analyze.alpha (null when K = 0)
+    "bh": pl.Boolean(),  # rejected by Benjamini–Hochberg at analyze.fdr over the members (null: controls)
+    "bonferroni": pl.Boolean(),  # p <= analyze.fwer / m over the m members (null: controls)
+    "contaminated": pl.Boolean(),  # a control the spec's decontaminate list removes
+}
+
+#: One row per (role, probabilistic procedure, suffix length, budget n): generation within n queries.
+BUDGETS_SCHEMA: dict[str, pl.DataType] = {
+    "role": pl.String(),
+    "procedure": pl.String(),
+    "suffix_tokens": pl.Int64(),
+    "budget": pl.Float64(),  # n queries (a float: budgets reach 1e21)
+    "confidence": pl.Float64(),  # c: generated at least once in n queries with probability >= c
+    "log10_min_probability": pl.Float64(),  # log10 of the smallest p with 1 − (1 − p)^n >= c
+    "n_members": pl.Int64(),
+    "members_generated": pl.Int64(),  # members with p >= that probability
+    "n_controls": pl.Int64(),
+    "controls_generated": pl.Int64(),
+    "members_extractable": pl.Int64(),  # members claimed at analyze.alpha and generated within n
+    "member_rate": pl.Float64(),
+    "control_rate": pl.Float64(),
+    "extractable_rate": pl.Float64(),
+}
+
+#: One row per (procedure, suffix length, α): target vs reference claims on the same members.
+PAIRED_SCHEMA: dict[str, pl.DataType] = {
+    "procedure": pl.String(),
+    "suffix_tokens": pl.Int64(),
+    "alpha": pl.Float64(),
+    "certified_alpha_target": pl.Float64(),
+    "certified_alpha_reference": pl.Float64(),
+    "n": pl.Int64(),  # members scored by both models
+    "both": pl.Int64(),
+    "target_only": pl.Int64(),
+    "reference_only": pl.Int64(),
+    "neither": pl.Int64(),
+    "difference": pl.Float64(),  # target claim rate − reference claim rate
+    "low": pl.Float64(),  # Newcombe (1998) method 10 paired interval
+    "high": pl.Float64(),
+}
+
+#: One row per (census pair, role, procedure): the census of the document against its matched control.
+CENSUS_SCHEMA: dict[str, pl.DataType] = {
+    "document": pl.String(),  # the pair's name
+    "role": pl.String(),
+    "procedure": pl.String(),
+    "suffix_tokens": pl.Int64(),
+    "document_length": pl.Int64(),  # characters
+    "n_windows": pl.Int64(),
+    "n_control_windows": pl.Int64(),  # after decontamination
+    "removed_control_windows": pl.Int64(),  # windows the decontaminate list removed
+    "log10_threshold": pl.Int64(),  # threshold exponent; null when every control window scores 0
+    "max_control_score_log10": pl.Float64(),
+    "windows_above": pl.Int64(),
+    "covered_characters": pl.Int64(),
+    "coverage": pl.Float64(),
+    "max_margin": pl.Float64(),
+    "budget": pl.Float64(),
+    "budget_confidence": pl.Float64(),
+    "min_log10_score_within_budget": pl.Float64(),
+    "windows_within_budget": pl.Int64(),
+    "coverage_within_budget": pl.Float64(),
+    "error": pl.String(),  # why there is no census (no windows, no threshold); null otherwise
+}
+
+#: The extraction study's tables, in stage order.
+EXTRACTION_TABLES: dict[str, dict[str, pl.DataType]] = {
+    "samples": SAMPLES_SCHEMA,
+    "windows": WINDOWS_SCHEMA,
+    "scores": SCORES_SCHEMA,
+    "operating_points": OPERATING_POINTS_SCHEMA,
+    "extraction_claims": EXTRACTION_CLAIMS_SCHEMA,
+    "budgets": BUDGETS_SCHEMA,
+    "paired": PAIRED_SCHEMA,
+}
+
+#: The census study's tables, in stage order.
+CENSUS_TABLES: dict[str, dict[str, pl.DataType]] = {
+    "samples": SAMPLES_SCHEMA,
+    "windows": WINDOWS_SCHEMA,
+    "scores": SCORES_SCHEMA,
+    "census": CENSUS_SCHEMA,
+}
+
+
+def tables_of(kind: str) -> dict[str, dict[str, pl.DataType]]:
+    """The tables a study kind writes (name -> schema), in stage order."""
+    return {"functional": TABLES, "extraction": EXTRACTION_TABLES, "census": CENSUS_TABLES}[kind]
