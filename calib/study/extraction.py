@@ -308,12 +308,15 @@ async def _windows(ctx: StageContext) -> pl.DataFrame:
         plan = [(s, ls) for ls in e.suffix_tokens
                 for s in window_starts(len(ids), e.prefix_tokens, ls, census=census, offset=e.offset,
                                        stride=e.stride)]
+        for ls in e.suffix_tokens:  # a suffix length with no window is recorded, with the reason
+            if not any(length == ls for _, length in plan):
+                error = (f"too short: {len(ids)} tokens, a window needs {0 if census else e.offset} + "
+                         f"{e.prefix_tokens} + {ls}")
+                rows.extend({**base, "document": d, "prefix_tokens": e.prefix_tokens, "suffix_tokens": ls,
+                             "window_id": _hash("too short", r["sample_id"], d, e.prefix_tokens, ls), "error": error}
+                            for d in documents)
         if not plan:
-            shortest = min(e.suffix_tokens)
-            error = (f"too short: {len(ids)} tokens, a window needs {e.offset if not census else 0} + "
-                     f"{e.prefix_tokens} + {shortest}")
-            return [{**base, "document": d, "window_id": _hash("error", r["sample_id"], d), "error": error}
-                    for d in documents]
+            return rows
         cuts = [c for s, ls in plan for c in (s, s + e.prefix_tokens, s + e.prefix_tokens + ls)]
         offsets = await _boundaries(server, text, ids, cuts)
         for s, ls in plan:
