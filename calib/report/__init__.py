@@ -1,12 +1,14 @@
-"""The audit report of a ``functional`` study: HTML, Markdown and summary.json from a run directory.
+"""The audit report of a study: HTML, Markdown and summary.json from a run directory.
 
 ``write_report(RUN)`` reads ``RUN/tables/*.parquet``, ``RUN/spec.json`` and ``RUN/manifest.json`` and
-writes ``RUN/report/`` (docs/report.md describes every section and every key of summary.json). Every
-rate and interval comes from :mod:`calib.stats`.
+writes ``RUN/report/`` for the study's kind: ``functional`` (counterfactual functional memorization),
+``extraction`` (the population conformal test) or ``census`` (single documents against matched
+controls); docs/report.md describes every section and every key of summary.json. Every rate and
+interval comes from :mod:`calib.stats`.
 """
 
 from calib.report._analysis import SUMMARY_VERSION, Analysis, analyze_run
-from calib.report._run import RunData, load_run
+from calib.report._run import RunData, RunTables, load_run
 from calib.report._write import write_report
 
-__all__ = ["Analysis", "RunData", "SUMMARY_VERSION", "analyze_run", "load_run", "write_report"]
+__all__ = ["Analysis", "RunData", "RunTables", "SUMMARY_VERSION", "analyze_run", "load_run", "write_report"]

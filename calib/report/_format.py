@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DASH", "number", "pct", "rate_cell", "rate_text", "setting_pct", "sim"]
+__all__ = ["DASH", "count", "fixed", "number", "pct", "pct_range", "power", "rate_cell", "rate_text", "setting_pct",
+           "sim"]
 
 #: What a cell shows where there is no value.
 DASH = "–"
@@ -54,3 +55,38 @@ def rate_cell(interval: dict[str, Any] | None) -> str:
         return DASH
     return f"{pct(interval['estimate'])} [{pct(interval['low'])[:-1]}–{pct(interval['high'])}] " \
            f"{interval['k']}/{interval['n']}"
+
+
+def power(log10_value: float | None, *, digits: int = 2) -> str:
+    """A probability given by its log10 as a power of ten: ``10^-5.23``; ``0`` for −inf, ``1`` for 0."""
+    if log10_value is None or log10_value != log10_value:
+        return DASH
+    if log10_value == float("-inf"):
+        return "0"
+    if log10_value == 0:
+        return "1"
+    if float(log10_value).is_integer():
+        return f"10^{int(log10_value)}"
+    return f"10^{log10_value:.{digits}f}"
+
+
+def fixed(value: float | None, digits: int = 2) -> str:
+    """A real number with ``digits`` decimals (``–`` for none or NaN), e.g. a margin in orders of magnitude."""
+    return DASH if value is None or value != value else f"{value:.{digits}f}"
+
+
+def pct_range(low: float | None, high: float | None) -> str:
+    """An interval of shares as percentages: ``[0.032%, 0.2%]`` (``–`` when either end is missing)."""
+    if low is None or high is None:
+        return DASH
+    return f"[{pct(low)}, {pct(high)}]"
+
+
+def count(value: float | None) -> str:
+    """A count that may be huge (a query budget): ``100000`` below a million, else ``3e21``."""
+    if value is None:
+        return DASH
+    if float(value).is_integer() and abs(value) < 1e6:
+        return str(int(value))
+    mantissa, exponent = f"{value:.3g}".split("e") if "e" in f"{value:.3g}" else (f"{value:.3g}", "0")
+    return f"{mantissa}e{int(exponent)}"

@@ -1,7 +1,8 @@
-"""Reading a run directory for the report: the five tables, ``spec.json`` and ``manifest.json``.
+"""Reading a run directory for the report: the tables of the study's kind, ``spec.json`` and ``manifest.json``.
 
 The report depends on nothing but these files (DESIGN.md "Run directory"), so it declares here the
-columns it reads; a missing file or column is an :class:`~calib._exceptions.InputError` naming it.
+columns it reads of each study kind's tables (``functional``, ``extraction``, ``census``); a missing
+file or column is an :class:`~calib._exceptions.InputError` naming it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import polars as pl
 
 from calib._exceptions import InputError
 
-__all__ = ["REQUIRED_COLUMNS", "RunData", "load_run", "setting"]
+__all__ = ["COLUMNS_OF_KIND", "OPTIONAL_TABLES", "REQUIRED_COLUMNS", "RunData", "RunTables", "load_run", "setting",
+           "study_kind"]
 
 #: The columns the report reads from each table (calib/study/tables.py declares the full schemas).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -26,6 +28,42 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "similarities": ("sample_id", "role", "metric", "value", "reason"),
     "claims": ("sample_id", "textually_memorized", "functionally_memorized"),
 }
+
+#: The columns the report reads from each table of an ``extraction`` study (the population conformal test).
+EXTRACTION_COLUMNS: dict[str, tuple[str, ...]] = {
+    "samples": ("sample_id", "membership"),
+    "windows": ("window_id", "sample_id", "membership", "suffix_tokens", "suffix", "error"),
+    "scores": ("window_id", "sample_id", "role", "procedure", "suffix_tokens", "log10_value", "error"),
+    "operating_points": ("role", "model", "procedure", "suffix_tokens", "pool", "n_controls", "alpha_dagger", "alpha",
+                         "k", "certified_alpha", "log10_threshold", "in_sample_fpr", "certifiable", "at_atom",
+                         "fpr_low", "fpr_high", "fpr_upper", "prob_exceeds_certified", "n_members", "claims",
+                         "member_rate", "calibrated_rate", "low", "high"),
+    "extraction_claims": ("window_id", "sample_id", "membership", "role", "procedure", "suffix_tokens", "log10_value",
+                          "p_value", "margin", "claim", "bh", "bonferroni", "contaminated"),
+    "budgets": ("role", "procedure", "suffix_tokens", "budget", "confidence", "log10_min_probability", "n_members",
+                "members_generated", "n_controls", "controls_generated", "members_extractable", "member_rate",
+                "control_rate", "extractable_rate"),
+    "paired": ("procedure", "suffix_tokens", "alpha", "certified_alpha_target", "certified_alpha_reference", "n",
+               "both", "target_only", "reference_only", "neither", "difference", "low", "high"),
+}
+
+#: The columns the report reads from each table of a ``census`` study (single documents).
+CENSUS_COLUMNS: dict[str, tuple[str, ...]] = {
+    "samples": ("sample_id", "membership"),
+    "windows": ("window_id", "sample_id", "membership", "document", "char_start", "char_end", "suffix", "error"),
+    "scores": ("window_id", "sample_id", "role", "procedure", "log10_value", "error"),
+    "census": ("document", "role", "procedure", "suffix_tokens", "document_length", "n_windows", "n_control_windows",
+               "removed_control_windows", "log10_threshold", "max_control_score_log10", "windows_above",
+               "covered_characters", "coverage", "max_margin", "budget", "budget_confidence",
+               "min_log10_score_within_budget", "windows_within_budget", "coverage_within_budget", "error"),
+}
+
+#: Study kind -> table name -> the columns the report reads.
+COLUMNS_OF_KIND: dict[str, dict[str, tuple[str, ...]]] = {
+    "functional": REQUIRED_COLUMNS, "extraction": EXTRACTION_COLUMNS, "census": CENSUS_COLUMNS}
+
+#: Tables a run may lack, per kind: the extraction study writes ``paired`` only when it has a reference model.
+OPTIONAL_TABLES: dict[str, tuple[str, ...]] = {"functional": (), "extraction": ("paired",), "census": ()}
 
 _FIX = "run `calib study SPEC` first (it writes the run directory)"
 
@@ -56,6 +94,32 @@ class RunData:
     claims: pl.DataFrame
 
 
+@dataclass(frozen=True)
+class RunTables:
+    """What the report reads from the run directory of an ``extraction`` or ``census`` study.
+
+    Attributes
+    ----------
+    root : Path
+        The run directory.
+    kind : str
+        The study kind (``spec.json`` ``study.kind``).
+    spec : dict
+        The resolved study spec (``spec.json``).
+    manifest : dict
+        What ran (``manifest.json``); empty when the file is absent.
+    tables : dict
+        Table name -> polars.DataFrame, one per table of :data:`COLUMNS_OF_KIND` ``[kind]``; a table of
+        :data:`OPTIONAL_TABLES` the run lacks is absent.
+    """
+
+    root: Path
+    kind: str
+    spec: dict[str, Any]
+    manifest: dict[str, Any]
+    tables: dict[str, pl.DataFrame]
+
+
 def setting(data: dict[str, Any], dotted: str, default: Any = None) -> Any:
     """``data["a"]["b"]`` for ``dotted = "a.b"``, or ``default`` where a key is missing or null."""
     value: Any = data
@@ -80,7 +144,16 @@ def _read_json(path: Path, *, required: bool) -> dict[str, Any]:
     return data
 
 
-def _read_table(root: Path, name: str) -> pl.DataFrame:
+def study_kind(spec: dict[str, Any], path: Path) -> str:
+    """The study kind of ``spec`` (``study.kind``, default ``functional``); an InputError names an unknown one."""
+    kind = setting(spec, "study.kind", "functional")
+    if kind not in COLUMNS_OF_KIND:
+        known = ", ".join(COLUMNS_OF_KIND)
+        raise InputError(f"study.kind = {kind!r} is not a study kind the report renders ({known})", path=str(path))
+    return str(kind)
+
+
+def _read_table(root: Path, name: str, columns: tuple[str, ...] | None = None) -> pl.DataFrame:
     path = root / "tables" / f"{name}.parquet"
     if not path.is_file():
         raise InputError(f"no {name} table in the run directory; {_FIX}", path=str(path))
@@ -89,15 +162,18 @@ def _read_table(root: Path, name: str) -> pl.DataFrame:
     except Exception as exc:  # polars raises several unrelated types for a damaged file
         raise InputError(f"cannot read the {name} table ({type(exc).__name__}); re-run `calib study SPEC`",
                          path=str(path)) from None
-    missing = [c for c in REQUIRED_COLUMNS[name] if c not in frame.columns]
+    missing = [c for c in (REQUIRED_COLUMNS[name] if columns is None else columns) if c not in frame.columns]
     if missing:
         raise InputError(f"the {name} table lacks column(s) {', '.join(missing)}; re-run `calib study SPEC` "
                          "with this version of calib", path=str(path))
     return frame
 
 
-def load_run(run_dir: str | Path) -> RunData:
+def load_run(run_dir: str | Path) -> RunData | RunTables:
     """Read the tables, spec and manifest of the run directory ``run_dir``.
+
+    Returns a :class:`RunData` for a ``functional`` study and a :class:`RunTables` (the tables by
+    name) for an ``extraction`` or ``census`` study; ``spec.json``'s ``study.kind`` says which.
 
     Raises
     ------
@@ -109,6 +185,17 @@ def load_run(run_dir: str | Path) -> RunData:
     if not root.is_dir():
         raise InputError(f"not a run directory; {_FIX}", path=str(root))
     spec = _read_json(root / "spec.json", required=True)
-    tables = {name: _read_table(root, name) for name in REQUIRED_COLUMNS}
+    kind = study_kind(spec, root / "spec.json")
+    if kind == "functional":
+        tables = {name: _read_table(root, name) for name in REQUIRED_COLUMNS}
+        manifest = _read_json(root / "manifest.json", required=False)
+        return RunData(root=root, spec=spec, manifest=manifest, **tables)
+    read = {}
+    for name, columns in COLUMNS_OF_KIND[kind].items():
+        # paired compares target and reference: a study without a reference model has no such table
+        if name in OPTIONAL_TABLES[kind] and not setting(spec, "models.reference") \
+                and not (root / "tables" / f"{name}.parquet").exists():
+            continue
+        read[name] = _read_table(root, name, columns)
     manifest = _read_json(root / "manifest.json", required=False)
-    return RunData(root=root, spec=spec, manifest=manifest, **tables)
+    return RunTables(root=root, kind=kind, spec=spec, manifest=manifest, tables=read)

@@ -9,8 +9,11 @@ from typing import Any
 
 from calib._files import atomic_write_text
 from calib.report._analysis import analyze_run
-from calib.report._document import Figure, Group, to_html, to_markdown
-from calib.report._run import load_run
+from calib.report._census import Markup, census_report
+from calib.report._document import Figure, Group, Paragraph, to_html, to_markdown
+from calib.report._extraction import extraction_summary
+from calib.report._extraction_blocks import extraction_blocks
+from calib.report._run import RunData, load_run
 from calib.report._sections import report_blocks
 
 __all__ = ["write_report"]
@@ -37,8 +40,56 @@ def _figures(blocks: list) -> list[Figure]:
     return found
 
 
+def _placeholders(blocks: list[Any], found: dict[str, Markup], prefix: str) -> list[Any]:
+    """``blocks`` with each :class:`Markup` replaced by a paragraph holding a unique placeholder."""
+    out: list[Any] = []
+    for block in blocks:
+        if isinstance(block, Markup):
+            token = f"@@{prefix}-{len(found)}@@"
+            found[token] = block
+            out.append(Paragraph(token))
+        elif isinstance(block, Group):
+            out.append(Group(block.css_class, block.anchor, tuple(_placeholders(list(block.blocks), found, prefix))))
+        else:
+            out.append(block)
+    return out
+
+
+def _render(blocks: list[Any], title: str) -> tuple[str, str]:
+    """Markdown and HTML of ``blocks``; prepared :class:`Markup` goes in as it is (it has no block of its own)."""
+    found: dict[str, Markup] = {}
+    # the placeholder must occur nowhere else (a document's own text could hold anything)
+    text, prefix = repr(blocks), "calib-markup"
+    while prefix in text:
+        prefix += "-"
+    plain = _placeholders(blocks, found, prefix)
+    markdown, page = to_markdown(plain), to_html(plain, title=title)
+    for token, markup in found.items():
+        markdown = markdown.replace(f"{token}\n", f"{markup.markdown}\n", 1)
+        page = page.replace(f"<p>{token}</p>", markup.html, 1)
+    return markdown, page
+
+
+def _content(run_dir: str | Path) -> tuple[Path, dict[str, Any], list[Any]]:
+    """The run directory, the summary and the blocks of the report of the study kind in ``run_dir``."""
+    run = load_run(run_dir)
+    if isinstance(run, RunData):
+        analysis = analyze_run(run)
+        summary = {"summary_version": analysis.summary["summary_version"], "kind": "functional", **analysis.summary}
+        return run.root, summary, report_blocks(analysis)
+    if run.kind == "extraction":
+        summary = extraction_summary(run)
+        return run.root, summary, extraction_blocks(run, summary)
+    summary, blocks = census_report(run)
+    return run.root, summary, blocks
+
+
 def write_report(run_dir: str | Path) -> dict[str, Path]:
-    """Render the audit report of the ``functional`` study in ``run_dir`` from its tables.
+    """Render the audit report of the study in ``run_dir`` from its tables.
+
+    The study kind (``spec.json`` ``study.kind``) decides the report: ``functional`` (counterfactual
+    functional memorization), ``extraction`` (the population conformal test) or ``census`` (single
+    documents against matched controls); docs/report.md describes each.
 
     Writes ``RUN/report/report.html`` (self-contained: inline CSS and SVG), ``RUN/report/report.md``
     (figures as ``figures/NAME.svg``), ``RUN/report/summary.json`` (every number the report states)
@@ -59,22 +110,21 @@ def write_report(run_dir: str | Path) -> dict[str, Path]:
     InputError
         One line, when the directory, ``spec.json`` or a table is missing or unreadable.
     """
-    run = load_run(run_dir)
-    analysis = analyze_run(run)
-    blocks = report_blocks(analysis)
-    out = run.root / "report"
+    root, summary, blocks = _content(run_dir)
+    out = root / "report"
     figures = _figures(blocks)
-    analysis.summary["figures"] = {f.name: f"figures/{f.name}.svg" for f in figures}
+    summary["figures"] = {f.name: f"figures/{f.name}.svg" for f in figures}
     for figure in figures:
         atomic_write_text(out / "figures" / f"{figure.name}.svg", figure.svg)
     # a figure an earlier rendering drew but this one does not (e.g. no ROC any more) must not linger
     for stale in (out / "figures").glob("*.svg") if (out / "figures").is_dir() else ():
-        if stale.stem not in analysis.summary["figures"]:
+        if stale.stem not in summary["figures"]:
             stale.unlink(missing_ok=True)
-    title = f"calib report: {analysis.summary['study'].get('name') or 'study'}"
+    title = f"calib report: {summary['study'].get('name') or 'study'}"
     paths = {"html": out / "report.html", "markdown": out / "report.md", "summary": out / "summary.json"}
-    atomic_write_text(paths["markdown"], to_markdown(blocks))
-    atomic_write_text(paths["html"], to_html(blocks, title=title))
-    summary = json.dumps(_json_ready(analysis.summary), indent=2, ensure_ascii=False, allow_nan=False)
-    atomic_write_text(paths["summary"], summary + "\n")
+    markdown, page = _render(blocks, title)
+    atomic_write_text(paths["markdown"], markdown)
+    atomic_write_text(paths["html"], page)
+    text = json.dumps(_json_ready(summary), indent=2, ensure_ascii=False, allow_nan=False)
+    atomic_write_text(paths["summary"], text + "\n")
     return paths

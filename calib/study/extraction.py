@@ -185,8 +185,8 @@ async def _census_samples(ctx: StageContext) -> pl.DataFrame:
     rows: dict[str, dict[str, Any]] = {}
     truth = None
     for pair in ctx.spec.census.pairs:
-        for side, membership in (("document", "candidate"), ("control", "control")):
-            ref = getattr(pair, side)
+        for ref, membership in ((pair.document, "candidate"), *((c, "control") for c in pair.control)):
+            side = "document" if membership == "candidate" else "control"
             if ref.startswith(ORGANISM_MODEL_PREFIX):
                 if truth is None:
                     truth = pl.read_parquet(ctx.resources.organism(progress=ctx.phase_progress("organism")).truth)
@@ -291,7 +291,7 @@ async def _windows(ctx: StageContext) -> pl.DataFrame:
         for r in samples.iter_rows(named=True):
             by_ref[r["source"]] = r["sample_id"]
         for pair in spec.census.pairs:
-            for ref in (pair.document, pair.control):
+            for ref in (pair.document, *pair.control):
                 source = ref
                 if ref.startswith(ORGANISM_MODEL_PREFIX):
                     truth = pl.read_parquet(ctx.resources.organism().truth)
@@ -438,22 +438,26 @@ async def _scores(ctx: StageContext) -> pl.DataFrame:
     for role, name in roles:
         models[role] = (await ctx.resources.probe(name)).get("model") or name
     names = procedure_names(spec)
-    base = windows.select("window_id", "sample_id", "suffix_tokens", "prefix", "suffix").to_dicts()
+    # A cut shared by several windows (a control document of several census pairs) is scored once.
+    cuts = windows.group_by(["sample_id", "prefix_tokens", "suffix_tokens", "start_token"], maintain_order=True).agg(
+        pl.col("window_id"), pl.col("prefix").first(), pl.col("suffix").first())
+    base = cuts.select("window_id", "sample_id", "suffix_tokens", "prefix", "suffix").to_dicts()
     items = [{**w, "role": role} for w in base for role, _ in roles]
     server_of = dict(roles)
 
     async def one(item: dict[str, Any]) -> list[dict[str, Any]]:
-        head = {"window_id": item["window_id"], "sample_id": item["sample_id"], "role": item["role"],
-                "model": models[item["role"]], "suffix_tokens": item["suffix_tokens"]}
+        head = {"sample_id": item["sample_id"], "role": item["role"], "model": models[item["role"]],
+                "suffix_tokens": item["suffix_tokens"]}
         server = ctx.resources.server(server_of[item["role"]])
         try:
             got = await score_window(server, item["prefix"], item["suffix"], spec)
+            rows = [{**head, **row, "error": None} for row in got]
         except (RequestFailed, CalibError, ValueError) as exc:  # one bad window is recorded, never fatal
             why = exc.error if hasattr(exc, "error") else " ".join(str(exc).split())
-            ctx.event("sample_error", window_id=item["window_id"], role=item["role"], error=why[:300])
-            return [{**head, "procedure": p, "value": None, "log10_value": None, "detail": None,
+            ctx.event("sample_error", window_id=item["window_id"][0], role=item["role"], error=why[:300])
+            rows = [{**head, "procedure": p, "value": None, "log10_value": None, "detail": None,
                      "error": f"unscored: {why}"[:500]} for p in names]
-        return [{**head, **row, "error": None} for row in got]
+        return [{**row, "window_id": wid} for wid in item["window_id"] for row in rows]
 
     async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
         done = await asyncio.gather(*(one(item) for item in chunk))

@@ -111,6 +111,13 @@ def _table_counts(run: Any) -> dict[str, Any]:
         gen = run.read_table("generations")
         counts["generated"] = {r: int(gen.filter(pl.col("role") == r)["text"].is_not_null().sum()) for r in ROLES}
         counts["parsed"] = {r: int(gen.filter(pl.col("role") == r)["function"].is_not_null().sum()) for r in ROLES}
+    if run.has_table("windows"):
+        windows = run.read_table("windows")
+        counts.update(windows=int(windows["error"].is_null().sum()),
+                      windows_skipped=int(windows["error"].is_not_null().sum()))
+    if run.has_table("scores"):
+        scores = run.read_table("scores")
+        counts.update(scores=int(scores["error"].is_null().sum()), unscored=int(scores["error"].is_not_null().sum()))
     if run.has_table("executions"):
         target = run.read_table("executions").filter(pl.col("role") == "target")
         counts.update(executed=target.height, conclusive=int(target["conclusive"].sum()))

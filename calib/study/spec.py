@@ -275,12 +275,36 @@ class ExtractionSection(_Section):
         return value
 
 
+_ORGANISM_RANGE = re.compile(r"^organism:(member|control):(\d+)-(\d+)$")
+
+
 class CensusPair(_Section):
-    """One ``[[census.pairs]]`` entry: a candidate document and its matched control document."""
+    """One ``[[census.pairs]]`` entry: a candidate document and its matched control document(s)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     document: str = Field(min_length=1)
-    control: str = Field(min_length=1)
+    control: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("control", mode="before")
+    @classmethod
+    def _controls(cls, value: Any) -> Any:
+        """One control or a list; ``organism:control:A-B`` names the organism's controls A to B."""
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            return value
+        out: list[Any] = []
+        for item in items:
+            match = _ORGANISM_RANGE.match(item) if isinstance(item, str) else None
+            if match:
+                first, last = int(match.group(2)), int(match.group(3))
+                if first > last:
+                    raise ValueError(f"{item!r}: the range's first index exceeds its last")
+                out.extend(f"organism:{match.group(1)}:{i}" for i in range(first, last + 1))
+            else:
+                out.append(item)
+        if any(not isinstance(i, str) or not i for i in out) or len(set(out)) != len(out):
+            raise ValueError("control must be a document or a list of distinct documents")
+        return tuple(out)
 
 
 class CensusSection(_Section):
@@ -361,7 +385,7 @@ class StudySpec(_Section):
             if len(self.extraction.suffix_tokens) != 1:
                 raise ValueError("extraction.suffix_tokens: a census uses one suffix length")
             for pair in self.census.pairs:
-                for side in (pair.document, pair.control):
+                for side in (pair.document, *pair.control):
                     if side.startswith(ORGANISM_MODEL_PREFIX) and self.organism is None:
                         raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
         elif self.census is not None:
@@ -483,18 +507,18 @@ def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudyS
     if census is not None:
         pairs = []
         for pair in census.pairs:
-            sides = {}
-            for side in ("document", "control"):
-                item = getattr(pair, side)
+            def resolve(item: str, side: str, pair: CensusPair = pair) -> str:
                 if item.startswith(ORGANISM_MODEL_PREFIX):
-                    continue
+                    return item
                 full = item if Path(item).is_absolute() else str(base / item)
                 if not Path(full).is_file():
                     raise InputError(f"census.pairs: {side} = {item!r} of pair {pair.name!r} is not a file (relative "
                                      "paths are read from the spec's folder)", path=where,
                                      line=locate_key(text, ("census", "pairs", side)))
-                sides[side] = full
-            pairs.append(pair.model_copy(update=sides))
+                return full
+
+            pairs.append(pair.model_copy(update={"document": resolve(pair.document, "document"),
+                                                 "control": tuple(resolve(c, "control") for c in pair.control)}))
         census = census.model_copy(update={"pairs": tuple(pairs)})
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():

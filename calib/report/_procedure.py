@@ -1,0 +1,171 @@
+"""The procedure statement of an extraction or census report: what was tested, so the null is clear.
+
+An extraction procedure is a model, a decoding policy, a prompt-selection rule, a score and a
+verification rule (extraction paper App. B.2). The statement is built from ``spec.json`` and
+``manifest.json`` (and the procedures the tables hold), goes into summary.json as ``procedure`` and
+opens both reports.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import polars as pl
+
+from calib._version import __version__
+from calib.report._document import Block, Bullets, Heading, Paragraph, Table
+from calib.report._format import DASH, number
+from calib.report._run import RunTables, setting
+
+__all__ = ["BINARY_PROCEDURES", "ROLES", "describe_procedure", "procedure_order", "procedure_statement",
+           "provenance", "provenance_blocks", "statement_blocks", "study_facts"]
+
+#: Procedures whose score is 0/1: one operating point, no margin (extraction paper §4, App. D.5).
+BINARY_PROCEDURES = ("greedy", "near_verbatim_greedy")
+
+#: Roles in the order the report lists them.
+ROLES = ("target", "reference")
+
+_FAMILIES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim")
+_BASE_T = re.compile(r"^base_t(.+)$")
+
+
+def procedure_order(name: str) -> tuple[int, float, str]:
+    """Sort key: the spec's family order, then the temperature of ``base_t<T>``, then the name."""
+    match = _BASE_T.match(name)
+    if match:
+        try:
+            return _FAMILIES.index("base"), float(match.group(1)), name
+        except ValueError:
+            return len(_FAMILIES), 0.0, name
+    if name in _FAMILIES:
+        return _FAMILIES.index(name), 1.0, name
+    return len(_FAMILIES), 0.0, name
+
+
+def describe_procedure(name: str, *, top_k: int, epsilon: int) -> dict[str, Any]:
+    """The decoding policy and the score of the procedure named ``name`` as it appears in the tables."""
+    match = _BASE_T.match(name)
+    if name == "greedy":
+        decoding = "greedy decoding (the most likely token at each step)"
+        score = ("1 if the greedy generation of ℓ_s tokens reproduces the suffix exactly, else 0 (discoverable "
+                 "extraction)")
+    elif name == "near_verbatim_greedy":
+        decoding = "greedy decoding"
+        score = f"1 if the greedy generation is within ε = {epsilon} token edits of the suffix, else 0"
+    elif name == "top_k":
+        decoding = f"top-k sampling, k = {top_k}, temperature 1"
+        score = (f"the probability that top-{top_k} sampling generates the suffix (0 when a suffix token leaves the "
+                 "top k: an atom of tied zero scores)")
+    elif name == "base" or match:
+        temperature = match.group(1) if match else "1"
+        decoding = f"sampling from the model's whole distribution at temperature {temperature} (the base policy)"
+        score = f"the probability of the suffix under the base policy at T = {temperature}"
+    elif name == "near_verbatim":
+        decoding = "sampling from the model's whole distribution at temperature 1"
+        score = (f"a lower bound on the probability of generating a sequence within ε = {epsilon} token edits of the "
+                 "suffix: P(suffix) + P(greedy generation) when that generation differs and is within ε")
+    else:
+        decoding, score = DASH, f"the score the tables record for `{name}`"
+    return {"procedure": name, "decoding": decoding, "score": score, "binary": name in BINARY_PROCEDURES}
+
+
+def _models(run: RunTables) -> list[dict[str, Any]]:
+    scores = run.tables["scores"]
+    out = []
+    for role in ROLES:
+        name = setting(run.manifest, f"roles.{role}") or setting(run.spec, f"models.{role}")
+        if not name:
+            continue
+        caps = setting(run.manifest, f"servers.{name}", {})
+        table = setting(run.spec, f"servers.{name}", {})
+        used = sorted(set(scores.filter(pl.col("role") == role)["model"].drop_nulls().to_list())) \
+            if "model" in scores.columns else []
+        out.append({"role": role, "server": name, "kind": caps.get("kind") or table.get("kind"),
+                    "model": caps.get("model") or table.get("model") or table.get("model_dir"),
+                    "models_in_scores": used})
+    return out
+
+
+def procedure_statement(run: RunTables, procedures: list[str], suffix_tokens: list[int]) -> dict[str, Any]:
+    """The ``procedure`` record of summary.json: models, prompt rule, procedures, verification rule."""
+    spec = run.spec
+    top_k = int(setting(spec, "extraction.top_k", 40))
+    epsilon = int(setting(spec, "extraction.epsilon", 5))
+    models = _models(run)
+    target = next((m["server"] for m in models if m["role"] == "target"), None)
+    return {
+        "models": models,
+        "tokenizer": target,
+        "prefix_tokens": setting(spec, "extraction.prefix_tokens", 50),
+        "suffix_tokens": suffix_tokens,
+        "offset": setting(spec, "extraction.offset", 0),
+        "stride": setting(spec, "extraction.stride", 1),
+        "top_k": top_k,
+        "temperatures": list(setting(spec, "extraction.temperatures", [1.0])),
+        "epsilon": epsilon,
+        "procedures": [describe_procedure(p, top_k=top_k, epsilon=epsilon) for p in procedures],
+    }
+
+
+def study_facts(run: RunTables) -> dict[str, Any]:
+    """``name``, ``kind``, ``description`` and ``seed`` of the study (manifest, else spec)."""
+    return {k: setting(run.manifest, f"study.{k}", setting(run.spec, f"study.{k}"))
+            for k in ("name", "kind", "description", "seed")}
+
+
+def provenance(run: RunTables) -> dict[str, Any]:
+    """The calib versions, timestamps and the manifest's counts."""
+    manifest = run.manifest
+    return {"calib_version": manifest.get("calib_version"), "report_calib_version": __version__,
+            "started_at": manifest.get("started_at"), "finished_at": manifest.get("finished_at"),
+            "manifest_counts": manifest.get("counts")}
+
+
+def _model_text(models: list[dict[str, Any]]) -> str:
+    parts = [f"{m['role']} `{m['server'] or DASH}` (model `{m['model'] or DASH}`, {m['kind'] or DASH} server)"
+             for m in models]
+    return "; ".join(parts) if parts else DASH
+
+
+def statement_blocks(statement: dict[str, Any], *, census: bool) -> list[Block]:
+    """The procedure statement: the report's first section, so the reader knows the null hypothesis."""
+    lengths = ", ".join(str(n) for n in statement["suffix_tokens"]) or DASH
+    if census:
+        prompt = (f"every window of each document and of its matched control document: a prefix of ℓ_p = "
+                  f"{number(statement['prefix_tokens'])} tokens, then the suffix of ℓ_s = {lengths} tokens it should "
+                  f"generate, windows starting every {number(statement['stride'])} token(s); tokens are cut with the "
+                  f"target server's tokenizer (`{statement['tokenizer'] or DASH}`).")
+        rule = ("a window is evidence of memorization when its score is strictly greater than the threshold: the "
+                "largest score among the decontaminated control-document windows, rounded **up** to the next power of "
+                "ten. The threshold is a measured maximum of overlapping windows, **not** a certified false-positive "
+                "rate. Coverage is the share of the document's characters inside at least one window above it; the "
+                "margin of a window is log10(score / threshold).")
+    else:
+        prompt = (f"the natural prefix of ℓ_p = {number(statement['prefix_tokens'])} tokens of each sample, starting "
+                  f"at token offset {number(statement['offset'])}, and the suffix of ℓ_s = {lengths} tokens that "
+                  f"follows it; tokens are cut with the target server's tokenizer (`{statement['tokenizer'] or DASH}`)."
+                  " Members (in the target's training data) and matched controls (known non-members) are cut the "
+                  "same way.")
+        rule = ("a member is a claim iff its score is strictly greater than τ, the K-th largest of the N matched "
+                "control scores, K = floor(α(N+1)); the certified false-positive rate is α_N = K/(N+1). K = 0 means "
+                "no claim is possible at that α with N controls. The guarantee is **marginal** (over draws of the "
+                "controls and a fresh non-member), holds under exchangeability of member and control scores under "
+                "the null (a non-member candidate looks like one more control), and bounds false positives only: "
+                "a non-rejection is **not** evidence of non-memorization.")
+    items = [f"**Models**: {_model_text(statement['models'])}.", f"**Prompts**: {prompt}",
+             "**Null hypothesis**: the candidate is a matched non-member: its score is one more draw from the "
+             "distribution of the control scores.", f"**Verification**: {rule}"]
+    rows = tuple((f"`{p['procedure']}`", p["decoding"], p["score"], "0/1 (one operating point)" if p["binary"]
+                  else "probability") for p in statement["procedures"])
+    return [Heading(2, "Procedure", "procedure"), Bullets(tuple(items)),
+            Table(("procedure", "decoding policy", "score", "scale"), rows, "procedures-table",
+                  "The scoring procedures: each is its own test with its own controls.")]
+
+
+def provenance_blocks(prov: dict[str, Any]) -> list[Block]:
+    """The provenance paragraph of the methods section."""
+    return [Heading(3, "Provenance", "methods-provenance"),
+            Paragraph(f"Run with calib {prov['calib_version'] or DASH} from {prov['started_at'] or DASH} to "
+                      f"{prov['finished_at'] or DASH}; report rendered by calib {prov['report_calib_version']}.")]
