@@ -32,7 +32,15 @@ import numpy as np
 import polars as pl
 
 from calib._exceptions import CalibError, InputError
-from calib.study.functional import ROLES, Resources, _corpus_samples, _limit, _organism_samples, _record_requests
+from calib.study.functional import (
+    ROLES,
+    Resources,
+    _corpus_samples,
+    _limit,
+    _organism_samples,
+    _record_requests,
+    corpus_documents,
+)
 from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.spec import ORGANISM_MODEL_PREFIX, PROBABILISTIC, StudySpec
 from calib.study.tables import (
@@ -145,21 +153,8 @@ async def _extraction_samples(ctx: StageContext) -> pl.DataFrame:
 
 def _document_samples(ctx: StageContext) -> pl.DataFrame:
     """``data.unit = "document"``: each corpus document is one sample; membership from its metadata."""
-    from calib.data.sources import CorpusSpec, iter_documents
-
-    data = ctx.spec.data
-    corpus = CorpusSpec(paths=data.paths, format=data.format, content_column=data.content_column,
-                        metadata_columns=data.metadata_columns, extensions=data.extensions)
-    if data.hub is not None:
-        from calib.data.hub import HubCorpus, iter_hub_documents
-
-        hub = HubCorpus(data.hub.repo_id, data.hub.revision, files=data.hub.files,
-                        allow_patterns=data.hub.allow_patterns, repo_type=data.hub.repo_type)
-        documents = iter_hub_documents(hub, corpus)
-    else:
-        documents = iter_documents(corpus)
     rows, dropped = [], {}
-    for doc in documents:
+    for doc in corpus_documents(ctx.spec.data):
         membership = doc.metadata.get("membership")
         why = None
         if doc.text is None:
@@ -290,11 +285,13 @@ async def _windows(ctx: StageContext) -> pl.DataFrame:
         by_ref = {}
         for r in samples.iter_rows(named=True):
             by_ref[r["source"]] = r["sample_id"]
+        truth = None
         for pair in spec.census.pairs:
             for ref in (pair.document, *pair.control):
                 source = ref
                 if ref.startswith(ORGANISM_MODEL_PREFIX):
-                    truth = pl.read_parquet(ctx.resources.organism().truth)
+                    if truth is None:
+                        truth = pl.read_parquet(ctx.resources.organism().truth)
                     source = _organism_document(truth, ref)[2]
                 pairs_of.setdefault(by_ref[source], []).append(pair.name)
     items = samples.to_dicts()

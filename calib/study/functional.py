@@ -25,7 +25,7 @@ from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
 from calib.study.tables import CLAIMS_SCHEMA, GENERATIONS_SCHEMA, SAMPLES_SCHEMA
 
-__all__ = ["ROLES", "STAGES", "Resources", "candidate_code"]
+__all__ = ["ROLES", "STAGES", "Resources", "candidate_code", "corpus_documents"]
 
 ROLES = ("target", "reference")
 _GENERATE_CHUNK = 8  # (sample, role) items: 4 samples, both roles
@@ -173,6 +173,21 @@ def _organism_samples(ctx: StageContext) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=SAMPLES_SCHEMA)
 
 
+def corpus_documents(data: Any) -> Any:
+    """The documents of a ``[data]`` section's corpus: its ``paths``, or its ``[data.hub]`` repository."""
+    from calib.data.sources import CorpusSpec, iter_documents
+
+    corpus = CorpusSpec(paths=data.paths, format=data.format, content_column=data.content_column,
+                        metadata_columns=data.metadata_columns, extensions=data.extensions)
+    if data.hub is None:
+        return iter_documents(corpus)
+    from calib.data.hub import HubCorpus, iter_hub_documents
+
+    hub = HubCorpus(data.hub.repo_id, data.hub.revision, files=data.hub.files,
+                    allow_patterns=data.hub.allow_patterns, repo_type=data.hub.repo_type)
+    return iter_hub_documents(hub, corpus)
+
+
 def _corpus_samples(ctx: StageContext) -> pl.DataFrame:
     data = ctx.spec.data
     if data.source == "functions":
@@ -184,18 +199,8 @@ def _corpus_samples(ctx: StageContext) -> pl.DataFrame:
             if "language" in functions.columns else functions
     else:
         from calib.data.extract import Deduplicator, extract_document
-        from calib.data.sources import CorpusSpec, iter_documents
 
-        corpus = CorpusSpec(paths=data.paths, format=data.format, content_column=data.content_column,
-                            metadata_columns=data.metadata_columns, extensions=data.extensions)
-        if data.hub is not None:
-            from calib.data.hub import HubCorpus, iter_hub_documents
-
-            hub = HubCorpus(data.hub.repo_id, data.hub.revision, files=data.hub.files,
-                            allow_patterns=data.hub.allow_patterns, repo_type=data.hub.repo_type)
-            documents = iter_hub_documents(hub, corpus)
-        else:
-            documents = iter_documents(corpus)
+        documents = corpus_documents(data)
         dedup = Deduplicator()
         rows: list[dict[str, Any]] = []
         dropped: dict[str, int] = {}
