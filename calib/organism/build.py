@@ -37,7 +37,7 @@ from calib.organism.corpus import corpus_fingerprint, load_stdlib_functions, spl
 from calib.organism.planted import PlantSpec, plant, target_training_texts, write_truth
 from calib.organism.train import ModelShape, TrainSchedule, encode_documents, new_model, train_causal_lm
 
-__all__ = ["PRESETS", "OrganismPaths", "Preset", "build_organism", "cache_root", "organism_folder"]
+__all__ = ["PRESETS", "OrganismPaths", "Preset", "build_organism", "cache_root", "organism_folder", "training_corpus"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,40 @@ def build_organism(preset: str = "demo", *, seed: int = 0, cache_dir: str | Path
     return _paths(final, time.perf_counter() - started, cached=False)
 
 
+def _background(split: Any, spec: Preset, seed: int) -> list[str]:
+    """The background documents both models are trained on: a seeded draw of the split's background."""
+    background = [f.source for f in split.background]
+    random.Random(seed).shuffle(background)
+    return background[:spec.max_background]
+
+
+def training_corpus(paths: OrganismPaths) -> list[tuple[str, str, int]]:
+    """``(document_id, text, copies)`` of every distinct document the organism's target was trained on.
+
+    The background (the reference's training data, which the target continues from; rebuilt from the
+    interpreter's stdlib with the organism's seed, as at build time) and each member's training
+    variants (from ``truth.parquet``). A member's own audited text, when it is one of its training
+    variants, has the member's ``item_id`` as its id; other variants get ``ITEM_ID:vN``, background
+    documents ``background:N``. ``copies`` counts repeats (per pass over the data).
+    """
+    import polars as pl
+
+    info = json.loads((paths.root / "organism.json").read_text(encoding="utf-8"))
+    spec, seed = PRESETS[info["preset"]], int(info["seed"])
+    split = split_corpus(load_stdlib_functions(), seed=seed)
+    out: dict[str, list[Any]] = {}
+    for i, text in enumerate(_background(split, spec, seed)):
+        out.setdefault(text, [f"background:{i}", 0])[1] += 1
+    truth = pl.read_parquet(paths.truth)
+    for row in truth.filter(pl.col("membership") == "member").iter_rows(named=True):
+        repeats = row["exposures"] // max(1, len(row["training_variants"])) // max(1, info.get("target_epochs", 1))
+        for j, text in enumerate(row["training_variants"]):
+            doc_id = row["item_id"] if text == row["audited"] else f"{row['item_id']}:v{j}"
+            entry = out.setdefault(text, [doc_id, 0])
+            entry[1] += max(1, repeats)
+    return [(doc_id, text, copies) for text, (doc_id, copies) in out.items()]
+
+
 def _build_into(out: Path, spec: Preset, seed: int, progress: Say | None) -> None:
     import torch
 
@@ -171,10 +205,7 @@ def _build_into(out: Path, spec: Preset, seed: int, progress: Say | None) -> Non
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     split = split_corpus(load_stdlib_functions(), seed=seed)
-    rng = random.Random(seed)
-    background = [f.source for f in split.background]
-    rng.shuffle(background)
-    background = background[:spec.max_background]
+    background = _background(split, spec, seed)
     items = plant(split, spec.plant, seed=seed)
     member_texts = target_training_texts(items, seed=seed)
 

@@ -30,9 +30,9 @@ def stages_of(spec: StudySpec) -> tuple[Any, ...]:
         from calib.study.extraction import CENSUS_STAGES
 
         return CENSUS_STAGES
-    from calib.study.functional import STAGES
+    from calib.study.functional import functional_stages
 
-    return STAGES
+    return functional_stages(spec)
 
 
 def default_run_dir(spec: StudySpec) -> Path:

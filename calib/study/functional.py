@@ -25,7 +25,7 @@ from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
 from calib.study.tables import CLAIMS_SCHEMA, GENERATIONS_SCHEMA, SAMPLES_SCHEMA
 
-__all__ = ["ROLES", "STAGES", "Resources", "candidate_code", "corpus_documents"]
+__all__ = ["DEDUP_STAGE", "ROLES", "STAGES", "Resources", "candidate_code", "corpus_documents", "functional_stages"]
 
 ROLES = ("target", "reference")
 _GENERATE_CHUNK = 8  # (sample, role) items: 4 samples, both roles
@@ -540,6 +540,65 @@ async def _analyze(ctx: StageContext) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=CLAIMS_SCHEMA)
 
 
+# --- dedup --------------------------------------------------------------------------------------
+def _dedup_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
+    d = spec.dedup
+    return {"dedup": d.model_dump(mode="json", exclude={"redis_url"}),
+            "organism": spec.organism and spec.organism.model_dump(mode="json", exclude={"cache_dir"}),
+            "language": spec.data.language,
+            "embedding": spec.servers[d.embedding_server] if d.embedding_server else None}
+
+
+def _dedup_corpus(ctx: StageContext) -> tuple[list[str], list[str], dict[str, int]]:
+    """(ids, texts, copies) of the training corpus ``[dedup]`` names."""
+    d, language = ctx.spec.dedup, ctx.spec.data.language
+    if d.source == "organism":
+        from calib.organism.build import training_corpus
+
+        corpus = training_corpus(ctx.resources.organism())
+        return [c[0] for c in corpus], [c[1] for c in corpus], {c[0]: c[2] for c in corpus}
+    if d.source == "functions":
+        functions = pl.concat([pl.read_parquet(p) for p in d.paths], how="diagonal_relaxed")
+    else:
+        from calib.data.extract import Deduplicator, extract_document
+        from calib.data.schema import FUNCTIONS_SCHEMA
+        from calib.data.sources import CorpusSpec, iter_documents
+
+        corpus = CorpusSpec(paths=d.paths, format=d.format, content_column=d.content_column, extensions=d.extensions)
+        rows: list[dict[str, Any]] = []
+        dedup = Deduplicator()
+        for doc in iter_documents(corpus):
+            if doc.text is not None:
+                rows.extend(extract_document(doc.text, language=language, source=doc.source, path=doc.path,
+                                             min_lines=d.min_lines, max_lines=10**6, metadata=doc.metadata,
+                                             deduplicator=dedup).functions)
+        functions = pl.DataFrame(rows, schema=FUNCTIONS_SCHEMA)
+    ids, texts = [], []
+    for r in functions.iter_rows(named=True):
+        body = r["body"]
+        text = r["signature"] + ("" if body.startswith("\n") else "\n") + body
+        ids.append(r.get("function_id") or _sample_id(language, r.get("source") or "", r["signature"], body))
+        texts.append(text)
+    return ids, texts, {}
+
+
+async def _dedup(ctx: StageContext) -> pl.DataFrame:
+    from calib.dedup import DedupConfig, afind_duplicates
+
+    d = ctx.spec.dedup
+    samples = ctx.table("samples")
+    ids, texts, copies = await asyncio.to_thread(_dedup_corpus, ctx)
+    ctx.event("dedup_corpus", documents=len(ids))
+    config = DedupConfig(jaccard=d.jaccard, num_perm=d.num_perm, shingle_tokens=d.shingle_tokens,
+                         seed=ctx.spec.study.seed + 1, cosine=d.cosine, semantic=d.semantic, storage=d.redis_url,
+                         index=d.index)
+    server = ctx.resources.server(d.embedding_server) if d.embedding_server else None
+    pairs = await afind_duplicates(ids, texts, samples["sample_id"].to_list(), samples["function"].to_list(),
+                                   config=config, server=server, copies=copies)
+    ctx.resources.counts["dedup_corpus"] = len(ids)
+    return pairs
+
+
 # --- report -------------------------------------------------------------------------------------
 def _report_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     return {"analyze": spec.analyze.model_dump(mode="json"), "report": spec.report.model_dump(mode="json"),
@@ -565,3 +624,15 @@ STAGES: tuple[Stage, ...] = (
     Stage("report", ("samples", "generations", "executions", "similarities", "claims"), None, "1",
           _report_settings, _report, done=lambda run: (run.report / "report.html").is_file()),
 )
+
+#: The duplication stage of a functional study with a ``[dedup]`` table (after the samples are known).
+DEDUP_STAGE = Stage("dedup", ("samples",), "duplicates", "1", _dedup_settings, _dedup)
+
+
+def functional_stages(spec: StudySpec) -> tuple[Stage, ...]:
+    """The functional study's stages; with ``[dedup]`` the dedup stage runs after prompt and the report reads it."""
+    if spec.dedup is None:
+        return STAGES
+    report = STAGES[-1]
+    report = replace(report, reads=(*report.reads, "duplicates"))
+    return (*STAGES[:2], DEDUP_STAGE, *STAGES[2:-1], report)

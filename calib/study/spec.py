@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from calib._exceptions import InputError
 
 __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
-           "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
+           "DedupSection", "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
            "HubSection", "MeasureSection", "ModelsSection", "OrganismSection", "PromptSection", "ReportSection",
            "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash"]
 
@@ -321,6 +321,34 @@ class CensusSection(_Section):
         return value
 
 
+class DedupSection(_Section):
+    """``[dedup]``: near-duplicates of the audited functions in the target's training corpus (functional studies)."""
+
+    source: Literal["organism", "corpus", "functions"] = "organism"
+    paths: tuple[str, ...] = ()
+    format: Literal["files", "jsonl", "parquet", "csv"] | None = None
+    content_column: str = "content"
+    extensions: tuple[str, ...] = ()
+    min_lines: int = Field(default=1, ge=0)
+    jaccard: float = Field(default=0.4, gt=0.0, le=1.0)
+    num_perm: int = Field(default=128, ge=16)
+    shingle_tokens: int = Field(default=5, ge=1)
+    semantic: bool = True
+    cosine: float = Field(default=0.9, gt=-1.0, le=1.0)
+    embedding_server: str | None = None
+    index: Literal["auto", "exact", "faiss"] = "auto"
+    redis_url: str | None = Field(default=None, pattern=r"^redis://")
+    count_copies: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DedupSection:
+        if self.source == "organism" and self.paths:
+            raise ValueError("source = 'organism' takes no paths (the organism's training corpus is rebuilt)")
+        if self.source != "organism" and not self.paths:
+            raise ValueError(f"source = {self.source!r} needs paths = [...] (the training corpus)")
+        return self
+
+
 class ReportSection(_Section):
     """``[report]``: what the report shows."""
 
@@ -337,6 +365,7 @@ class StudySpec(_Section):
     data: DataSection = DataSection()
     extraction: ExtractionSection = ExtractionSection()
     census: CensusSection | None = None
+    dedup: DedupSection | None = None
     prompt: PromptSection = PromptSection()
     generation: GenerationSection = GenerationSection()
     execute: ExecuteSection = ExecuteSection()
@@ -373,6 +402,14 @@ class StudySpec(_Section):
                     raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target or "
                                      "organism:reference")
         kind = self.study.kind
+        if self.dedup is not None:
+            if kind != "functional":
+                raise ValueError(f"[dedup] is read only by functional studies (kind is {kind!r})")
+            if self.dedup.source == "organism" and self.organism is None:
+                raise ValueError("dedup.source = 'organism' needs an [organism] table")
+            name = self.dedup.embedding_server
+            if name is not None and name not in self.servers:
+                raise ValueError(f"dedup.embedding_server = {name!r} names no [servers.{name}] table")
         if kind == "functional" and self.models.reference is None:
             raise ValueError("models.reference: a functional study needs a reference model (the counterfactual)")
         if kind == "census":
@@ -520,7 +557,17 @@ def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudyS
             pairs.append(pair.model_copy(update={"document": resolve(pair.document, "document"),
                                                  "control": tuple(resolve(c, "control") for c in pair.control)}))
         census = census.model_copy(update={"pairs": tuple(pairs)})
+    dedup = spec.dedup
+    if dedup is not None and dedup.paths:
+        resolved = []
+        for item in dedup.paths:
+            full = item if Path(item).is_absolute() else str(base / item)
+            if not any(ch in item for ch in "*?[") and not Path(full).exists():
+                raise InputError(f"dedup.paths: {item!r} does not exist (relative paths are read from the spec's "
+                                 "folder)", path=where, line=locate_key(text, ("dedup", "paths")))
+            resolved.append(full)
+        dedup = dedup.model_copy(update={"paths": tuple(resolved)})
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
-    return spec.model_copy(update={"data": data, "organism": organism, "census": census})
+    return spec.model_copy(update={"data": data, "organism": organism, "census": census, "dedup": dedup})

@@ -1,0 +1,133 @@
+"""``calib dedup``: near-duplicates of audited functions in a training corpus, as a Parquet table.
+
+``CORPUS`` and ``--against`` each name source files, directories or globs (cut into functions as
+``calib extract`` does) or functions tables written by ``calib extract`` (``.parquet``). Every pair of
+an audited function and a corpus function that is a textual near-duplicate (MinHash LSH, verified by
+exact shingle Jaccard) or a semantic-only one (embedding cosine) is written to ``--out``; the counts
+per audited function to ``--counts``. docs/dedup.md defines both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import polars as pl
+
+from calib._exceptions import InputError
+
+__all__ = ["dedup"]
+
+
+def _functions(paths: tuple[str, ...], language: str | None, min_lines: int, what: str) -> tuple[list[str], list[str]]:
+    """(ids, texts) of the functions the paths name: functions tables, or source cut into functions."""
+    from calib.cli.extract import source_files
+    from calib.data.extract import Deduplicator, extract_document
+
+    ids: list[str] = []
+    texts: list[str] = []
+    sources = []
+    for arg in paths:
+        if arg.endswith(".parquet") and Path(arg).is_file():
+            try:
+                table = pl.read_parquet(arg)
+            except Exception as exc:  # polars raises several types for a damaged file
+                raise InputError(f"cannot read the functions table ({type(exc).__name__})", path=arg) from None
+            missing = [c for c in ("function_id", "signature", "body") if c not in table.columns]
+            if missing:
+                raise InputError(f"{what}: the table lacks column(s) {', '.join(missing)}; write it with calib extract",
+                                 path=arg)
+            for r in table.select("function_id", "signature", "body").iter_rows(named=True):
+                ids.append(r["function_id"])
+                texts.append(_text(r["signature"], r["body"]))
+        else:
+            sources.append(arg)
+    if sources:
+        dedup = Deduplicator()
+        for file, rel, lang in source_files(tuple(sources), language):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # calib extract reports unreadable files; a corpus is read as far as it can be
+            for f in extract_document(text, language=lang, source=str(file), path=rel, min_lines=min_lines,
+                                      max_lines=10**6, deduplicator=dedup).functions:
+                ids.append(f["function_id"])
+                texts.append(_text(f["signature"], f["body"]))
+    return ids, texts
+
+
+def _text(signature: str, body: str) -> str:
+    return signature + ("" if body.startswith("\n") else "\n") + body
+
+
+@click.command()
+@click.argument("corpus", nargs=-1, required=True)
+@click.option("--against", "against", multiple=True, required=True,
+              help="The audited functions: a functions table (.parquet) or source files, folders or globs; repeatable.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Parquet file for the pairs (sample_id, corpus_id, kind, similarity, copies).")
+@click.option("--counts", "counts_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Parquet file for the counts per audited function (sample_id, textual_dups, semantic_dups).")
+@click.option("--language", type=click.Choice(["python", "c", "cpp", "java", "rust", "go"]), default=None,
+              help="Language of the source files (default: from each file's extension).")
+@click.option("--min-lines", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Fewest body lines of a corpus function.")
+@click.option("--jaccard", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.4, show_default=True,
+              help="Textual threshold on the exact Jaccard of shingle sets.")
+@click.option("--num-perm", type=click.IntRange(min=16), default=128, show_default=True, help="MinHash permutations.")
+@click.option("--shingle-tokens", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Shingle size in code tokens.")
+@click.option("--cosine", type=click.FloatRange(-1.0, 1.0), default=0.9, show_default=True,
+              help="Semantic threshold on embedding cosine.")
+@click.option("--no-semantic", is_flag=True, help="Textual near-duplicates only (no embedding model).")
+@click.option("--embedding-server", "embed_name", default=None,
+              help="An embeddings server: a [servers.NAME] table of --servers (default: the offline model).")
+@click.option("--servers", "servers_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="TOML file with [servers.NAME] tables (a study spec works).")
+@click.option("--index", type=click.Choice(["auto", "exact", "faiss", "hnsw"]), default="auto", show_default=True,
+              help="Semantic search: exact blockwise numpy, faiss exact range search, or approximate HNSW.")
+@click.option("--redis", "redis_url", default=None, metavar="URL",
+              help="Keep the MinHash LSH index in Redis (redis://HOST:PORT/DB) instead of memory.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def dedup(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_out: Path | None, language: str | None,
+          min_lines: int, jaccard: float, num_perm: int, shingle_tokens: int, cosine: float, no_semantic: bool,
+          embed_name: str | None, servers_file: Path | None, index: str, redis_url: str | None, as_json: bool) -> None:
+    """Near-duplicates of the functions of --against in the training corpus CORPUS."""
+    from calib._files import atomic_write
+    from calib.cli.similarity import _server
+    from calib.dedup import DedupConfig, duplicate_counts, find_duplicates
+
+    if redis_url is not None and not redis_url.startswith("redis://"):
+        raise click.BadParameter("give a redis:// URL, e.g. redis://127.0.0.1:6379/0", param_hint="--redis")
+    started = time.perf_counter()
+    corpus_ids, corpus_texts = _functions(corpus, language, min_lines, "CORPUS")
+    sample_ids, sample_texts = _functions(against, language, 0, "--against")
+    if not sample_ids:
+        raise InputError("--against names no function; check the paths and --language")
+    config = DedupConfig(jaccard=jaccard, num_perm=num_perm, shingle_tokens=shingle_tokens, cosine=cosine,
+                         semantic=not no_semantic, storage=redis_url, index=index)
+    server = _server(embed_name, servers_file, "--embedding-server") if embed_name else None
+    pairs = find_duplicates(corpus_ids, corpus_texts, sample_ids, sample_texts, config=config, server=server)
+    atomic_write(out, pairs.write_parquet, suffix=".parquet")
+    counts = duplicate_counts(pairs, list(dict.fromkeys(sample_ids)))
+    if counts_out is not None:
+        atomic_write(counts_out, counts.write_parquet, suffix=".parquet")
+    result: dict[str, Any] = {
+        "corpus_functions": len(corpus_ids), "samples": counts.height,
+        "pairs": {kind: int((pairs["kind"] == kind).sum()) for kind in ("textual", "semantic")},
+        "samples_with": {"textual": int((counts["textual_dups"] > 0).sum()),
+                         "semantic": int((counts["semantic_dups"] > 0).sum())},
+        "settings": config.to_dict() | {"storage": "redis" if redis_url else "memory"},
+        "seconds": round(time.perf_counter() - started, 3), "out": str(out),
+        "counts": None if counts_out is None else str(counts_out),
+    }
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"{result['samples']} functions against {result['corpus_functions']} corpus functions: "
+                   f"{result['pairs']['textual']} textual and {result['pairs']['semantic']} semantic-only "
+                   f"near-duplicate pairs ({result['samples_with']['textual']} and "
+                   f"{result['samples_with']['semantic']} functions with at least one); {out}")
