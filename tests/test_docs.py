@@ -74,7 +74,9 @@ def test_every_server_config_key_is_documented():
                                         ("extraction.md", "calib.study.tables:EXTRACTION_CLAIMS_SCHEMA"),
                                         ("extraction.md", "calib.study.tables:BUDGETS_SCHEMA"),
                                         ("extraction.md", "calib.study.tables:PAIRED_SCHEMA"),
-                                        ("extraction.md", "calib.study.tables:CENSUS_SCHEMA")])
+                                        ("extraction.md", "calib.study.tables:CENSUS_SCHEMA"),
+                                        ("dedup.md", "calib.dedup.counts:DUPLICATES_SCHEMA"),
+                                        ("dedup.md", "calib.dedup.counts:COUNTS_SCHEMA")])
 def test_every_table_column_is_documented(doc, schema):
     import importlib
 

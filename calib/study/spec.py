@@ -336,7 +336,7 @@ class DedupSection(_Section):
     semantic: bool = True
     cosine: float = Field(default=0.9, gt=-1.0, le=1.0)
     embedding_server: str | None = None
-    index: Literal["auto", "exact", "faiss"] = "auto"
+    index: Literal["auto", "exact", "faiss", "hnsw"] = "auto"
     redis_url: str | None = Field(default=None, pattern=r"^redis://")
     count_copies: bool = False
 
