@@ -1,8 +1,9 @@
 """Every number of the report, computed once from a run directory (the content of summary.json).
 
 :func:`analyze_run` reads the tables, labels each sample, and collects the counts, the rates of each
-group, the reasons, the examples, the proxy evaluation and the methods facts. The renderers only
-format what it returns, so the HTML, the Markdown and summary.json cannot disagree.
+group, the reasons, the examples, the proxy evaluation, the duplication analysis (when the run has a
+duplicates table) and the methods facts. The renderers only format what it returns, so the HTML, the
+Markdown and summary.json cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import polars as pl
 
 from calib._exceptions import InputError
 from calib.report._counts import funnel, reason_counts, sample_counts
+from calib.report._duplication import analyze_duplication
 from calib.report._examples import Example, select_examples
 from calib.report._methods import methods_facts
 from calib.report._proxies import evaluate_proxies
@@ -33,12 +35,17 @@ _ANALYZE_DEFAULTS: dict[str, Any] = {"text_metric": "bleu", "tau_text": 0.75, "t
 
 @dataclass(frozen=True)
 class Analysis:
-    """The report's content: ``summary`` (JSON data), the per-sample table, examples and ROC curves."""
+    """The report's content: ``summary`` (JSON data), the per-sample table, examples and ROC curves.
+
+    ``duplication`` is the per-sample near-duplicate counts and group (``Duplication.samples``), None
+    when the run has no duplicates table.
+    """
 
     summary: dict[str, Any]
     samples: pl.DataFrame
     examples: list[Example]
     curves: dict[str, RocCurve]
+    duplication: pl.DataFrame | None = None
 
 
 def analysis_settings(spec: dict[str, Any]) -> dict[str, Any]:
@@ -90,6 +97,7 @@ def analyze_run(run: RunData) -> Analysis:
     try:
         groups = rate_groups(frame, analyze)
         proxies = evaluate_proxies(run, analyze)
+        duplication = analyze_duplication(run, frame, analyze)
     except ValueError as exc:
         raise InputError(f"{exc}; check the run's tables and spec.json", path=str(run.root)) from None
     examples = select_examples(run, frame, int(setting(run.spec, "report.examples", 5)))
@@ -105,7 +113,9 @@ def analyze_run(run: RunData) -> Analysis:
         "reasons": reason_counts(run, frame),
         "examples": [e.record for e in examples],
         "proxies": proxies.summary,
+        "duplication": None if duplication is None else duplication.summary,
         "methods": methods,
         "consistency": _consistency(run, frame),
     }
-    return Analysis(summary=summary, samples=frame, examples=examples, curves=proxies.curves)
+    return Analysis(summary=summary, samples=frame, examples=examples, curves=proxies.curves,
+                    duplication=None if duplication is None else duplication.samples)

@@ -2,7 +2,8 @@
 
 - ``rates``: the paper's Figure 2 for this run: the seven rates of each group (all samples, members,
   controls) as bars with Clopper–Pearson whiskers;
-- ``roc``: the paper's Figure 3(b): every evaluated metric's ROC curve on log-log axes.
+- ``roc``: the paper's Figure 3(b): every evaluated metric's ROC curve on log-log axes;
+- ``duplication``: the paper's Figure 4: textual and semantic-only near-duplicate counts per group.
 
 Output is deterministic (fixed hash salt, no date), and :func:`inline_svg` turns a file's SVG into an
 element that can sit in an HTML page beside others (no XML prolog, ids prefixed per figure).
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 from calib.report._rates import RATE_LABELS
 from calib.stats import RocCurve
 
-__all__ = ["inline_svg", "rates_figure", "roc_figure"]
+__all__ = ["duplication_figure", "inline_svg", "rates_figure", "roc_figure"]
 
 _RC = {"svg.hashsalt": "calib-report", "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
        "axes.spines.right": False}
@@ -95,6 +96,49 @@ def roc_figure(curves: Mapping[str, RocCurve], levels: Sequence[float]) -> str |
         ax.set_xlabel("false positive rate")
         ax.set_ylabel("true positive rate")
         ax.legend(frameon=False, loc="lower right", fontsize=8)
+        return _to_svg(fig)
+
+
+#: The most samples of one group the duplication figure draws as dots (a seeded choice; boxes and means use all).
+MAX_DOTS = 400
+
+
+def duplication_figure(groups: Sequence[tuple[str, Any, Any]], panels: Sequence[str]) -> str | None:
+    """Figure 4: one panel per kind of near-duplicate count, a box, the samples and the mean per group.
+
+    ``groups`` holds ``(label, counts of panel 0, counts of panel 1)`` per group; ``panels`` names the two
+    panels. A panel whose counts exceed 50 uses a symmetric-log axis (linear up to 1). Returns the SVG
+    text, or None when no group has a sample.
+    """
+    if not any(len(group[1]) for group in groups):
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(9.0, 3.8))
+        axes = fig.subplots(1, len(panels))
+        for p, (ax, title) in enumerate(zip(np.atleast_1d(axes), panels)):
+            rng = np.random.default_rng(p)  # a fixed jitter and choice of dots, so the bytes repeat
+            values = [np.asarray(group[1 + p], dtype=np.float64) for group in groups]
+            drawn = [i for i, v in enumerate(values) if v.size]
+            ax.boxplot([values[i] for i in drawn], positions=drawn, widths=0.5, showfliers=False,
+                       medianprops={"color": "#333333"}, boxprops={"color": "#666666"},
+                       whiskerprops={"color": "#666666"}, capprops={"color": "#666666"})
+            for i in drawn:
+                v = values[i]
+                dots = v if v.size <= MAX_DOTS else v[np.sort(rng.choice(v.size, MAX_DOTS, replace=False))]
+                ax.scatter(i + rng.uniform(-0.18, 0.18, dots.size), dots, s=6, alpha=0.45, linewidths=0,
+                           color=_COLORS[i % len(_COLORS)], zorder=2)
+                ax.scatter([i], [v.mean()], marker="D", s=28, color="#c44e52", edgecolors="white", linewidths=0.6,
+                           zorder=3, label="mean" if i == drawn[0] else None)
+            ax.set_xticks(range(len(groups)), [textwrap.fill(f"{g[0]} (n = {len(g[1 + p])})", 18,
+                                                             break_long_words=False) for g in groups])
+            ax.set_xlim(-0.6, len(groups) - 0.4)
+            if max((float(v.max()) for v in values if v.size), default=0.0) > 50:
+                ax.set_yscale("symlog", linthresh=1.0)
+            ax.set_ylim(bottom=-0.5 if ax.get_yscale() == "linear" else 0.0)
+            ax.set_title(f"{title} near-duplicates")
+            if p == 0:
+                ax.set_ylabel("near-duplicates per function")
+            ax.legend(frameon=False, loc="best", fontsize=8)
         return _to_svg(fig)
 
 

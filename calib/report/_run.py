@@ -2,7 +2,9 @@
 
 The report depends on nothing but these files (DESIGN.md "Run directory"), so it declares here the
 columns it reads of each study kind's tables (``functional``, ``extraction``, ``census``); a missing
-file or column is an :class:`~calib._exceptions.InputError` naming it.
+file or column is an :class:`~calib._exceptions.InputError` naming it. A functional study's
+``duplicates`` table (written by the ``dedup`` stage of a spec with ``[dedup]``) is optional: absent,
+``RunData.duplicates`` is None; present, it must be readable and hold :data:`DUPLICATES_COLUMNS`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import polars as pl
 
 from calib._exceptions import InputError
 
-__all__ = ["COLUMNS_OF_KIND", "OPTIONAL_TABLES", "REQUIRED_COLUMNS", "RunData", "RunTables", "load_run", "setting",
-           "study_kind"]
+__all__ = ["COLUMNS_OF_KIND", "DUPLICATES_COLUMNS", "OPTIONAL_TABLES", "REQUIRED_COLUMNS", "RunData", "RunTables",
+           "load_run", "setting", "study_kind"]
 
 #: The columns the report reads from each table (calib/study/tables.py declares the full schemas).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -28,6 +30,10 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "similarities": ("sample_id", "role", "metric", "value", "reason"),
     "claims": ("sample_id", "textually_memorized", "functionally_memorized"),
 }
+
+#: The columns the report reads from a functional study's optional ``duplicates`` table (calib/dedup/counts.py
+#: ``DUPLICATES_SCHEMA``): one row per (audited function, training-corpus document) near-duplicate pair.
+DUPLICATES_COLUMNS: tuple[str, ...] = ("sample_id", "corpus_id", "kind", "similarity", "copies")
 
 #: The columns the report reads from each table of an ``extraction`` study (the population conformal test).
 EXTRACTION_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -62,8 +68,9 @@ CENSUS_COLUMNS: dict[str, tuple[str, ...]] = {
 COLUMNS_OF_KIND: dict[str, dict[str, tuple[str, ...]]] = {
     "functional": REQUIRED_COLUMNS, "extraction": EXTRACTION_COLUMNS, "census": CENSUS_COLUMNS}
 
-#: Tables a run may lack, per kind: the extraction study writes ``paired`` only when it has a reference model.
-OPTIONAL_TABLES: dict[str, tuple[str, ...]] = {"functional": (), "extraction": ("paired",), "census": ()}
+#: Tables a run may lack, per kind: the extraction study writes ``paired`` only when it has a reference model, the
+#: functional study ``duplicates`` only when its spec has a ``[dedup]`` table.
+OPTIONAL_TABLES: dict[str, tuple[str, ...]] = {"functional": ("duplicates",), "extraction": ("paired",), "census": ()}
 
 _FIX = "run `calib study SPEC` first (it writes the run directory)"
 
@@ -82,6 +89,9 @@ class RunData:
         What ran (``manifest.json``); empty when the file is absent.
     samples, generations, executions, similarities, claims : polars.DataFrame
         The tables of ``RUN/tables/``.
+    duplicates : polars.DataFrame or None
+        The near-duplicate pairs of the ``dedup`` stage (:data:`DUPLICATES_COLUMNS`); None when the run
+        has no such table (a spec without ``[dedup]``).
     """
 
     root: Path
@@ -92,6 +102,7 @@ class RunData:
     executions: pl.DataFrame
     similarities: pl.DataFrame
     claims: pl.DataFrame
+    duplicates: pl.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -188,8 +199,11 @@ def load_run(run_dir: str | Path) -> RunData | RunTables:
     kind = study_kind(spec, root / "spec.json")
     if kind == "functional":
         tables = {name: _read_table(root, name) for name in REQUIRED_COLUMNS}
+        # written only by a study with [dedup]; absent is normal, present must be whole
+        duplicates = _read_table(root, "duplicates", DUPLICATES_COLUMNS) \
+            if (root / "tables" / "duplicates.parquet").exists() else None
         manifest = _read_json(root / "manifest.json", required=False)
-        return RunData(root=root, spec=spec, manifest=manifest, **tables)
+        return RunData(root=root, spec=spec, manifest=manifest, **tables, duplicates=duplicates)
     read = {}
     for name, columns in COLUMNS_OF_KIND[kind].items():
         # paired compares target and reference: a study without a reference model has no such table

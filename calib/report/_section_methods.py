@@ -7,7 +7,7 @@ from typing import Any
 from calib.report._document import Block, Bullets, Heading, Paragraph, Table
 from calib.report._format import DASH, number, setting_pct
 
-__all__ = ["REFERENCES", "methods_section"]
+__all__ = ["DUPLICATION_REFERENCES", "REFERENCES", "methods_section"]
 
 #: The works the report cites.
 REFERENCES = (
@@ -21,6 +21,18 @@ REFERENCES = (
     "J. A. Hanley and B. J. McNeil (1982). The meaning and use of the area under a receiver operating "
     "characteristic (ROC) curve. Radiology 143(1):29–36.",
     "T. Fawcett (2006). An introduction to ROC analysis. Pattern Recognition Letters 27(8):861–874.",
+)
+
+#: The works the duplication section adds (only when the run has a duplicates table).
+DUPLICATION_REFERENCES = (
+    "The functional-memorization paper, §5.3, Figure 4 and Appendix G (near-duplicates: MinHash with 128 "
+    "permutations over 5-token shingles, Jaccard ≥ 0.4; embedding cosine ≥ 0.9; joint logistic regressions).",
+    "A. Z. Broder (1997). On the resemblance and containment of documents. Proceedings of Compression and "
+    "Complexity of SEQUENCES 1997, 21–29 (MinHash).",
+    "A. Abbas, K. Tirumala, D. Simig, S. Ganguli and A. S. Morcos (2023). SemDeDup: data-efficient learning at "
+    "web-scale through semantic deduplication. arXiv:2303.09540.",
+    "A. Agresti (2013). Categorical Data Analysis, 3rd ed. Wiley. §5.1–5.2 (logistic regression, Wald inference) "
+    "and §6.5 (separation).",
 )
 
 _FUNNEL_LABELS = {"functions": "functions passing the data filters", "samples": "samples audited",
@@ -107,7 +119,7 @@ def _metrics(methods: dict[str, Any]) -> list[Block]:
     return [Heading(3, "Similarity metrics and thresholds", "methods-metrics"), Paragraph(text)]
 
 
-def _statistics(methods: dict[str, Any]) -> list[Block]:
+def _statistics(methods: dict[str, Any], duplication: bool) -> list[Block]:
     op = methods["analysis"]
     levels = ", ".join(number(v) for v in op["fpr_levels"])
     conf = setting_pct(op["confidence"])
@@ -116,6 +128,11 @@ def _statistics(methods: dict[str, Any]) -> list[Block]:
             "conclusive samples only. Proxies: ROC AUC (Mann–Whitney, ties one half), Pearson r with SIM_func, and "
             f"the largest TPR of a fixed threshold whose FPR is at most each of {levels}. "
             "Definitions: docs/statistics.md.")
+    if duplication:
+        text += (" Duplication: logistic regressions fitted by maximum likelihood (statsmodels `Logit`, Newton–"
+                 "Raphson) with Wald standard errors, z, two-sided p-values and Wald intervals at the same confidence;"
+                 " before fitting, separation is checked by a linear programme, and no fit is reported where the "
+                 "maximum-likelihood estimate does not exist.")
     return [Heading(3, "Statistics", "methods-statistics"), Paragraph(text)]
 
 
@@ -134,6 +151,9 @@ def _provenance(methods: dict[str, Any]) -> list[Block]:
 def methods_section(summary: dict[str, Any]) -> list[Block]:
     """Models, prompts and decoding, data and filters, execution, metrics, statistics, provenance, references."""
     methods = summary["methods"]
+    duplication = summary.get("duplication") is not None
+    references = REFERENCES + DUPLICATION_REFERENCES if duplication else REFERENCES
     return [Heading(2, "Methods", "methods"), *_models(methods), *_prompting(methods),
-            *_data(methods, summary["funnel"]), *_execution(methods), *_metrics(methods), *_statistics(methods),
-            *_provenance(methods), Heading(3, "References", "references"), Bullets(REFERENCES)]
+            *_data(methods, summary["funnel"]), *_execution(methods), *_metrics(methods),
+            *_statistics(methods, duplication), *_provenance(methods), Heading(3, "References", "references"),
+            Bullets(references)]

@@ -1,7 +1,7 @@
 """The report's sections as document blocks: headline, rates, inconclusive samples, proxies.
 
 Every number written here is read from the analysis summary (summary.json); nothing is computed.
-The worked examples and the methods section live in their own modules.
+The worked examples, the duplication section and the methods section live in their own modules.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 from calib.report._analysis import Analysis
 from calib.report._document import Block, Bullets, Figure, Heading, Paragraph, Table
+from calib.report._duplication import duplication_blocks
 from calib.report._figures import rates_figure, roc_figure
 from calib.report._format import DASH, number, rate_cell, rate_text, setting_pct, sim
 from calib.report._rates import RATE_LABELS
@@ -202,4 +203,5 @@ def report_blocks(analysis: Analysis) -> list[Block]:
     """Every section of the report, in order (docs/report.md lists them)."""
     summary = analysis.summary
     return [*_title(summary), *_headline(summary), *_rates(analysis), *_reasons(summary),
-            *examples_section(analysis), *_proxies(analysis), *methods_section(summary)]
+            *examples_section(analysis), *_proxies(analysis),
+            *duplication_blocks(summary, analysis.duplication), *methods_section(summary)]

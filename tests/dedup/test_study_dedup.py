@@ -50,8 +50,8 @@ source = "organism"
 [dedup]
 source = "organism"
 """)
-    proc = subprocess.run([sys.executable, "-m", "calib", "study", "s.toml", "--run-dir", "r", "--stage", "dedup",
-                           "--quiet"], capture_output=True, text=True, cwd=root, timeout=600,
+    proc = subprocess.run([sys.executable, "-m", "calib", "study", "s.toml", "--run-dir", "r", "--quiet"],
+                          capture_output=True, text=True, cwd=root, timeout=900,
                           env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     assert proc.returncode == 0, proc.stderr
     return root / "r"
@@ -82,11 +82,28 @@ def test_the_planted_duplicates_are_found_and_nothing_else(run, organism_tiny):
 def test_the_stage_is_fingerprinted_and_skipped_on_a_rerun(run):
     root = run.parent
     before = (run / "events.jsonl").read_text().count("\n")
-    proc = subprocess.run([sys.executable, "-m", "calib", "study", "s.toml", "--run-dir", "r", "--stage", "dedup",
-                           "--quiet"], capture_output=True, text=True, cwd=root, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "calib", "study", "s.toml", "--run-dir", "r", "--quiet"],
+                          capture_output=True, text=True, cwd=root, timeout=600)
     assert proc.returncode == 0, proc.stderr
     new = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()[before:]]
-    assert [e["stage"] for e in new if e["event"] == "stage_skip"] == ["extract", "prompt", "dedup"]
+    assert [e["stage"] for e in new if e["event"] == "stage_skip"] == [
+        "extract", "prompt", "dedup", "generate", "execute", "measure", "analyze", "report"]
     manifest = json.loads((run / "manifest.json").read_text())
     pairs = pl.read_parquet(run / "tables" / "duplicates.parquet")
     assert manifest["stages"]["dedup"]["rows"] == pairs.height
+
+
+def test_the_report_shows_the_papers_pattern_on_the_organism(run):
+    """Textually similar completions come with textual near-duplicates, functionally similar ones with
+    semantic-only near-duplicates (the paper's Figure 4), as the organism's planted design implies."""
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    dup = summary["duplication"]
+    pairs = pl.read_parquet(run / "tables" / "duplicates.parquet")
+    assert dup["n_pairs"] == {"textual": int((pairs["kind"] == "textual").sum()),
+                              "semantic": int((pairs["kind"] == "semantic").sum())}
+    groups = dup["groups"]
+    assert groups["textual"]["textual_dups"]["mean"] > groups["others"]["textual_dups"]["mean"]
+    assert groups["functional"]["n"] >= 1
+    assert groups["functional"]["semantic_dups"]["mean"] > groups["others"]["semantic_dups"]["mean"]
+    assert (run / "report" / "figures" / "duplication.svg").is_file()
+    assert "## Duplication" in (run / "report" / "report.md").read_text()

@@ -8,6 +8,10 @@ says what the tables should record; :func:`make_run` writes them with the schema
 Similarities of a completion with x: ``bleu`` is the sample's SIM_text, ``exact`` is 1 when it is at
 least 0.95, ``codebleu``, ``tsed`` and ``judge_functional`` are deterministic mixtures of SIM_text and
 SIM_func (so the proxies have something to find).
+
+``make_run(..., duplicates=FRAME)`` also writes ``tables/duplicates.parquet`` (the ``dedup`` stage's
+table; :func:`duplicates_table` builds one) and a ``[dedup]`` table in the spec (``dedup`` overrides
+its keys).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import polars as pl
 from calib.study.spec import StudySpec
 from calib.study.tables import TABLES
 
-__all__ = ["DEFAULT", "METRICS", "FakeSample", "claim", "default_samples", "make_run", "variant"]
+__all__ = ["DEFAULT", "METRICS", "FakeSample", "claim", "default_samples", "duplicates_table", "make_run",
+           "variant"]
 
 KINDS = ("verbatim", "business_rule", "near_duplicate")
 METRICS = ("exact", "bleu", "codebleu", "tsed", "judge_functional")
@@ -208,7 +213,7 @@ def claim(s: FakeSample) -> dict[str, Any]:
             "textually_memorized": textual, "functionally_memorized": functional, "verdict": verdict}
 
 
-def _spec(examples: int, analyze: dict[str, Any] | None) -> dict[str, Any]:
+def _spec(examples: int, analyze: dict[str, Any] | None, dedup: dict[str, Any] | None = None) -> dict[str, Any]:
     data = {
         "study": {"name": "fake", "kind": "functional", "description": "A synthetic run for the report's tests."},
         "organism": {"preset": "tiny", "seed": 0},
@@ -222,6 +227,8 @@ def _spec(examples: int, analyze: dict[str, Any] | None) -> dict[str, Any]:
         "analyze": analyze or {},
         "report": {"examples": examples},
     }
+    if dedup is not None:
+        data["dedup"] = dedup
     return StudySpec.model_validate(data).public()
 
 
@@ -254,9 +261,21 @@ def _manifest(samples: list[FakeSample], gens: pl.DataFrame, execs: pl.DataFrame
     }
 
 
+def duplicates_table(rows: list[tuple[str, str, str, float, int]]) -> pl.DataFrame:
+    """The duplicates table of ``(sample_id, corpus_id, kind, similarity, copies)`` rows (``DUPLICATES_SCHEMA``)."""
+    from calib.dedup.counts import DUPLICATES_SCHEMA
+
+    return pl.DataFrame(rows, schema=DUPLICATES_SCHEMA, orient="row")
+
+
 def make_run(root: Path, samples: list[FakeSample] | None = None, *, examples: int = 10,
-             analyze: dict[str, Any] | None = None, claims: pl.DataFrame | None = None) -> Path:
-    """Write a run directory for ``samples`` (default :data:`DEFAULT`) under ``root``; returns ``root``."""
+             analyze: dict[str, Any] | None = None, claims: pl.DataFrame | None = None,
+             duplicates: pl.DataFrame | None = None, dedup: dict[str, Any] | None = None) -> Path:
+    """Write a run directory for ``samples`` (default :data:`DEFAULT`) under ``root``; returns ``root``.
+
+    With ``duplicates`` also ``tables/duplicates.parquet`` and a ``[dedup]`` spec table (``dedup``: its
+    keys, default the spec's defaults).
+    """
     samples = DEFAULT if samples is None else samples
     tables = root / "tables"
     tables.mkdir(parents=True, exist_ok=True)
@@ -265,9 +284,12 @@ def make_run(root: Path, samples: list[FakeSample] | None = None, *, examples: i
               "similarities": _similarities(samples),
               "claims": claims if claims is not None else pl.DataFrame([claim(s) for s in samples],
                                                                        schema=TABLES["claims"])}
+    if duplicates is not None:
+        frames["duplicates"] = duplicates
     for name, frame in frames.items():
         frame.write_parquet(tables / f"{name}.parquet")
-    (root / "spec.json").write_text(json.dumps(_spec(examples, analyze), indent=2))
+    spec = _spec(examples, analyze, None if duplicates is None and dedup is None else dict(dedup or {}))
+    (root / "spec.json").write_text(json.dumps(spec, indent=2))
     (root / "manifest.json").write_text(json.dumps(_manifest(samples, gens, execs), indent=2))
     return root
 
