@@ -41,6 +41,8 @@ def needs(spec: StudySpec) -> dict[str, list[str]]:
         add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
     for name in roles:
         need.setdefault(name, [])
+    if spec.dedup is not None and spec.dedup.semantic and spec.dedup.embedding_server:
+        add(spec.dedup.embedding_server, "embeddings")
     if any(m.startswith("judge_") for m in spec.measure.metrics):
         add(spec.measure.judge_server, "chat")
     if "embedding" in spec.measure.metrics and spec.measure.embedding_server:

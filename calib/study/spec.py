@@ -530,16 +530,19 @@ def load_spec(path: str | Path) -> StudySpec:
 
 def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudySpec:
     """Relative paths against the spec's folder; named files must exist (globs are expanded later)."""
-    data = spec.data
-    if data.source in ("corpus", "functions") and data.hub is None:
+    def corpus_paths(section: str, paths: tuple[str, ...]) -> tuple[str, ...]:
         resolved = []
-        for item in data.paths:
+        for item in paths:
             full = item if Path(item).is_absolute() else str(base / item)
             if not any(ch in item for ch in "*?[") and not Path(full).exists():
-                raise InputError(f"data.paths: {item!r} does not exist (relative paths are read from the spec's "
-                                 "folder)", path=where, line=locate_key(text, ("data", "paths")))
+                raise InputError(f"{section}.paths: {item!r} does not exist (relative paths are read from the "
+                                 "spec's folder)", path=where, line=locate_key(text, (section, "paths")))
             resolved.append(full)
-        data = data.model_copy(update={"paths": tuple(resolved)})
+        return tuple(resolved)
+
+    data = spec.data
+    if data.source in ("corpus", "functions") and data.hub is None:
+        data = data.model_copy(update={"paths": corpus_paths("data", data.paths)})
     census = spec.census
     if census is not None:
         pairs = []
@@ -559,14 +562,7 @@ def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudyS
         census = census.model_copy(update={"pairs": tuple(pairs)})
     dedup = spec.dedup
     if dedup is not None and dedup.paths:
-        resolved = []
-        for item in dedup.paths:
-            full = item if Path(item).is_absolute() else str(base / item)
-            if not any(ch in item for ch in "*?[") and not Path(full).exists():
-                raise InputError(f"dedup.paths: {item!r} does not exist (relative paths are read from the spec's "
-                                 "folder)", path=where, line=locate_key(text, ("dedup", "paths")))
-            resolved.append(full)
-        dedup = dedup.model_copy(update={"paths": tuple(resolved)})
+        dedup = dedup.model_copy(update={"paths": corpus_paths("dedup", dedup.paths)})
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
