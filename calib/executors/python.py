@@ -9,9 +9,13 @@ process that runs one function variant on all its input states:
    one seen while exploring is invalid (``nondeterministic``);
 3. *replay* each candidate, in x's place in the same scaffold, on the same states.
 
-Batches 2 and 3 run concurrently, at most ``workers`` processes at a time. If a batch dies (a crash,
-the wall clock, the output cap) the input it was on gets that outcome and the batch restarts after it,
-so one hostile input costs one input, not the sample.
+Batches 2 and 3 run concurrently, at most ``workers`` at a time. Their processes are started while x
+is explored (at most ``workers`` of them ahead, across all comparisons): each starts its interpreter,
+imports the harness and parses its scaffold, then waits for the chosen input states, so start-up
+overlaps the search; no code under test runs before the states arrive, and each process still runs
+one batch. If a batch dies (a crash, the wall clock, the output cap) the input it was on gets that
+outcome and the batch restarts after it, in a fresh process, so one hostile input costs one input, not
+the sample.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 from calib.executors._harness import scaffold
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
-from calib.executors.sandbox import Limits, Sandbox, SandboxRun
+from calib.executors.sandbox import Batch, Limits, Sandbox, SandboxRun
 
 __all__ = ["SandboxExecutor"]
 
@@ -84,6 +88,8 @@ class SandboxExecutor:
         self.sandbox = Sandbox(limits=limits, unsafe=self.config.unsafe_no_sandbox,
                                read_only=self.config.import_paths)
         self._slots = asyncio.Semaphore(self.config.workers)
+        self._ahead: set[Batch] = set()  # replay processes started ahead of their input states, not yet done
+        self._starting = 0
 
     def _job(self, mode: str, context: str, function: str, **extra: Any) -> dict[str, Any]:
         c = self.config
@@ -94,6 +100,30 @@ class SandboxExecutor:
     async def _run(self, job: dict[str, Any], wall: float) -> SandboxRun:
         async with self._slots:
             return await self.sandbox.run(json.dumps(job).encode("utf-8"), wall_seconds=wall)
+
+    async def _start_ahead(self, context: str, function: str) -> Batch | None:
+        """Start a replay batch of ``function`` now, to be given its input states later; None when
+        ``workers`` batches are already waiting ahead (that replay then starts when its states are known)."""
+        self._ahead = {b for b in self._ahead if not b.done}
+        if len(self._ahead) + self._starting >= self.config.workers:
+            return None
+        job = self._job("replay", context, function, wait=True)
+        self._starting += 1
+        try:
+            batch = await self.sandbox.start(json.dumps(job).encode("utf-8") + b"\n")
+        except Exception:  # noqa: BLE001 - it will be started again, the usual way, when it is needed
+            return None
+        finally:
+            self._starting -= 1
+        self._ahead.add(batch)
+        return batch
+
+    async def _release(self, batch: Batch | None) -> None:
+        if batch is not None:
+            try:
+                await batch.cancel()  # nothing to do when it has finished
+            finally:
+                self._ahead.discard(batch)
 
     async def _explore(self, context: str, truth: str, inputs: Sequence[Mapping[str, Any]] | None,
                        ) -> tuple[dict[str, Any] | None, str]:
@@ -128,8 +158,9 @@ class SandboxExecutor:
         return None, f"crashed: {died}"
 
     async def _replay(self, context: str, function: str, states: list[dict[str, Any]],
-                      wanted: set[int]) -> _Replay:
-        """Run ``function`` on the states whose index is in ``wanted`` (x's valid inputs)."""
+                      wanted: set[int], ahead: Batch | None = None) -> _Replay:
+        """Run ``function`` on the states whose index is in ``wanted`` (x's valid inputs); ``ahead`` is
+        its first batch if it was started ahead (:meth:`_start_ahead`)."""
         c = self.config
         result = _Replay()
         done = {i for i in range(len(states)) if i not in wanted}
@@ -138,8 +169,16 @@ class SandboxExecutor:
             if not pending:
                 break
             wall = _STARTUP_SLACK + c.input_timeout * (len(pending) + 1)
-            run = await self._run(self._job("replay", context, function, inputs=states,
-                                            skip=sorted({*result.outputs, *done})), wall)
+            skip = sorted({*result.outputs, *done})
+            if ahead is not None and not ahead.done:
+                async with self._slots:
+                    try:
+                        rest = json.dumps({"inputs": states, "skip": skip}).encode("utf-8") + b"\n"
+                        run = await ahead.finish(rest, wall_seconds=wall)
+                    finally:
+                        self._ahead.discard(ahead)
+            else:
+                run = await self._run(self._job("replay", context, function, inputs=states, skip=skip), wall)
             started: int | None = None
             for event in _events(run):
                 kind = event.get("event")
@@ -173,17 +212,29 @@ class SandboxExecutor:
         indent = scaffold.indentation(truth)
         settings = {k: v for k, v in asdict(c).items() if k not in ("workers", "unsafe_no_sandbox")}
         settings["sandbox"] = "bubblewrap" if self.sandbox.isolated else "none (--unsafe-no-sandbox)"
-        explored, why = await self._explore(ctx, truth, inputs)
-        if explored is None:
-            return Comparison(conclusive=False, reason=why, valid_inputs=0, coverage=0.0, distinct_outputs=0,
-                              inputs=(), candidates=tuple(CandidateResult(n, (), None, "not_run") for n in names),
-                              config=settings)
-        chosen = explored["chosen"]
-        states = [item["state"] for item in chosen]
-        wanted = {i for i, item in enumerate(chosen) if item["valid"]}
-        replays = await asyncio.gather(self._replay(ctx, truth, states, wanted),
-                                       *(self._replay(ctx, scaffold.reindent(cand, indent), states, wanted)
-                                         for cand in candidates))
+        variants = [truth, *(scaffold.reindent(cand, indent) for cand in candidates)]
+        exploring = asyncio.ensure_future(self._explore(ctx, truth, inputs))
+        ahead: list[Batch | None] = []
+        try:
+            for variant in variants:  # x's replay first: it is the one every sample needs
+                ahead.append(await self._start_ahead(ctx, variant))
+            explored, why = await exploring
+            if explored is None:
+                return Comparison(conclusive=False, reason=why, valid_inputs=0, coverage=0.0, distinct_outputs=0,
+                                  inputs=(),
+                                  candidates=tuple(CandidateResult(n, (), None, "not_run") for n in names),
+                                  config=settings)
+            chosen = explored["chosen"]
+            states = [item["state"] for item in chosen]
+            wanted = {i for i, item in enumerate(chosen) if item["valid"]}
+            replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
+                                             for variant, batch in zip(variants, ahead)))
+        finally:
+            if not exploring.done():
+                exploring.cancel()
+                await asyncio.gather(exploring, return_exceptions=True)
+            for batch in ahead:  # those never given their states (x unusable, no valid input)
+                await self._release(batch)
         again, results = replays[0], replays[1:]
         rows: list[InputResult] = []
         for i, item in enumerate(chosen):

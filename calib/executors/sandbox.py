@@ -5,10 +5,11 @@ IPC, UTS, cgroup, network), no capabilities, a read-only view of the system (``/
 installation, the harness, and any import paths the user names) and nothing else of the host — no home
 directories, no run directory, no project; a private ``/tmp`` and working directory ``/work`` (tmpfs of
 bounded size); a cleared environment with ``PYTHONHASHSEED=0``. Limits: CPU time, address space, file
-size, open files and process count (rlimits), a wall-clock timeout (the whole process group is
-killed), and a cap on the bytes read back. The root and ``/dev`` are read-only (both are unbounded
-tmpfs otherwise), and bubblewrap itself runs with an empty environment (its pid-1 init inside the
-sandbox would show the host's environment as ``/proc/1/environ``).
+size, open files and process count (rlimits, set by the batch's first lines, before it reads its
+job), a wall-clock timeout (the whole process group is killed), and a cap on the bytes read back.
+The root and ``/dev`` are read-only (both are unbounded tmpfs otherwise), and bubblewrap itself runs
+with an empty environment (its pid-1 init inside the sandbox would show the host's environment as
+``/proc/1/environ``).
 
 A seccomp filter (x86-64 and aarch64) makes new processes impossible: ``fork``, ``vfork`` and a
 ``clone`` without ``CLONE_THREAD`` fail with ``EPERM`` (threads still work; ``clone3`` says
@@ -22,6 +23,9 @@ interpreter as the code, so it is a convenience — a clear ``sandbox_denied`` �
 
 Without bubblewrap, :class:`Sandbox` refuses to run unless ``unsafe=True`` (``--unsafe-no-sandbox``):
 then code runs as a plain child process with the same rlimits, and a warning says so on every start.
+
+:meth:`Sandbox.start` starts a batch with the first part of its job and leaves its stdin open;
+:meth:`Batch.finish` sends the rest (the executor starts replays while x is still explored).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from pathlib import Path
 
 from calib._exceptions import CalibError
 
-__all__ = ["HARNESS_DIR", "Limits", "Sandbox", "SandboxRun", "SandboxUnavailable", "base_interpreter",
+__all__ = ["HARNESS_DIR", "Batch", "Limits", "Sandbox", "SandboxRun", "SandboxUnavailable", "base_interpreter",
            "seccomp_filter"]
 
 HARNESS_DIR = Path(__file__).resolve().parent / "_harness"
@@ -53,7 +57,24 @@ _INSIDE_HARNESS = "/calib_harness"
 # string-hash order (set iteration would then differ between x's two runs). The environment is
 # cleared anyway; -P keeps the working directory off sys.path, -s/-S keep site-packages out.
 _PYTHON_FLAGS = ("-P", "-s", "-S", "-B")
-_BOOT = ("import sys; sys.path.insert(0, {root!r}); from _harness.runner import main; main()")
+# The batch's first lines: the rlimits (set here rather than between fork and exec, so that spawning
+# needs no Python in the forked child and can use vfork: forking the host, a large process, cost
+# milliseconds per batch), then the harness with the garbage collector off while it starts (its
+# imports allocate much and free little; runner.main() turns it on before any code under test runs).
+_BOOT = """import gc
+gc.disable()
+import resource
+for _k, _soft, _hard in {limits}:
+    _max = resource.getrlimit(_k)[1]
+    if _max != resource.RLIM_INFINITY:
+        _hard = min(_hard, _max)
+    resource.setrlimit(_k, (min(_soft, _hard), _hard))
+del _k, _soft, _hard, _max, gc, resource
+import sys
+sys.path.insert(0, {root!r})
+from _harness.runner import main
+main()
+"""
 
 
 class SandboxUnavailable(CalibError):
@@ -234,11 +255,27 @@ class Sandbox:
     def isolated(self) -> bool:
         return not self.unsafe
 
+    def _rlimits(self) -> list[tuple[int, int, int]]:
+        """(resource, soft, hard) for each rlimit of a batch, applied by its first lines (``_BOOT``): a
+        hard limit the host already holds lower is kept (lowered, never raised)."""
+        lim = self.limits
+        out = [(resource.RLIMIT_CPU, lim.cpu_seconds, lim.cpu_seconds + 1),
+               (resource.RLIMIT_AS, lim.memory_bytes, lim.memory_bytes),
+               (resource.RLIMIT_FSIZE, lim.file_bytes, lim.file_bytes),
+               (resource.RLIMIT_CORE, 0, 0),
+               (resource.RLIMIT_NOFILE, lim.open_files, lim.open_files)]
+        if os.getuid() != 0:  # the host's uid: inside, the code runs as nobody
+            out.append((resource.RLIMIT_NPROC, lim.processes, lim.processes))
+        return out
+
+    def _boot(self, root: str) -> str:
+        return _BOOT.format(limits=repr(tuple(self._rlimits())), root=root)
+
     def command(self, seccomp_fd: int | None = None) -> list[str]:
         """The argv of one batch (the harness reads its job on stdin; the seccomp program on ``seccomp_fd``)."""
         python = base_interpreter()
         if self.unsafe:
-            return [python, *_PYTHON_FLAGS, "-c", _BOOT.format(root=str(HARNESS_DIR.parent))]
+            return [python, *_PYTHON_FLAGS, "-c", self._boot(str(HARNESS_DIR.parent))]
         args = [self.bwrap or "bwrap", *_namespace_args(self.disable_userns), *_system_binds()]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
@@ -252,85 +289,137 @@ class Sandbox:
                  "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PATH", "/usr/bin:/bin",
                  "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/tmp",
                  "--setenv", "PYTHONIOENCODING", "utf-8"]
-        return args + [python, *_PYTHON_FLAGS, "-c", _BOOT.format(root=_INSIDE_HARNESS)]
-
-    def _limit(self) -> None:  # runs in the child between fork and exec
-        lim = self.limits
-        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_seconds, lim.cpu_seconds + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (lim.memory_bytes, lim.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_bytes, lim.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (lim.open_files, lim.open_files))
-        if os.getuid() != 0:
-            resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
+        return args + [python, *_PYTHON_FLAGS, "-c", self._boot(_INSIDE_HARNESS)]
 
     async def run(self, job: bytes, *, wall_seconds: float) -> SandboxRun:
         """Run one batch with ``job`` on stdin; kills the whole process group at ``wall_seconds``."""
+        batch = await self.start(job)
+        return await batch.finish(None, wall_seconds=wall_seconds)
+
+    async def start(self, job: bytes) -> Batch:
+        """Start one batch and give it ``job``, keeping its stdin open for :meth:`Batch.finish`.
+
+        The process is the batch's own (one batch, one fresh process, as with :meth:`run`); starting it
+        early only lets its interpreter start while the host is still busy. The caller must
+        :meth:`Batch.finish` or :meth:`Batch.cancel` it."""
         workdir = None
         # bwrap itself gets no environment either: its pid-1 init inside the sandbox keeps bwrap's
         # environment, readable there as /proc/1/environ (API keys and the like)
         env: dict[str, str] | None = {}
         if self.unsafe:
             warnings.warn("calib: running untrusted code WITHOUT a sandbox (--unsafe-no-sandbox)",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=3)
             workdir = tempfile.mkdtemp(prefix="calib-unsafe-")
             os.mkdir(os.path.join(workdir, "work"))
             env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir,
                    "CALIB_WORKDIR": os.path.join(workdir, "work"), "CALIB_CAPTURE": os.path.join(workdir, "fd")}
         program = None if self.unsafe else self._seccomp
         seccomp_fd = None
-        if program is not None:
-            seccomp_fd, write_end = os.pipe()  # a few hundred bytes: fits the pipe's buffer
-            try:
-                os.write(write_end, program)
-            finally:
-                os.close(write_end)
-        start = time.monotonic()
+        started = time.monotonic()
         try:
+            if program is not None:
+                seccomp_fd, write_end = os.pipe()  # a few hundred bytes: fits the pipe's buffer
+                try:
+                    os.write(write_end, program)
+                finally:
+                    os.close(write_end)
+            # no preexec_fn (the rlimits are the batch's first lines): the child is spawned with vfork
             proc = await asyncio.create_subprocess_exec(
                 *self.command(seccomp_fd), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, preexec_fn=self._limit, start_new_session=True, cwd=workdir,
-                env=env, pass_fds=() if seccomp_fd is None else (seccomp_fd,))
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=workdir, env=env,
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,))
+        except BaseException:
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
         finally:
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
-        out, err = bytearray(), bytearray()
-        exceeded = timed_out = False
+        return Batch(proc, job, output_cap=self.limits.output_bytes, started=started, workdir=workdir,
+                     wrapped=not self.unsafe)
 
-        async def pump(stream: asyncio.StreamReader, sink: bytearray, cap: int) -> None:
-            nonlocal exceeded
-            while chunk := await stream.read(1 << 16):
-                if len(sink) + len(chunk) > cap:
-                    sink.extend(chunk[: cap - len(sink)])
-                    if sink is out:
-                        exceeded = True
-                        _kill(proc)
-                    continue
-                sink.extend(chunk)
+
+class Batch:
+    """One started batch: a sandboxed process with its job (or the first part of it) on stdin."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, job: bytes, *, output_cap: int, started: float,
+                 workdir: str | None, wrapped: bool) -> None:
+        self.proc = proc
+        self.started = started
+        self.workdir = workdir
+        self.wrapped = wrapped
+        self.exceeded = False
+        self.done = False
+        self._out, self._err = bytearray(), bytearray()
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._feed = asyncio.ensure_future(self._write(job, close=False))
+        self._pumps = asyncio.gather(self._pump(proc.stdout, self._out, output_cap),
+                                     self._pump(proc.stderr, self._err, 1 << 16))
+
+    async def _pump(self, stream: asyncio.StreamReader, sink: bytearray, cap: int) -> None:
+        while chunk := await stream.read(1 << 16):
+            if len(sink) + len(chunk) > cap:
+                sink.extend(chunk[: cap - len(sink)])
+                if sink is self._out:
+                    self.exceeded = True
+                    _kill(self.proc)
+                continue
+            sink.extend(chunk)
+
+    async def _write(self, data: bytes, *, close: bool) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            if data:
+                stdin.write(data)
+                await stdin.drain()
+            if close:
+                stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the process is gone (its output says why)
+
+    async def finish(self, rest: bytes | None, *, wall_seconds: float) -> SandboxRun:
+        """Send the rest of the job (if any) and end stdin, then wait for the batch to end, killing the
+        whole process group ``wall_seconds`` from now."""
+        if self.done:
+            raise RuntimeError("this batch has already finished")
 
         async def feed() -> None:
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(job)
-                await proc.stdin.drain()
-                proc.stdin.close()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+            await self._feed
+            await self._write(rest or b"", close=True)
 
-        assert proc.stdout is not None and proc.stderr is not None
-        tasks = asyncio.gather(feed(), pump(proc.stdout, out, self.limits.output_bytes),
-                               pump(proc.stderr, err, 1 << 16), proc.wait())
+        tasks = asyncio.gather(feed(), self._pumps, self.proc.wait())
+        timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(tasks), wall_seconds)
         except asyncio.TimeoutError:
             timed_out = True
-            _kill(proc)
+            _kill(self.proc)
             await tasks
+        except BaseException:  # cancelled: the batch goes with the caller
+            _kill(self.proc)
+            await asyncio.shield(tasks)
+            raise
         finally:
-            if workdir:
-                shutil.rmtree(workdir, ignore_errors=True)
-        return SandboxRun(returncode=proc.returncode, stdout=bytes(out), stderr=bytes(err), timed_out=timed_out,
-                          output_exceeded=exceeded, seconds=time.monotonic() - start, wrapped=not self.unsafe)
+            self._cleanup()
+        return SandboxRun(returncode=self.proc.returncode, stdout=bytes(self._out), stderr=bytes(self._err),
+                          timed_out=timed_out, output_exceeded=self.exceeded,
+                          seconds=time.monotonic() - self.started, wrapped=self.wrapped)
+
+    async def cancel(self) -> None:
+        """Kill the batch (if it still runs) and wait until it is gone."""
+        if self.done:
+            return
+        _kill(self.proc)
+        try:
+            await asyncio.shield(asyncio.gather(self._feed, self._pumps, self.proc.wait()))
+        finally:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        self.done = True
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)

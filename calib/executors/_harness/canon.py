@@ -50,8 +50,20 @@ def _qualname(obj: Any) -> str:
     return f"{module}.{name}"
 
 
+# built once: json.dumps with these options builds a new encoder on every call
+_KEY = json.JSONEncoder(sort_keys=True, default=str).encode
+_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_BYTES = (bytes, bytearray, memoryview)
+_TIMES = (datetime.date, datetime.time, datetime.timedelta)
+_SEQUENCES = (list, tuple)
+_MAPPINGS = (dict, types.MappingProxyType)
+_SETS = (set, frozenset)
+_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+_SCALARS = (int, float, str)
+
+
 def _key(item: Any) -> str:
-    return json.dumps(item, sort_keys=True, default=str)
+    return _KEY(item)
 
 
 MAX_NODES = 200_000
@@ -63,75 +75,90 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
 
     At most ``MAX_NODES`` values are visited per top-level call: a shared sub-list repeated 500 × 500
     times must not cost gigabytes; the cut is marked (``size_limit``) and is the same for equal values.
+    (Exact built-in types are tested first, by identity: the same result as the ``isinstance`` chain
+    below them, which subclasses still go through.)
     """
     if depth == 0:
         _budget[0] = MAX_NODES
     _budget[0] -= 1
     if _budget[0] < 0:
         return {"size_limit": type(value).__name__}
-    if value is None or isinstance(value, bool):
+    kind = type(value)
+    if value is None or kind is bool:
         return value
-    if isinstance(value, int) and type(value) is int:
-        return value if abs(value) < 2**53 else {"int": str(value)}
-    if type(value) is float:
+    if kind is int:
+        return value if -(2**53) < value < 2**53 else {"int": str(value)}
+    if kind is float:
         return {"float": repr(value)}
-    if type(value) is str:
-        return _text(value)
+    if kind is str:
+        return value if len(value) <= MAX_STR else {"str": value[:MAX_STR], "truncated": len(value)}
     if depth >= MAX_DEPTH:
-        return {"depth_limit": type(value).__name__}
+        return {"depth_limit": kind.__name__}
     if id(value) in _seen:
-        return {"cycle": type(value).__name__}
+        return {"cycle": kind.__name__}
     seen = _seen | {id(value)}
+    if kind is list or kind is tuple:
+        return _sequence(value, kind, depth, seen)
+    if kind is dict:
+        return _mapping(value, kind, depth, seen)
     if is_standin(value):
         return {"standin": standin_name(value)}
-    if isinstance(value, bytes | bytearray | memoryview):
+    if isinstance(value, _BYTES):
         raw = bytes(value)
-        return {type(value).__name__: raw[:MAX_STR].hex(), **({"truncated": len(raw)} if len(raw) > MAX_STR else {})}
-    if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
+        return {kind.__name__: raw[:MAX_STR].hex(), **({"truncated": len(raw)} if len(raw) > MAX_STR else {})}
+    if isinstance(value, _TIMES):
         # by value: the harness's frozen clock makes datetime a subclass whose repr differs
-        kind = next(t.__name__ for t in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
+        name = next(t.__name__ for t in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
                     if isinstance(value, t))
-        return {kind: str(value)}
+        return {name: str(value)}
     if isinstance(value, complex):
         return {"complex": repr(value)}
-    if isinstance(value, list | tuple):
-        items = [canonical(item, depth + 1, seen) for item in value[:MAX_ITEMS]]
-        out: dict[str, Any] = {"tuple" if isinstance(value, tuple) else "list": items}
-        if type(value) not in (list, tuple):
-            out["type"] = _qualname(type(value))
-            if hasattr(value, "_fields"):
-                out["fields"] = list(value._fields)
-        if len(value) > MAX_ITEMS:
-            out["truncated"] = len(value)
-        return out
-    if isinstance(value, dict | types.MappingProxyType):
-        # sorted before the cap, so that two equal mappings built in different orders keep the same items
-        keyed = sorted(((canonical(k, depth + 1, seen), v) for k, v in value.items()), key=lambda kv: _key(kv[0]))
-        out = {"dict": [[k, canonical(v, depth + 1, seen)] for k, v in keyed[:MAX_ITEMS]]}
-        if type(value) is not dict:
-            out["type"] = _qualname(type(value))
-        if len(keyed) > MAX_ITEMS:
-            out["truncated"] = len(keyed)
-        return out
-    if isinstance(value, set | frozenset):
+    if isinstance(value, _SEQUENCES):
+        return _sequence(value, kind, depth, seen)
+    if isinstance(value, _MAPPINGS):
+        return _mapping(value, kind, depth, seen)
+    if isinstance(value, _SETS):
         items = sorted((canonical(item, depth + 1, seen) for item in value), key=_key)
-        out = {"frozenset" if isinstance(value, frozenset) else "set": items[:MAX_ITEMS]}
-        if type(value) not in (set, frozenset):
-            out["type"] = _qualname(type(value))
+        out: dict[str, Any] = {"frozenset" if isinstance(value, frozenset) else "set": items[:MAX_ITEMS]}
+        if kind not in (set, frozenset):
+            out["type"] = _qualname(kind)
         if len(items) > MAX_ITEMS:
             out["truncated"] = len(items)
         return out
     if isinstance(value, BaseException):
-        return {"exception": _qualname(type(value)), "args": canonical(value.args, depth + 1, seen)}
+        return {"exception": _qualname(kind), "args": canonical(value.args, depth + 1, seen)}
     if isinstance(value, type):
         return {"class": _qualname(value)}
-    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
+    if isinstance(value, _CALLABLES):
         return {"function": _qualname(value)}
     if isinstance(value, types.ModuleType):
         return {"module": value.__name__}
-    if isinstance(value, int | float | str):  # subclasses: enums (IntEnum), str subclasses
-        return {"type": _qualname(type(value)), "value": canonical(_builtin(value), depth + 1, seen)}
+    if isinstance(value, _SCALARS):  # subclasses: enums (IntEnum), str subclasses
+        return {"type": _qualname(kind), "value": canonical(_builtin(value), depth + 1, seen)}
     return _object(value, depth, seen)
+
+
+def _sequence(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
+    items = [canonical(item, depth + 1, seen) for item in value[:MAX_ITEMS]]
+    out: dict[str, Any] = {"tuple" if isinstance(value, tuple) else "list": items}
+    if kind is not list and kind is not tuple:
+        out["type"] = _qualname(kind)
+        if hasattr(value, "_fields"):
+            out["fields"] = list(value._fields)
+    if len(value) > MAX_ITEMS:
+        out["truncated"] = len(value)
+    return out
+
+
+def _mapping(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
+    # sorted before the cap, so that two equal mappings built in different orders keep the same items
+    keyed = sorted(((canonical(k, depth + 1, seen), v) for k, v in value.items()), key=lambda kv: _key(kv[0]))
+    out: dict[str, Any] = {"dict": [[k, canonical(v, depth + 1, seen)] for k, v in keyed[:MAX_ITEMS]]}
+    if kind is not dict:
+        out["type"] = _qualname(kind)
+    if len(keyed) > MAX_ITEMS:
+        out["truncated"] = len(keyed)
+    return out
 
 
 def _builtin(value: Any) -> Any:
@@ -167,4 +194,4 @@ def _object(value: Any, depth: int, seen: frozenset[int]) -> Any:
 
 def dumps(value: Any) -> str:
     """The canonical JSON text of an already canonical structure (what matching compares)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _DUMPS(value)

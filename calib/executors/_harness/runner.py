@@ -1,8 +1,9 @@
 """The harness: runs one function on its input states inside the sandbox and reports output states.
 
-Started as ``python -I -S -c "…runner.main()"`` inside bubblewrap. Reads one job (JSON) on stdin and
-writes JSON lines on a private copy of the original stdout; the code under test gets file descriptors
-1 and 2 redirected to a capture file, so nothing it prints can corrupt the channel.
+Started inside bubblewrap as ``python -P -s -S -B -c`` with the sandbox's boot lines (the rlimits, then
+``runner.main()``). Reads one job (JSON) on stdin and writes JSON lines on a private copy of the
+original stdout; the code under test gets file descriptors 1 and 2 redirected to a capture file, so
+nothing it prints can corrupt the channel.
 
 Modes: ``explore`` (x only: choose input states by a coverage-guided search, or run the given ones,
 and report the chosen states with their output states and the lines each covered) and ``replay`` (any
@@ -10,6 +11,10 @@ variant: run the given input states in order). Before each input the harness wri
 so if the process dies (a crash, the wall clock) the host knows which input did it and restarts the
 batch after it. State is reset between inputs: a fresh module namespace built from the scaffold, a
 fresh working directory, the clock and the random seed.
+
+The job is one JSON line; with ``"wait": true`` a second line follows later (``inputs``, ``skip``): the
+first lets the harness start, import and parse the scaffold while the host is still choosing the input
+states. No code under test runs before the second line, and the process still runs one batch only.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sys
 import types
 from typing import Any
 
-from . import canon, cmplog, env, hints, scaffold, standins, synth
+from . import canon, env, hints, scaffold, standins
 from .calls import (
     by_position,
     drain,
@@ -269,13 +274,15 @@ class Runner:
 
 
 def explore(runner: Runner, job: dict[str, Any]) -> None:
+    from . import cmplog, synth  # noqa: PLC0415 - imported by main() before the clock was frozen
+
     n = int(job.get("n_inputs", 10))
     seeds = job.get("inputs")
     placed = runner.placed
 
-    pools: synth.Pools | None = None
+    pools: Any = None  # synth.Pools while searching
 
-    def run(state: dict[str, Any]) -> synth.Record:
+    def run(state: dict[str, Any]) -> Any:  # a synth.Record
         runner.emit({"event": "try", "key": repr(sorted(state.items()))})
         status, reason, out = runner.run(state)
         observed = cmplog.take()
@@ -365,12 +372,24 @@ def high_fd(fd: int) -> int:
     return moved
 
 
+def _read_part(source: Any) -> dict[str, Any]:
+    part = json.loads(source.readline() or b"{}")
+    if not isinstance(part, dict):
+        raise ValueError("a job part is not a JSON object")
+    return part
+
+
 def main() -> None:
+    """Run one job (started by the sandbox's boot line, with the garbage collector off until the code
+    under test is about to run: the harness's own start-up allocates much and frees little)."""
     channel = os.fdopen(high_fd(os.dup(1)), "w", encoding="utf-8")
-    job = json.loads(sys.stdin.read())
+    source = os.fdopen(high_fd(os.dup(0)), "rb")  # the job; fd 0 itself is the code's: it reads nothing
     devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)  # the code under test reads nothing
+    os.dup2(devnull, 0)
     os.close(devnull)
+    job = _read_part(source)
+    if job.get("mode") == "explore":
+        from . import cmplog, synth  # noqa: F401, PLC0415 - the search reads the real clock: import before freeze()
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
     os.makedirs(workdir(), exist_ok=True)
     sys.path.extend(job.get("import_paths", []))
@@ -383,11 +402,23 @@ def main() -> None:
     LOG.canon = canon.canonical
     sys.meta_path.append(standins.StandInFinder)
     try:
-        runner = Runner(job, channel)
+        runner = Runner(job, channel)  # parses and analyses the scaffold; runs none of its code
     except (scaffold.ScaffoldError, SyntaxError, ValueError) as exc:
         channel.write(json.dumps({"event": "error", "reason": "unparsable", "message": str(exc)}) + "\n")
         channel.flush()
         return
+    if job.get("wait"):  # the rest of the job (the input states) comes once the host knows it
+        rest = _read_part(source)
+        if not rest:
+            return  # the host needed no batch after all
+        job.update(rest)
+    source.close()
+    # What exists now (the harness, its imports and their garbage, the parsed scaffold) is never scanned
+    # by the collector: the collection after the first build below looks only at what that build made
+    # (the code's garbage, whose finalizers run there as before), and the one before each input only at
+    # what the inputs created (a full one cost ~1 ms per input, and 2-8 ms here before the build).
+    gc.freeze()
+    gc.enable()
     env.install_policy()
     try:
         ns = runner.module.build()  # also fills module.warnings: which statements became stand-ins
@@ -395,10 +426,10 @@ def main() -> None:
         ns = {}
     _drop_class_attributes(runner, runner.params, ns)  # in every mode: explore and replay build self alike
     gc.collect()
-    gc.freeze()  # what exists now (the harness, imported modules) is never scanned again: the collection
-    # before each input only looks at what the inputs created (a full one cost ~1 ms per input)
+    gc.freeze()
     if job["mode"] == "explore":
         explore(runner, job)
     else:
         replay(runner, job)
-    runner.emit({"event": "done"})
+    user, system = os.times()[:2]
+    runner.emit({"event": "done", "cpu_s": round(user + system, 4)})  # for benchmarks/executor.py
