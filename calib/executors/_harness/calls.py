@@ -25,6 +25,8 @@ def standin_default(mode: str | None) -> Any:
         return standins._STANDIN_DEFAULT
     if mode == "raise":
         return standins.RAISE
+    if standins.is_mixed(mode):
+        return standins.Mixed(int(mode[5:]))  # type: ignore[index]
     value = _STANDIN_RETURNS.get(mode)
     return list(value) if isinstance(value, list) else value
 
@@ -54,7 +56,8 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
     """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``.
 
     Attributes the method reads (``reads``) that the instance lacks (set by code after x in the file, or
-    by a constructor that did not run) start as stand-ins; the input state's attributes come on top.
+    by a constructor that did not run) start as stand-ins, and so do those the class's other methods
+    read (x calls them: ``self._check()`` reading ``self.closed``); the input state's attributes come on top.
     """
     if instance is None:
         try:
@@ -64,7 +67,7 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
                 instance = cls.__new__(cls)
             except Exception:  # noqa: BLE001
                 instance = CalibStandIn("self")
-    for name in reads:
+    for name in [*reads, *class_reads(type(instance))]:
         try:
             if not hasattr(instance, name):
                 setattr(instance, name, CalibStandIn("self." + name))
@@ -79,6 +82,45 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
         except Exception:  # noqa: BLE001
             pass
     return instance
+
+
+_CLASS_READS: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+
+
+def class_reads(cls: type) -> list[str]:
+    """``self.attr`` read by the methods of ``cls`` and of its bases defined in the file (by name)."""
+    placed = scaffold.LAST[0]
+    names = tuple(c.__name__ for c in getattr(cls, "__mro__", ()) if c is not object)
+    if placed is None or not names:
+        return []
+    key = (id(placed), names)
+    if key not in _CLASS_READS:
+        import ast  # noqa: PLC0415
+
+        found: dict[str, None] = {}
+        classes: list[Any] = []
+        todo: list[Any] = list(placed.tree.body)
+        while todo:  # class statements, also nested in classes and blocks (not inside functions)
+            stmt = todo.pop()
+            if isinstance(stmt, ast.ClassDef):
+                classes.append(stmt)
+            if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                for block in ("body", "orelse", "finalbody", "handlers"):
+                    todo.extend(c for c in getattr(stmt, block, ()) if isinstance(c, ast.stmt | ast.excepthandler))
+        for node in classes:
+            if node.name not in names:
+                continue
+            for method in node.body:
+                if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) or not method.args.args:
+                    continue
+                me = method.args.args[0].arg
+                for sub in ast.walk(method):
+                    if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load)
+                            and isinstance(sub.value, ast.Name) and sub.value.id == me
+                            and not (sub.attr.startswith("__") and sub.attr.endswith("__"))):
+                        found.setdefault(sub.attr)
+        _CLASS_READS[key] = list(found)
+    return _CLASS_READS[key]
 
 
 def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, int]]:

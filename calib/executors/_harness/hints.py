@@ -179,7 +179,7 @@ class _Subjects:
             p = Param(name=node.attr, kind="attribute")
             self.hints.self_params.append(p)
             return p
-        if isinstance(node, ast.Attribute) and not (node.attr.startswith("__") and node.attr.endswith("__")):
+        if isinstance(node, ast.Attribute) and _plain_attribute(node.attr):
             owner = self(node.value)  # ``item.content``: what the body does with it describes that attribute
             if owner is not None and owner.depth < 2:
                 child = owner.children.get(node.attr)
@@ -187,6 +187,15 @@ class _Subjects:
                     child = owner.children[node.attr] = Param(name=node.attr, kind="attribute", depth=owner.depth + 1)
                 return child
         return None
+
+
+_OBJECT_ATTRS = frozenset(dir(object()))
+
+
+def _plain_attribute(attr: str) -> bool:
+    """An attribute an argument object can carry: not a dunder every object has (``__class__``), but
+    ``module.__name__`` or ``func.__wrapped__`` are."""
+    return not (attr.startswith("__") and attr.endswith("__")) or attr not in _OBJECT_ATTRS
 
 
 def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
@@ -206,6 +215,8 @@ def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str
                     p.keys.append(key)
             else:
                 _add(p.types, "list")
+                if isinstance(node.slice, ast.Slice):  # ``value[1:]``: text is sliced as often as lists
+                    _add(p.types, "str")
         elif isinstance(node, ast.Call):
             _call_use(node, subject)
         elif isinstance(node, ast.For | ast.comprehension) and (p := subject(node.iter)) is not None:
@@ -216,7 +227,10 @@ def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str
             for side, other in ((node.left, node.right), (node.right, node.left)):
                 if (p := subject(side)) is not None:
                     ok, value = _literal(other)
-                    _add(p.types, _type_of(value) if ok else "int")
+                    if side is node.left and isinstance(node.op, ast.Div) and ok and isinstance(value, str):
+                        _add(p.types, "pathobj")  # ``folder / "README.md"``: a pathlib path
+                    else:
+                        _add(p.types, _type_of(value) if ok else "int")
         elif isinstance(node, ast.Compare):
             _compare_use(node, subject, hints)
         elif isinstance(node, ast.Constant):
@@ -241,6 +255,10 @@ def _attribute_use(p: Param, attr: str) -> None:
 
 def _call_use(node: ast.Call, subject: _Subjects) -> None:
     func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in ("get", "pop", "setdefault") and node.args:
+        ok, key = _literal(node.args[0])
+        if ok and isinstance(key, str) and (p := subject(func.value)) is not None and key not in p.keys:
+            p.keys.append(key)  # ``options.get("verbose")``: a mapping with that key
     if (p := subject(func)) is not None:
         _add(p.types, "callable")
         return
@@ -257,6 +275,10 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
         _add(p.types, "int")
     elif func.id in ("open",):
         _add(p.types, "path")
+    elif func.id in ("hasattr", "getattr") and len(node.args) >= 2:
+        ok, attr = _literal(node.args[1])
+        if ok and isinstance(attr, str) and attr.isidentifier():  # ``hasattr(data, "read")``
+            _attribute_use(p, attr)
     elif func.id == "isinstance" and len(node.args) == 2:
         spec = node.args[1]
         for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
@@ -267,6 +289,11 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
 def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
     operands = [node.left, *node.comparators]
     found = [p for p in (subject(o) for o in operands) if p is not None]
+    if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
+        ok, key = _literal(node.left)
+        p = subject(node.comparators[0])
+        if ok and isinstance(key, str) and p is not None and key not in p.keys:
+            p.keys.append(key)  # ``"verbose" in options``: a mapping with that key (or a text containing it)
     for operand, op in zip(node.comparators, node.ops):
         ok, value = _literal(operand)
         if not ok:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from . import cmplog
 from .hints import Hints, Param
-from .standins import CalibStandIn
+from .standins import CalibStandIn, is_mixed
 from .values import New, Obj
 
 NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
@@ -47,7 +48,17 @@ SELF_PREFIX = "self."
 INIT_PREFIX = "init."
 SEED = "<seed>"
 STANDINS = "<standins>"
-STANDIN_MODES = ("standin", "items", "none", "raise", "zero", "empty_str", "empty_list", "true", "false")
+
+
+class _Modes(tuple):  # type: ignore[type-arg]
+    """The stand-in modes of an input state; ``mode in STANDIN_MODES`` also holds for every ``mixedN``."""
+
+    def __contains__(self, mode: object) -> bool:
+        return tuple.__contains__(self, mode) or is_mixed(mode)
+
+
+STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str", "empty_list", "true", "false",
+                        "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6"))
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 
@@ -103,10 +114,12 @@ class Pools:
             self.by_param[SEED] = list(range(12))
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
             self.by_param[STANDINS] = list(STANDIN_MODES)
+        self.pairs: list[tuple[str, Any, Any]] = []
 
     def observe(self, values: list[Any]) -> None:
         """Add operands x compared against (:mod:`.cmplog`) to the literals and to the pools of
         parameters of their type, so the next inputs can make those comparisons go the other way."""
+        self.pairs = cmplog.take_pairs()  # the last run's operand pairs (synth.replacements uses them)
         h = self.hints
         for value in values:
             kind, known = {int: ("int", h.ints), float: ("float", h.floats), str: ("str", h.strings)}.get(
@@ -134,6 +147,8 @@ class Pools:
         """A new value beyond the pool, of a hinted shape: pools run out, and a single-parameter
         function needs more than a few dozen distinct inputs for the search to find its branches."""
         p = self.params.get(name)
+        if name == STANDINS and self.rng.random() < 0.5:  # the mixed modes are as many as needed
+            return f"mixed{self.rng.randint(len(STANDIN_MODES), 99999)}"
         if p is None or p.kind not in ("positional", "keyword", "attribute"):
             return self.rng.choice(self.by_param[name])
         kind = self.rng.choice([t for t in self._types(p) if t != "none"] or ["int"])
@@ -162,6 +177,10 @@ class Pools:
                 text = rng.choice(words)
                 text = rng.choice([text.upper(), text.lower(), text.strip(), text * 2, text[::-1]])
             return text.encode() if kind == "bytes" else text
+        if kind == "pathobj":
+            return rng.choice(self._values("pathobj", p)) if p else rng.choice(self.files)
+        if kind == "callable" and p is not None:
+            return self._scripted(p.name) if rng.random() < 0.7 else CalibStandIn(p.name)
         if kind in ("list", "tuple", "set") and depth < 2:
             element = next((e for e in (p.element if p else []) if e), rng.choice(["int", "str"]))
             if element.startswith("tuple"):
@@ -228,8 +247,12 @@ class Pools:
             return [None]
         if kind == "path":
             return self.files + ["missing.txt"]
-        if kind == "callable":
-            return [CalibStandIn(p.name)]
+        if kind == "pathobj":  # imported only here: a pathlib path is rare, and pathlib costs 2 ms a batch
+            from pathlib import Path  # noqa: PLC0415
+
+            return [Path("."), *(Path(f) for f in self.files[:3]), Path("missing.txt"), Path("folder")]
+        if kind == "callable":  # a stand-in; then ones whose calls return mined values (``self.peek()``)
+            return [CalibStandIn(p.name), *(self._scripted(p.name) for _ in range(5))]
         if kind in ("list", "tuple", "set"):
             element = next((e for e in p.element if e.startswith("tuple")), (p.element or [""])[0])
             seqs = self._sequences(element)
@@ -241,10 +264,17 @@ class Pools:
         if kind == "dict":
             return self._mappings(p)
         if kind == "object":  # attributes it calls are stand-ins; or the whole object is one
-            objs = [Obj(**{a: CalibStandIn(f"{p.name}.{a}") if a in p.called else self._member(p, a, i)
-                           for a in p.attrs}) for i in range(6)]
+            objs = [Obj(**{a: (self._scripted(f"{p.name}.{a}") if i else CalibStandIn(f"{p.name}.{a}"))
+                           if a in p.called else self._member(p, a, i) for a in p.attrs}) for i in range(6)]
             return [objs[0], CalibStandIn(p.name), *objs[1:]]
         return [rng.choice(BASE_INTS)]
+
+    def _scripted(self, name: str) -> CalibStandIn:
+        """A stand-in whose calls return one to three values mined from the body (then what the mode
+        says): ``ch = self.peek()`` followed by ``if ch in "-_":`` needs the dependency to answer ``"-"``."""
+        h, rng = self.hints, self.rng
+        plain: list[Any] = [v for v in h.strings if len(v) <= 12][:10] + h.ints[:8] + [None, "", 0, 1, True, False]
+        return CalibStandIn(name, [rng.choice(plain) for _ in range(rng.choice((1, 1, 2, 3)))])
 
     def _sequences(self, element: str) -> list[list[Any]]:
         ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])

@@ -23,6 +23,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import standins
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
 FILENAME = "<calib:module>"
@@ -174,7 +175,18 @@ def unresolved_names(tree: ast.AST) -> set[str]:
             and not (name.startswith("__") and name.endswith("__"))}
 
 
+def super_names(tree: ast.AST) -> set[str]:
+    """Attributes the module reaches through ``super().name`` (``super().__init__``, ``super().feed``)."""
+    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"}
+
+
 # --- executing the module ---------------------------------------------------------------------------
+
+
+#: The placed function of the last :class:`Module` made (one per harness process): what
+#: :func:`.calls.make_instance` reads to find the attributes the class's methods use.
+LAST: list[Placed | None] = [None]
 
 
 class Module:
@@ -187,6 +199,9 @@ class Module:
         self.bare = bare
         self.mocked = mocked
         self.standin_names = set() if bare else unresolved_names(placed.tree)
+        # one module per harness process: its own ``super().name`` uses, found when first needed
+        standins.SUPER_SOURCE[:] = [None if bare else (lambda: super_names(placed.tree)), None]
+        LAST[0] = placed
         self._compiled: dict[int, Any] = {}
         self.warnings: list[str] = []
         self.extra_globals: dict[str, Any] = {}  # names the harness adds (the comparison recorder)
@@ -210,13 +225,39 @@ class Module:
             ns[name] = standin_for(name)
         ns.update(self.extra_globals)
         self.warnings = []
+        _forget_warnings()
         body = self.placed.tree.body
         if self.bare:
             body = [s for s in body if s.lineno >= self.placed.first_line
                     or any(d.lineno >= self.placed.first_line for d in getattr(s, "decorator_list", []))]
         for stmt in body:
             self._run(stmt, ns)
+        if not self.bare:
+            self._missing_methods(ns)
         return ns
+
+    def _missing_methods(self, ns: dict[str, Any]) -> None:
+        """An initialiser (``__init__``) that calls ``self.parse(...)``, a method defined after it in the
+        file (so not in its context), gets a stand-in method: the call is logged, as a call to a helper
+        missing from the context is. (Other methods get such attributes as stand-ins on the instance.)"""
+        placed = self.placed
+        if not placed.classes or placed.node.name not in ("__init__", "__post_init__") or not placed.node.args.args:
+            return
+        owner = ns.get(placed.classes[0])
+        for name in placed.classes[1:]:
+            owner = getattr(owner, name, None)
+        if not isinstance(owner, type):
+            return
+        me = placed.node.args.args[0].arg
+        for node in ast.walk(placed.node):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == me):
+                attr = node.func.attr
+                if not hasattr(owner, attr) and not (attr.startswith("__") and attr.endswith("__")):
+                    try:
+                        setattr(owner, attr, _standin_method("self." + attr))
+                    except Exception:  # noqa: BLE001 - a class that refuses new attributes keeps failing
+                        pass
 
     def _run(self, stmt: ast.stmt, ns: dict[str, Any]) -> None:
         if isinstance(stmt, ast.Import | ast.ImportFrom) and self._mocked(stmt):
@@ -245,8 +286,8 @@ class Module:
             names = _targets(stmt)
             for name in names:
                 ns.setdefault(name, standin_for(name))
-            standins = f" ({', '.join(names)} stand-ins)" if names else ""
-            self.warnings.append(f"{where}: {type(error).__name__}{standins}")
+            bound = f" ({', '.join(names)} stand-ins)" if names else ""
+            self.warnings.append(f"{where}: {type(error).__name__}{bound}")
 
     def _mocked(self, stmt: ast.Import | ast.ImportFrom) -> bool:
         if isinstance(stmt, ast.ImportFrom):
@@ -278,6 +319,27 @@ class Module:
                     body_ns.setdefault(name, CalibStandIn(f"{stmt.name}.{name}"))
         ns[stmt.name] = type(stmt.name, (object,), body_ns)
         self.warnings.append(f"line {stmt.lineno}: class {stmt.name} rebuilt without bases ({type(error).__name__})")
+
+
+def _standin_method(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return CalibStandIn(name)(*args, **kwargs)
+
+    return method
+
+
+def _forget_warnings() -> None:
+    """Which warnings were already shown is state too: with the default filters a warning is printed
+    once per code location, so the second input that warns would print nothing (and a replay in a
+    fresh process would differ). Every build starts with none shown."""
+    import sys  # noqa: PLC0415
+
+    warnings = sys.modules.get("warnings")
+    if warnings is not None:
+        mutated = getattr(warnings, "_filters_mutated", None)
+        if mutated is not None:
+            mutated()  # every ``__warningregistry__`` is cleared on its next use
+        getattr(warnings, "onceregistry", {}).clear()
 
 
 def _fatal(exc: BaseException) -> bool:

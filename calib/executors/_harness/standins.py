@@ -13,6 +13,7 @@ Stdlib only: this module is imported by the harness inside the sandbox.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 #: The class name appears in error messages ("… 'CalibStandIn' …") and marks them as scaffolding failures.
@@ -33,6 +34,8 @@ class CallLog:
         self.items = 0
         self.truthy = True
         self.agree = False
+        self.mixed: int | None = None
+        self.counts: dict[str, int] = {}
 
     def record(self, kind: str, name: str, *payload: Any) -> None:
         if len(self.entries) < self.limit:
@@ -42,10 +45,33 @@ class CallLog:
 
     def reset(self, default: Any = _STANDIN_DEFAULT, items: int = 0) -> None:
         self.entries = []
+        # the ``mixedK`` modes: what each call returns, and how each stand-in behaves, is drawn per name
+        self.mixed = default.variant if isinstance(default, Mixed) else None
+        self.counts = {}
+        if self.mixed is not None:
+            default = _STANDIN_DEFAULT
         self.default = default
         self.items = items  # how many items iterating a stand-in yields (the ``items`` mode: 2)
         self.truthy = default is not False  # the ``false`` mode: stand-ins are falsy
         self.agree = default is True  # the ``true`` mode: comparisons with stand-ins hold
+
+    def draw(self, key: str, n: int) -> int:
+        """A number in ``range(n)`` fixed by the mixed variant and ``key`` (FNV-1a: no hash seed, no import)."""
+        h = 2166136261
+        for ch in f"{self.mixed}:{key}":
+            h = ((h ^ ord(ch)) * 16777619) & 0xFFFFFFFF
+        return h % n
+
+    def mixed_return(self, name: str, asked: str) -> Any:
+        """What the k-th call of the stand-in ``name`` returns in a mixed mode, given what it was asked
+        (``asked``: its logged arguments): a mocked dependency answers according to the question."""
+        k = self.counts[name] = self.counts.get(name, 0) + 1
+        choice = _MIXED_RETURNS[self.draw(f"{name}{asked}#{k}", len(_MIXED_RETURNS))]
+        if choice is _STANDIN_DEFAULT:
+            return CalibStandIn(name + "()")
+        if choice is RAISE:
+            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} failed (input state: this call fails)")
+        return list(choice) if isinstance(choice, list) else choice
 
 
 #: ``LOG.default = RAISE``: every call to a stand-in raises (an input state where dependencies fail).
@@ -54,7 +80,33 @@ RAISE = object()
 
 class CalibStandInError(OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError):
     """What a failing stand-in raises: caught by the handlers real dependency failures would reach."""
+
+
+class CalibStandInWarning(CalibStandInError, UserWarning):
+    """A warning category of a withheld module (``warn(msg, TqdmExperimentalWarning)``): a warning class,
+    and otherwise :class:`CalibStandInError`."""
+
+
 LOG = CallLog()
+
+
+class Mixed:
+    """``LOG.reset(Mixed(k))``: the ``mixedK`` stand-in mode (see :func:`.calls.standin_default`)."""
+
+    def __init__(self, variant: int) -> None:
+        self.variant = variant
+
+
+def is_mixed(mode: object) -> bool:
+    """``mixedN`` (N = 1, 2, ...): each call of a stand-in returns what a draw fixed by N, the stand-in's
+    name, its plain arguments and the call's rank picks (:data:`_MIXED_RETURNS`); each stand-in's
+    truth value, length and comparisons with plain values are drawn the same way."""
+    return isinstance(mode, str) and mode.startswith("mixed") and mode[5:].isdigit() and int(mode[5:]) > 0
+
+
+#: What a call returns in a mixed mode, drawn per stand-in name and per call: mostly another stand-in
+_MIXED_RETURNS: tuple[Any, ...] = (_STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_DEFAULT, None, False,
+                                   True, 0, 1, "", [], RAISE)
 
 
 _EXCEPTION_NAME = re.compile(r"^([A-Z]\w*(Error|Exception|Warning|Exit|Interrupt|Timeout|Failure)|error)$")
@@ -63,8 +115,9 @@ _EXCEPTION_NAME = re.compile(r"^([A-Z]\w*(Error|Exception|Warning|Exit|Interrupt
 def standin_for(name: str) -> Any:
     """A stand-in for ``name``; names of exception classes (``requests.HTTPError``) get
     :class:`CalibStandInError` itself, so ``except``/``raise`` on them work and failing stand-ins are caught."""
-    if _EXCEPTION_NAME.match(name.rsplit(".", 1)[-1]):
-        return CalibStandInError
+    last = name.rsplit(".", 1)[-1]
+    if _EXCEPTION_NAME.match(last):
+        return CalibStandInWarning if last.endswith("Warning") else CalibStandInError
     return CalibStandIn(name)
 
 
@@ -75,11 +128,13 @@ def _child(parent: CalibStandIn, suffix: str) -> Any:
 class CalibStandIn:
     """An object that accepts every operation, logs calls, and names itself after how it was reached."""
 
-    __slots__ = ("_calib_name", "_calib_attrs")
+    __slots__ = ("_calib_name", "_calib_attrs", "_calib_script")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, script: list[Any] | tuple[Any, ...] | None = None) -> None:
         object.__setattr__(self, "_calib_name", name)
         object.__setattr__(self, "_calib_attrs", {})
+        # what its calls return, in order (an input value ``StandIn('peek', ['a', '0'])``); then the mode's default
+        object.__setattr__(self, "_calib_script", list(script) if script is not None else None)
 
     # --- reaching further -------------------------------------------------------------------------
     def __getattr__(self, attr: str) -> Any:
@@ -107,8 +162,15 @@ class CalibStandIn:
         # is reset for the call, so they never reach an output state).
         if len(args) == 1 and not kwargs and isinstance(args[0], _DECORATABLE):
             return args[0]
+        script = object.__getattribute__(self, "_calib_script")
+        if script:
+            value = script.pop(0)
+            return list(value) if isinstance(value, list) else value
         if LOG.default is RAISE:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} failed (input state: dependencies fail)")
+        if LOG.mixed is not None:  # plain arguments by value, the rest by type
+            asked = ",".join(repr(a)[:40] if type(a) in _PLAIN else type(a).__name__ for a in (*args, *kwargs.values()))
+            return LOG.mixed_return(name, f"({asked})")
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
         return CalibStandIn(name + "()")
@@ -132,22 +194,29 @@ class CalibStandIn:
         return False
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
-        # ``class Foo(unresolvable.Base):`` gets a plain base class of the same name.
-        name = object.__getattribute__(self, "_calib_name").rsplit(".", 1)[-1] or "Base"
-        return (type(name, (), {"__module__": "calib_standin"}),)
+        # ``class Foo(unresolvable.Base):`` gets a base class of the same name that stands in for it.
+        return (base_class(object.__getattribute__(self, "_calib_name")),)
 
     # --- behaving like an empty, truthy value --------------------------------------------------------
     def __iter__(self) -> Any:
         name = object.__getattribute__(self, "_calib_name")
-        return iter([CalibStandIn(f"{name}[{i}]") for i in range(LOG.items)])
+        # ``a, b, c = dependency()`` unpacks exactly as many items as the code asks for
+        width = _unpack_width(sys._getframe(1))
+        return iter([CalibStandIn(f"{name}[{i}]") for i in range(len(self) if width is None else width)])
 
     def __len__(self) -> int:
+        if LOG.mixed is not None:
+            return LOG.draw(object.__getattribute__(self, "_calib_name") + "?len", 4)
         return LOG.items
 
     def __bool__(self) -> bool:
+        if LOG.mixed is not None:  # falsy for some names: ``if auth:`` and ``if not resp:`` both run
+            return LOG.draw(object.__getattribute__(self, "_calib_name") + "?bool", 3) != 0
         return LOG.truthy  # the ``false`` mode makes stand-ins falsy too (``if not self._sock:``)
 
     def __contains__(self, item: Any) -> bool:
+        if LOG.mixed is not None:
+            return _holds(self, "in", item)
         return False
 
     def __int__(self) -> int:
@@ -172,16 +241,29 @@ class CalibStandIn:
 
     # Comparisons: equal only to itself; in the ``true`` mode every comparison holds, so that
     # ``if resp.status_code == 200:`` and ``if size > LIMIT:`` can take their branches.
+    # In a mixed mode a comparison with a plain value holds for some (name, value) pairs, not others.
     def __eq__(self, other: Any) -> bool:
+        if LOG.mixed is not None and self is not other:
+            return _holds(self, "==", other)
         return self is other or LOG.agree
 
     def __ne__(self, other: Any) -> bool:
+        if LOG.mixed is not None and self is not other:
+            return not _holds(self, "==", other)
         return self is not other and not LOG.agree
 
     def __lt__(self, other: Any) -> bool:
+        if LOG.mixed is not None:
+            return _holds(self, "<", other)
         return LOG.agree
 
-    __le__ = __gt__ = __ge__ = __lt__
+    def __gt__(self, other: Any) -> bool:
+        if LOG.mixed is not None:
+            return _holds(self, ">", other)
+        return LOG.agree
+
+    __le__ = __lt__
+    __ge__ = __gt__
 
     def __enter__(self) -> CalibStandIn:
         return _child(self, ".__enter__()")
@@ -215,6 +297,88 @@ class CalibStandIn:
 
 
 _DECORATABLE = (type, type(lambda: None), staticmethod, classmethod, property)
+_PLAIN = (int, float, str, bytes, bool, type(None))
+
+
+def _holds(standin: CalibStandIn, op: str, other: Any) -> bool:
+    """Whether ``standin <op> other`` holds in a mixed mode: drawn per name, operator and plain value
+    (one time in three for ``==``, half the time for the others); never against other objects."""
+    if type(other) not in _PLAIN:
+        return False
+    key = f"{object.__getattribute__(standin, '_calib_name')}{op}{other!r:.40}"
+    return LOG.draw(key, 3 if op == "==" else 2) == 0
+
+
+#: ``UNPACK_SEQUENCE``/``UNPACK_EX`` opcodes of this interpreter (filled on first use).
+_UNPACK: dict[str, int] = {}
+
+
+def _unpack_width(frame: Any) -> int | None:
+    """The number of items the instruction running in ``frame`` unpacks (``a, b = v``: 2; ``a, *b, c = v``: 2),
+    or None when that instruction is not an unpacking (``for v in ...``, ``list(v)``)."""
+    if not _UNPACK:
+        import opcode  # noqa: PLC0415 - small, and loaded only when code iterates a stand-in
+
+        _UNPACK.update(seq=opcode.opmap["UNPACK_SEQUENCE"], ex=opcode.opmap["UNPACK_EX"],
+                       extended=opcode.opmap["EXTENDED_ARG"])
+    try:
+        code, at = frame.f_code.co_code, frame.f_lasti
+        op, arg = code[at], code[at + 1]
+        if at >= 2 and code[at - 2] == _UNPACK["extended"]:  # ``a, *b, c``: the count after the star
+            arg |= code[at - 1] << 8
+    except (AttributeError, IndexError, TypeError):
+        return None
+    if op == _UNPACK["seq"]:
+        return arg
+    if op == _UNPACK["ex"]:
+        return (arg & 0xFF) + (arg >> 8)
+    return None
+
+
+#: Where the attributes the module reaches through ``super().name`` come from (set by the scaffold
+#: before the module runs; read when a class with a stand-in base is first made): a class whose base
+#: is a stand-in finds them on that base.
+SUPER_SOURCE: list[Any] = [None, None]  # [a function giving the names, the names once asked]
+
+
+def super_names() -> set[str]:
+    if SUPER_SOURCE[1] is None:
+        SUPER_SOURCE[1] = SUPER_SOURCE[0]() if SUPER_SOURCE[0] is not None else set()
+    return SUPER_SOURCE[1]
+
+
+def base_class(name: str) -> type:
+    """A base class standing in for the unresolvable base ``name`` (``class Foo(withheld.Base):``).
+
+    Its constructor accepts any arguments, and ``super().__init__(...)`` or ``super().method(...)``
+    called from x are logged as calls of ``name.__init__``/``name.method`` (calls to a mocked
+    dependency); attributes the base would have set (``self._extra``) read as stand-ins."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        LOG.record("call", name + ".__init__", list(args), kwargs)
+
+    def __getattr__(self: Any, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        cache = type(self)._calib_attrs
+        key = (id(self), attr)
+        if key not in cache:
+            cache[key] = standin_for("self." + attr)
+        return cache[key]
+
+    ns: dict[str, Any] = {"__module__": "calib_standin", "__init__": __init__, "__getattr__": __getattr__,
+                          "_calib_attrs": {}}
+    for attr in sorted(super_names()):
+        if attr not in ns and not hasattr(object, attr):
+            ns[attr] = _forward(f"{name}.{attr}")
+    return type(name.rsplit(".", 1)[-1] or "Base", (), ns)
+
+
+def _forward(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return CalibStandIn(name)(*args, **kwargs)
+
+    return method
 
 
 def is_standin(value: Any) -> bool:
@@ -223,6 +387,11 @@ def is_standin(value: Any) -> bool:
 
 def standin_name(value: CalibStandIn) -> str:
     return object.__getattribute__(value, "_calib_name")
+
+
+def standin_script(value: CalibStandIn) -> list[Any] | None:
+    """What the stand-in's calls return, in order (None: the mode decides)."""
+    return object.__getattribute__(value, "_calib_script")
 
 
 # --- imports inside x ---------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 The search starts from a diagonal walk through the pools (input i takes the i-th value of every pool)
 and one factor at a time around input 0, then mutates one or two values of a kept input at a time,
-and keeps an input when it reaches new statements or a new output. It stops once N inputs can be
+and keeps an input when it reaches new statements or a new output. An input that found something
+new also queues input-to-state replacements (:func:`replacements`): the comparisons x made on it,
+recorded by :mod:`.cmplog`, say which input value to rewrite into what. It stops once N inputs can be
 chosen with coverage ≥ C and at least N_out distinct outputs (and progress stops), after 60 runs
 without progress, or when the run or time budget is spent. Everything is drawn from one
 ``random.Random(seed)``: same function, same seed, same inputs. The pools are in :mod:`.pools`.
@@ -27,6 +29,7 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
     name_type,
     varies_seed,
 )
+from .standins import CalibStandIn, is_standin, standin_name, standin_script
 from .values import New, Obj, decode, encode
 
 
@@ -39,6 +42,7 @@ class Record:
     status: str
     output: str  # canonical JSON of the output state
     lines: frozenset[int] = field(default_factory=frozenset)
+    values: dict[str, Any] | None = None  # the search's values behind ``state`` (pools' names)
 
 
 def select(records: list[Record], n: int) -> list[Record]:
@@ -54,6 +58,96 @@ def select(records: list[Record], n: int) -> list[Record]:
         covered |= best.lines
         outputs.add(best.output)
     return chosen
+
+
+def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0) -> list[Any]:
+    """New values for one input value ``v`` so that the comparison ``a`` vs ``b`` (``kind`` as in
+    :data:`.cmplog.PAIRS`) may go the other way: where ``v`` is (or contains) one side, put the other."""
+    out: list[Any] = []
+    t = type(v)
+    if v is KEEP or t is bool:
+        return out
+    if t in (int, float, str, bytes):
+        for this, other in ((a, b), (b, a)):
+            if type(this) is not t:
+                continue
+            if kind == "eq" and type(other) is t:
+                if v == this:
+                    out.append(other)
+                elif t in (str, bytes) and this and this in v:
+                    out.append(v.replace(this, other, 1))
+                elif t in (str, bytes) and not this and other:  # an empty field of the text: fill the first
+                    out.append(other + v)
+            elif kind == "order" and v == this and t in (int, float):
+                out += [other, other + 1, other - 1]
+            elif kind in ("prefix", "suffix") and this is a and type(other) is t:
+                if v == this or (this and this in v):
+                    joined = other + this if kind == "prefix" else this + other
+                    out.append(joined if v == this else v.replace(this, joined, 1))
+            elif kind == "contains" and type(other) is t:
+                if this is b and v == this:  # the text came from the input: put the needle in it
+                    out += [v + a, a + v]
+                elif this is a and v == this and other:  # the needle came from the input: take from the text
+                    out += [other[:1], other]
+        return out
+    if depth >= 2:
+        return out
+    if t in (list, tuple):
+        for i, item in enumerate(v[:8]):
+            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+                items = list(v)
+                items[i] = new
+                return [t(items)]
+    elif t is dict:
+        for key, item in list(v.items())[:8]:
+            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+                return [{**v, key: new}]
+            if type(key) in (str, int) and kind == "eq":
+                for new in _rewrite(kind, key, a, b, depth + 1)[:1]:
+                    if new not in v:
+                        return [{(new if k == key else k): val for k, val in v.items()}]
+    elif t is Obj:
+        for attr, item in list(vars(v).items())[:8]:
+            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+                return [Obj(**{**vars(v), attr: new})]
+    elif is_standin(v) and standin_script(v):  # what a stand-in's calls return: rewrite those values
+        script = standin_script(v) or []
+        for i, item in enumerate(script[:8]):
+            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+                items = list(script)
+                items[i] = new
+                return [CalibStandIn(standin_name(v), items)]
+    elif t is New:
+        for i, item in enumerate(v.args[:8]):
+            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+                args = list(v.args)
+                args[i] = new
+                return [New(v.cls, *args, **v.attrs)]
+    return out
+
+
+def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limit: int = 8) -> list[dict[str, Any]]:
+    """Input-to-state replacement (Redqueen): inputs like ``values`` with one value rewritten so that a
+    comparison x made on it (:data:`.cmplog.PAIRS`) may go the other way. ``url = "abc:x"`` whose
+    ``scheme == "data"`` failed becomes ``"data:x"``; ``value[0] in "(["`` turns ``"abc"`` into ``"(bc"``."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for kind, a, b in pairs:
+        for name, v in values.items():
+            if name in (SEED, STANDINS):
+                continue
+            for new in _rewrite(kind, v, a, b):
+                try:
+                    key = name + "=" + encode(new)
+                except (TypeError, ValueError):
+                    continue
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append({**values, name: new})
+                if len(out) >= limit:
+                    return out
+    return out
 
 
 def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable: frozenset[int], n: int,
@@ -83,8 +177,12 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             state["self"] = encode(Obj(**attrs))
         files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
         state["files"] = {f: file_content(f) for f in files} if pools.hints.files or any(
-            "path" in p.types or name_type(p.name) == "path" for p in params) else {}
+            "path" in p.types or "pathobj" in p.types or name_type(p.name) == "path" for p in params) else {}
         return state
+
+    pending: list[dict[str, Any]] = []  # input-to-state replacements waiting for a run
+    reached: set[int] = set()
+    shown: set[str] = set()
 
     def attempt(values: dict[str, Any]) -> bool:
         state = make(values)
@@ -92,7 +190,16 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         if key in seen:
             return False
         seen.add(key)
-        records.append(run(state))
+        record = run(state)
+        record.values = values
+        records.append(record)
+        if record.valid and (record.lines - reached or record.output not in shown):
+            # an input that found something new: the comparisons it made may open more
+            pending.extend(replacements(values, pools.pairs))
+            del pending[:-64]
+        if record.valid:
+            reached.update(record.lines)
+            shown.add(record.output)
         return True
 
     def satisfied() -> bool:
@@ -101,6 +208,30 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         share = len(covered & executable) / len(executable) if executable else 1.0
         return (len(chosen) >= max(min_valid, n) and share >= coverage
                 and len({r.output for r in chosen}) >= min_distinct)
+
+    def mutate(base: dict[str, Any] | None) -> dict[str, Any]:
+        """One or two values of the kept input ``base`` redrawn, or (no base) every value drawn afresh."""
+        names = pools.names
+        # an attribute of self keeps the constructed instance's value half of the time
+        keep = 0.75 if pools.owner is not None else 0.5
+        values = {name: KEEP if name.startswith(SELF_PREFIX) and rng.random() < keep else
+                  pools.fresh(name) if rng.random() < 0.35 else rng.choice(pools.by_param[name]) for name in names}
+        if base is not None and names:
+            kept = {name: decode(src) for name, src in base["args"].items()}
+            if "seed" in base:
+                kept[SEED] = base["seed"]
+            kept[STANDINS] = base.get("standins", "standin")
+            if base.get("self"):
+                spec = decode(base["self"])
+                if isinstance(spec, New):
+                    kept.update(zip(pools.init_names, spec.args))
+                    kept.update({SELF_PREFIX + k: v for k, v in spec.attrs.items()})
+                else:
+                    kept.update({SELF_PREFIX + k: v for k, v in vars(spec).items()})
+            for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
+                kept[name] = values[name]
+            values = {name: kept.get(name, KEEP) for name in names}
+        return values
 
     runs = 0
     base = {name: pool[0] for name, pool in pools.by_param.items()}
@@ -140,27 +271,10 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         # once the criteria hold, keep searching only while it still finds lines or outputs
         if done_at is not None and (runs - done_at >= patience or len({r.output for r in select(records, n)}) >= n):
             break
-        base = rng.choice(parents) if parents and rng.random() < 0.8 else None
-        names = pools.names
-        # an attribute of self keeps the constructed instance's value half of the time
-        keep = 0.75 if pools.owner is not None else 0.5
-        values = {name: KEEP if name.startswith(SELF_PREFIX) and rng.random() < keep else
-                  pools.fresh(name) if rng.random() < 0.35 else rng.choice(pools.by_param[name]) for name in names}
-        if base is not None and names:
-            kept = {name: decode(src) for name, src in base["args"].items()}
-            if "seed" in base:
-                kept[SEED] = base["seed"]
-            kept[STANDINS] = base.get("standins", "standin")
-            if base.get("self"):
-                spec = decode(base["self"])
-                if isinstance(spec, New):
-                    kept.update(zip(pools.init_names, spec.args))
-                    kept.update({SELF_PREFIX + k: v for k, v in spec.attrs.items()})
-                else:
-                    kept.update({SELF_PREFIX + k: v for k, v in vars(spec).items()})
-            for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
-                kept[name] = values[name]
-            values = {name: kept.get(name, KEEP) for name in names}
+        if pending and rng.random() < 0.6:  # an input-to-state replacement first, most of the time
+            values = pending.pop(0)
+        else:
+            values = mutate(rng.choice(parents) if parents and rng.random() < 0.8 else None)
         if not attempt(values):
             stale += 1
             continue

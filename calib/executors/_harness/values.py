@@ -6,7 +6,8 @@ and that :func:`decode` evaluates without ``eval``: literals (numbers, strings, 
 booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set()``, ``Path('…')``,
 ``frozenset({…})``, ``complex(re, im)``, ``Obj(attr=…)`` (an object with those attributes, for
 parameters the body uses as ``p.attr``), ``New('Cls', …)`` (an instance of a class of the function's
-module, built in the sandbox) and ``StandIn('name')`` (a recording stand-in). Decoding
+module, built in the sandbox) and ``StandIn('name')`` (a recording stand-in; ``StandIn('name', [v1, v2])``:
+its calls return v1, then v2, then what the input's stand-in mode says). Decoding
 builds fresh objects each time, so a function that mutates its arguments cannot change the stored
 input. Anything else (names, attributes, operators, other calls) is a :class:`ValueError`.
 """
@@ -19,7 +20,7 @@ import sys
 import types
 from typing import Any
 
-from .standins import CalibStandIn, is_standin, standin_name
+from .standins import CalibStandIn, is_standin, standin_name, standin_script
 
 
 class Obj(types.SimpleNamespace):
@@ -73,6 +74,9 @@ def encode(value: Any) -> str:
     if pathlib is not None and isinstance(value, pathlib.PurePath):
         return f"Path({str(value)!r})"
     if is_standin(value):
+        script = standin_script(value)
+        if script is not None:
+            return f"StandIn({standin_name(value)!r}, {encode(script)})"
         return f"StandIn({standin_name(value)!r})"
     if isinstance(value, New):
         parts = [repr(value.cls), *(encode(a) for a in value.args),
@@ -143,4 +147,6 @@ def _call(node: ast.Call, source: str) -> Any:
         return New(*args, **kwargs)
     if name == "StandIn" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         return CalibStandIn(args[0])
+    if name == "StandIn" and len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], list) and not kwargs:
+        return CalibStandIn(args[0], args[1])  # its calls return these values in order
     raise ValueError(f"input value {source!r}: {name}(...) is not an allowed constructor")
