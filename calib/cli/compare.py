@@ -82,7 +82,9 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
             state["seed"] = item["seed"]
         if "standins" in item:
             if item["standins"] not in STANDIN_MODES:
-                raise InputError(f"input {i}: standins must be one of {', '.join(STANDIN_MODES)}", path=str(path))
+                fixed = [m for m in tuple.__iter__(STANDIN_MODES) if not m.startswith("mixed")]
+                raise InputError(f"input {i}: standins must be one of {', '.join(fixed)} or mixedN (N >= 1), "
+                                 f"got {item['standins']!r}", path=str(path))
             if item["standins"] != "standin":
                 state["standins"] = item["standins"]
         files = item.get("files", {})

@@ -171,6 +171,17 @@ def test_a_capped_mapping_or_set_does_not_depend_on_insertion_order():
     assert canon.canonical(grown)["truncated"] == n
 
 
+def test_equal_paths_are_equal_however_much_they_were_used():
+    # a Path caches derived fields (its text, its parts) the first time they are read: comparing its
+    # attributes would make a used path differ from a fresh one
+    used = pathlib.Path("data/in.txt")
+    _ = (str(used), used.name, used.parent, used.suffix)
+    assert _same(used) == _same(pathlib.Path("data/in.txt"))
+    assert canon.canonical(used) == {"path": "data/in.txt"}
+    assert _same(pathlib.Path("data/out.txt")) != _same(used)
+    assert _same("data/in.txt") != _same(used)  # a str is not a path
+
+
 def test_exceptions_generators_and_stand_ins_have_a_canonical_form():
     assert canon.canonical(ValueError("bad", 2)) == {"exception": "ValueError", "args": {"tuple": ["bad", 2]}}
     assert canon.canonical(CalibStandIn("requests.get()")) == {"standin": "requests.get()"}

@@ -279,6 +279,18 @@ def test_the_clock_is_frozen():
     assert sims(result) == [1.0]
 
 
+def test_a_frozen_clock_kept_as_a_class_attribute_is_called_without_self():
+    # ``clock = time.time`` in a class body: the real builtin does not bind as a method, so neither may
+    # the frozen one (a plain function would be called with self and raise TypeError)
+    context = "import time\n\n\nclass Timer:\n    clock = time.time\n    ticks = time.monotonic_ns\n\n"
+    truth = "def stamp(n):\n    t = Timer()\n    return [t.clock() + n, t.ticks() > 0]\n"
+    inputs = [{"args": {"n": repr(n)}} for n in range(8)]
+    result = compare(truth, truth, context=context, inputs=inputs, n_inputs=8)
+    assert all(i.valid for i in result.inputs), [i.output for i in result.inputs]
+    assert not any(raised(out) for out in outputs(result))
+    assert sims(result) == [1.0]
+
+
 def test_time_sleep_returns_at_once_and_advances_the_frozen_clock():
     context = "import time\n\n"
     truth = "def waited(seconds):\n    t0 = time.time()\n    time.sleep(seconds)\n    return time.time() - t0\n"

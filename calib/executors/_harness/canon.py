@@ -135,6 +135,10 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
         return {"module": value.__name__}
     if isinstance(value, _SCALARS):  # subclasses: enums (IntEnum), str subclasses
         return {"type": _qualname(kind), "value": canonical(_builtin(value), depth + 1, seen)}
+    if kind.__module__ == "pathlib" and hasattr(value, "__fspath__"):
+        # by its text: a Path caches derived fields (``_str``, ``_parts``...) as it is used, so its
+        # attribute state differs between two equal paths
+        return {"path": str(value)}
     return _object(value, depth, seen)
 
 

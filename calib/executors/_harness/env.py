@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import time
+from functools import partial
 from typing import Any
 
 FROZEN_EPOCH = 1_704_164_645.0  # 2024-01-02T03:04:05Z
@@ -80,6 +81,18 @@ def _time() -> float:
     return _clock["now"]
 
 
+def _scaled(which: str, factor: int | None) -> Any:
+    return _clock[which] if factor is None else int(_clock[which] * factor)
+
+
+def _at_now(real: Any, secs: float | None = None) -> Any:
+    return real(_clock["now"] if secs is None else secs)
+
+
+def _urandom(n: int) -> bytes:
+    return _rng.randbytes(n)
+
+
 def _sleep(seconds: float) -> None:
     if seconds < 0:
         raise ValueError("sleep length must be non-negative")
@@ -133,22 +146,24 @@ def freeze() -> None:
     File times are the kernel's, so ``os.stat``/``lstat``/``fstat`` report the frozen clock's time for
     every file: code that dates what it reads (``ZipFile.write``, caches keyed by mtime) would otherwise
     give a different output in each run."""
-    os.stat = _frozen_stat(os.stat)
-    os.lstat = _frozen_stat(os.lstat)
-    os.fstat = _frozen_stat(os.fstat)
-    time.time = _time
-    time.time_ns = lambda: int(_clock["now"] * 1e9)
-    time.monotonic = lambda: _clock["mono"]
-    time.monotonic_ns = lambda: int(_clock["mono"] * 1e9)
-    time.perf_counter = lambda: _clock["mono"]
-    time.perf_counter_ns = lambda: int(_clock["mono"] * 1e9)
-    time.sleep = _sleep
-    time.localtime = (lambda real: lambda secs=None: real(_clock["now"] if secs is None else secs))(time.localtime)
-    time.gmtime = (lambda real: lambda secs=None: real(_clock["now"] if secs is None else secs))(time.gmtime)
-    time.ctime = (lambda real: lambda secs=None: real(_clock["now"] if secs is None else secs))(time.ctime)
+    os.stat = partial(_frozen_stat(os.stat))
+    os.lstat = partial(_frozen_stat(os.lstat))
+    os.fstat = partial(_frozen_stat(os.fstat))
+    # partial objects, not functions: code that keeps one as a class attribute (``clock = time.time``)
+    # calls it as ``self.clock()``, and a function there would bind as a method and get ``self``
+    time.time = partial(_time)
+    time.time_ns = partial(_scaled, "now", 10**9)
+    time.monotonic = partial(_scaled, "mono", None)
+    time.monotonic_ns = partial(_scaled, "mono", 10**9)
+    time.perf_counter = partial(_scaled, "mono", None)
+    time.perf_counter_ns = partial(_scaled, "mono", 10**9)
+    time.sleep = partial(_sleep)
+    time.localtime = partial(_at_now, time.localtime)
+    time.gmtime = partial(_at_now, time.gmtime)
+    time.ctime = partial(_at_now, time.ctime)
     _dt.datetime = FrozenDateTime  # type: ignore[misc]
     _dt.date = FrozenDate  # type: ignore[misc]
-    os.urandom = lambda n: _rng.randbytes(n)
+    os.urandom = partial(_urandom)
     random._urandom = os.urandom  # type: ignore[attr-defined]
 
 
