@@ -12,6 +12,7 @@ import pytest
 import calib
 import calib.executors
 import calib.metrics
+import calib.probes
 import calib.report
 import calib.servers
 import calib.stats
@@ -19,7 +20,8 @@ import calib.stats
 PACKAGE = Path(calib.__file__).parent
 
 
-@pytest.mark.parametrize("module", [calib, calib.executors, calib.metrics, calib.report, calib.servers, calib.stats])
+@pytest.mark.parametrize("module", [calib, calib.executors, calib.metrics, calib.probes, calib.report, calib.servers,
+                                    calib.stats])
 def test_all_is_sorted_and_importable(module):
     assert module.__all__ == sorted(module.__all__)
     for name in module.__all__:

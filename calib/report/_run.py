@@ -1,8 +1,8 @@
 """Reading a run directory for the report: the tables of the study's kind, ``spec.json`` and ``manifest.json``.
 
 The report depends on nothing but these files (DESIGN.md "Run directory"), so it declares here the
-columns it reads of each study kind's tables (``functional``, ``extraction``, ``census``); a missing
-file or column is an :class:`~calib._exceptions.InputError` naming it. A functional study's
+columns it reads of each study kind's tables (``functional``, ``extraction``, ``census``, ``probes``);
+a missing file or column is an :class:`~calib._exceptions.InputError` naming it. A functional study's
 ``duplicates`` table (written by the ``dedup`` stage of a spec with ``[dedup]``) is optional: absent,
 ``RunData.duplicates`` is None; present, it must be readable and hold :data:`DUPLICATES_COLUMNS`.
 """
@@ -18,8 +18,8 @@ import polars as pl
 
 from calib._exceptions import InputError
 
-__all__ = ["COLUMNS_OF_KIND", "DUPLICATES_COLUMNS", "OPTIONAL_TABLES", "REQUIRED_COLUMNS", "RunData", "RunTables",
-           "load_run", "setting", "study_kind"]
+__all__ = ["COLUMNS_OF_KIND", "DUPLICATES_COLUMNS", "OPTIONAL_TABLES", "PROBES_COLUMNS", "REQUIRED_COLUMNS", "RunData",
+           "RunTables", "load_run", "probed_models", "setting", "study_kind"]
 
 #: The columns the report reads from each table (calib/study/tables.py declares the full schemas).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -64,13 +64,34 @@ CENSUS_COLUMNS: dict[str, tuple[str, ...]] = {
                "min_log10_score_within_budget", "windows_within_budget", "coverage_within_budget", "error"),
 }
 
+#: The columns the report reads from each table of a ``probes`` study (scale-aware diagnostics;
+#: calib/study/_probes_tables.py declares the full schemas).
+PROBES_COLUMNS: dict[str, tuple[str, ...]] = {
+    "tasks": ("task_id", "source", "reference_status", "reference_passed"),
+    "prompts": ("prompt_id", "task_id", "label", "condition", "family", "applicable", "reason", "prompt_tokens",
+                "added_tokens", "reference_passed"),
+    "probe_generations": ("task_id", "label", "model", "model_name", "error"),
+    "test_results": ("task_id", "label", "model", "sample_index", "status", "passed"),
+    "pass_at_k": ("model", "label", "condition", "family", "k", "n_problems", "estimate", "low", "high", "original",
+                  "difference", "difference_low", "difference_high", "relative_change", "confidence", "n_resamples"),
+    "model_pairs": ("label", "k", "model_a", "model_b", "n_problems", "estimate_a", "estimate_b", "difference", "low",
+                    "high"),
+    "opcodes": ("model", "task_id", "label", "programs", "passing", "entropy", "passing_entropy", "jsd",
+                "passing_jsd"),
+    "codec": ("model", "dataset", "seen", "error"),
+    "codec_scores": ("model", "dataset", "seen", "n", "decreased", "score", "low", "high", "mean_delta", "auc"),
+}
+
 #: Study kind -> table name -> the columns the report reads.
 COLUMNS_OF_KIND: dict[str, dict[str, tuple[str, ...]]] = {
-    "functional": REQUIRED_COLUMNS, "extraction": EXTRACTION_COLUMNS, "census": CENSUS_COLUMNS}
+    "functional": REQUIRED_COLUMNS, "extraction": EXTRACTION_COLUMNS, "census": CENSUS_COLUMNS,
+    "probes": PROBES_COLUMNS}
 
 #: Tables a run may lack, per kind: the extraction study writes ``paired`` only when it has a reference model, the
-#: functional study ``duplicates`` only when its spec has a ``[dedup]`` table.
-OPTIONAL_TABLES: dict[str, tuple[str, ...]] = {"functional": ("duplicates",), "extraction": ("paired",), "census": ()}
+#: functional study ``duplicates`` only when its spec has a ``[dedup]`` table, the probes study ``codec`` and
+#: ``codec_scores`` only with ``[probes.codec]`` and ``model_pairs`` only with two models or more.
+OPTIONAL_TABLES: dict[str, tuple[str, ...]] = {"functional": ("duplicates",), "extraction": ("paired",), "census": (),
+                                               "probes": ("model_pairs", "codec", "codec_scores")}
 
 _FIX = "run `calib study SPEC` first (it writes the run directory)"
 
@@ -107,7 +128,7 @@ class RunData:
 
 @dataclass(frozen=True)
 class RunTables:
-    """What the report reads from the run directory of an ``extraction`` or ``census`` study.
+    """What the report reads from the run directory of an ``extraction``, ``census`` or ``probes`` study.
 
     Attributes
     ----------
@@ -164,6 +185,25 @@ def study_kind(spec: dict[str, Any], path: Path) -> str:
     return str(kind)
 
 
+def probed_models(spec: dict[str, Any]) -> list[str]:
+    """The models of a probes study in the spec's order: ``models.panel``, else the target and reference."""
+    panel = setting(spec, "models.panel", [])
+    if panel:
+        return [str(name) for name in panel]
+    return [str(name) for name in (setting(spec, "models.target"), setting(spec, "models.reference")) if name]
+
+
+def _may_lack(kind: str, name: str, spec: dict[str, Any]) -> bool:
+    """Whether a run of ``kind`` whose spec is ``spec`` may lack the optional table ``name``."""
+    if name not in OPTIONAL_TABLES[kind]:
+        return False
+    if kind == "probes":
+        # model pairs need two models; the CoDeC tables are written only with [probes.codec]
+        return len(probed_models(spec)) < 2 if name == "model_pairs" else not setting(spec, "probes.codec")
+    # paired compares target and reference: a study without a reference model has no such table
+    return not setting(spec, "models.reference")
+
+
 def _read_table(root: Path, name: str, columns: tuple[str, ...] | None = None) -> pl.DataFrame:
     path = root / "tables" / f"{name}.parquet"
     if not path.is_file():
@@ -184,7 +224,7 @@ def load_run(run_dir: str | Path) -> RunData | RunTables:
     """Read the tables, spec and manifest of the run directory ``run_dir``.
 
     Returns a :class:`RunData` for a ``functional`` study and a :class:`RunTables` (the tables by
-    name) for an ``extraction`` or ``census`` study; ``spec.json``'s ``study.kind`` says which.
+    name) for an ``extraction``, ``census`` or ``probes`` study; ``spec.json``'s ``study.kind`` says which.
 
     Raises
     ------
@@ -206,9 +246,7 @@ def load_run(run_dir: str | Path) -> RunData | RunTables:
         return RunData(root=root, spec=spec, manifest=manifest, **tables, duplicates=duplicates)
     read = {}
     for name, columns in COLUMNS_OF_KIND[kind].items():
-        # paired compares target and reference: a study without a reference model has no such table
-        if name in OPTIONAL_TABLES[kind] and not setting(spec, "models.reference") \
-                and not (root / "tables" / f"{name}.parquet").exists():
+        if _may_lack(kind, name, spec) and not (root / "tables" / f"{name}.parquet").exists():
             continue
         read[name] = _read_table(root, name, columns)
     manifest = _read_json(root / "manifest.json", required=False)

@@ -13,6 +13,7 @@ from calib.report._census import Markup, census_report
 from calib.report._document import Figure, Group, Paragraph, to_html, to_markdown
 from calib.report._extraction import extraction_summary
 from calib.report._extraction_blocks import extraction_blocks
+from calib.report._probes import probes_report
 from calib.report._run import RunData, load_run
 from calib.report._sections import report_blocks
 
@@ -80,6 +81,9 @@ def _content(run_dir: str | Path) -> tuple[Path, dict[str, Any], list[Any]]:
     if run.kind == "extraction":
         summary = extraction_summary(run)
         return run.root, summary, extraction_blocks(run, summary)
+    if run.kind == "probes":
+        summary, blocks = probes_report(run)
+        return run.root, summary, blocks
     summary, blocks = census_report(run)
     return run.root, summary, blocks
 
@@ -88,8 +92,9 @@ def write_report(run_dir: str | Path) -> dict[str, Path]:
     """Render the audit report of the study in ``run_dir`` from its tables.
 
     The study kind (``spec.json`` ``study.kind``) decides the report: ``functional`` (counterfactual
-    functional memorization), ``extraction`` (the population conformal test) or ``census`` (single
-    documents against matched controls); docs/report.md describes each.
+    functional memorization), ``extraction`` (the population conformal test), ``census`` (single
+    documents against matched controls) or ``probes`` (scale-aware diagnostics: pass@k under
+    perturbations and I/O isomorphisms, opcode divergence, CoDeC); docs/report.md describes each.
 
     Writes ``RUN/report/report.html`` (self-contained: inline CSS and SVG), ``RUN/report/report.md``
     (figures as ``figures/NAME.svg``), ``RUN/report/summary.json`` (every number the report states)

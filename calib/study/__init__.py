@@ -16,8 +16,8 @@ from calib.study.spec import StudySpec, load_spec
 __all__ = ["KINDS", "RunOptions", "RunResult", "StudySpec", "check_study", "default_run_dir", "load_spec",
            "run_study", "stages_of"]
 
-#: Study kinds and their stage lists (the probes kind comes with its issue).
-KINDS = ("functional", "extraction", "census")
+#: Study kinds and their stage lists.
+KINDS = ("functional", "extraction", "census", "probes")
 
 
 def stages_of(spec: StudySpec) -> tuple[Any, ...]:
@@ -30,6 +30,10 @@ def stages_of(spec: StudySpec) -> tuple[Any, ...]:
         from calib.study.extraction import CENSUS_STAGES
 
         return CENSUS_STAGES
+    if spec.study.kind == "probes":
+        from calib.study.probes import PROBES_STAGES
+
+        return PROBES_STAGES
     from calib.study.functional import functional_stages
 
     return functional_stages(spec)

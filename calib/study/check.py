@@ -28,6 +28,12 @@ def needs(spec: StudySpec) -> dict[str, list[str]]:
             need[name].append(capability)
 
     roles = [name for name in (spec.models.target, spec.models.reference) if name is not None]
+    if spec.study.kind == "probes":
+        for name in spec.models.probed():
+            need.setdefault(name, [])
+            if spec.probes is not None and spec.probes.codec is not None:
+                add(name, "scoring")  # CoDeC scores each sample by teacher forcing
+        return need
     if spec.study.kind in ("extraction", "census"):
         # windows are cut with the target's tokenizer; every model scores them by teacher forcing
         add(spec.models.target, "tokenize")

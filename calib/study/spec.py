@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from calib._exceptions import InputError
+from calib.study._probes_spec import ProbesSection
 
 __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
            "DedupSection", "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
@@ -47,7 +48,7 @@ class StudySection(_Section):
     """``[study]``: what the study is."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    kind: Literal["functional", "extraction", "census"] = "functional"
+    kind: Literal["functional", "extraction", "census", "probes"] = "functional"
     seed: int = Field(default=0, ge=0)
     description: str = ""
 
@@ -64,8 +65,20 @@ class OrganismSection(_Section):
 class ModelsSection(_Section):
     """``[models]``: which server plays which role (names of ``[servers.NAME]`` tables)."""
 
-    target: str = Field(min_length=1)
+    target: str | None = Field(default=None, min_length=1)
     reference: str | None = Field(default=None, min_length=1)
+    panel: tuple[str, ...] = ()
+
+    @field_validator("panel")
+    @classmethod
+    def _panel(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value) or any(not name for name in value):
+            raise ValueError("panel must list distinct server names (the models of a probes study, smallest first)")
+        return value
+
+    def probed(self) -> tuple[str, ...]:
+        """The models a probes study runs: ``panel``, else the target and reference."""
+        return self.panel or tuple(name for name in (self.target, self.reference) if name is not None)
 
 
 class HubSection(_Section):
@@ -372,6 +385,7 @@ class StudySpec(_Section):
     measure: MeasureSection = MeasureSection()
     analyze: AnalyzeSection = AnalyzeSection()
     report: ReportSection = ReportSection()
+    probes: ProbesSection | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -385,9 +399,11 @@ class StudySpec(_Section):
 
     @model_validator(mode="after")
     def _references(self) -> StudySpec:
-        for key, name in (("models.target", self.models.target), ("models.reference", self.models.reference),
-                          ("measure.judge_server", self.measure.judge_server),
-                          ("measure.embedding_server", self.measure.embedding_server)):
+        named = [("models.target", self.models.target), ("models.reference", self.models.reference),
+                 ("measure.judge_server", self.measure.judge_server),
+                 ("measure.embedding_server", self.measure.embedding_server)]
+        named += [("models.panel", name) for name in self.models.panel]
+        for key, name in named:
             if name is not None and name not in self.servers:
                 defined = ", ".join(sorted(self.servers)) or "none"
                 raise ValueError(f"{key} = {name!r} names no [servers.{name}] table (servers defined: {defined})")
@@ -410,6 +426,22 @@ class StudySpec(_Section):
             name = self.dedup.embedding_server
             if name is not None and name not in self.servers:
                 raise ValueError(f"dedup.embedding_server = {name!r} names no [servers.{name}] table")
+        if kind == "probes":
+            if self.probes is None:
+                raise ValueError("study.kind = 'probes' needs a [probes] table (tasks, conditions)")
+            if not self.models.probed():
+                raise ValueError("models.panel: a probes study needs at least one model (panel = [\"small\", "
+                                 "\"large\"], or target)")
+            if self.probes.tasks == "organism:business" and self.organism is None:
+                raise ValueError("probes.tasks = 'organism:business' needs an [organism] table")
+            codec = self.probes.codec
+            for item in codec.datasets if codec is not None else ():
+                if item.source.startswith(ORGANISM_MODEL_PREFIX) and self.organism is None:
+                    raise ValueError(f"probes.codec.datasets: {item.source!r} needs an [organism] table")
+        elif self.probes is not None:
+            raise ValueError(f"[probes] is read only by study.kind = 'probes' (kind is {kind!r})")
+        elif self.models.target is None:
+            raise ValueError(f"models.target: a {kind} study needs a target model")
         if kind == "functional" and self.models.reference is None:
             raise ValueError("models.reference: a functional study needs a reference model (the counterfactual)")
         if kind == "census":
@@ -427,7 +459,7 @@ class StudySpec(_Section):
                         raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
         elif self.census is not None:
             raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
-        if self.data.source == "organism" and self.organism is None and kind != "census":
+        if self.data.source == "organism" and self.organism is None and kind not in ("census", "probes"):
             raise ValueError("data.source = 'organism' needs an [organism] table")
         judges = [m for m in self.measure.metrics if m.startswith("judge_")]
         if judges and self.measure.judge_server is None:
@@ -563,7 +595,30 @@ def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudyS
     dedup = spec.dedup
     if dedup is not None and dedup.paths:
         dedup = dedup.model_copy(update={"paths": corpus_paths("dedup", dedup.paths)})
+    probes = spec.probes
+    if probes is not None:
+        probes = _resolve_probes(probes, base, text, where)
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
-    return spec.model_copy(update={"data": data, "organism": organism, "census": census, "dedup": dedup})
+    return spec.model_copy(update={"data": data, "organism": organism, "census": census, "dedup": dedup,
+                                   "probes": probes})
+
+
+def _resolve_probes(probes: ProbesSection, base: Path, text: str, where: str) -> ProbesSection:
+    """The task file and the codec datasets' files, relative to the spec's folder; they must exist."""
+    def resolve(item: str, key: tuple[str, ...]) -> str:
+        if item.startswith(("mbpp", ORGANISM_MODEL_PREFIX)):
+            return item
+        full = item if Path(item).is_absolute() else str(base / item)
+        if not Path(full).exists():
+            raise InputError(f"{'.'.join(key)}: {item!r} does not exist (relative paths are read from the spec's "
+                             "folder)", path=where, line=locate_key(text, key))
+        return full
+
+    update: dict[str, Any] = {"tasks": resolve(probes.tasks, ("probes", "tasks"))}
+    if probes.codec is not None:
+        datasets = tuple(d.model_copy(update={"source": resolve(d.source, ("probes", "codec", "datasets", "source"))})
+                         for d in probes.codec.datasets)
+        update["codec"] = probes.codec.model_copy(update={"datasets": datasets})
+    return probes.model_copy(update=update)

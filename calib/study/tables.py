@@ -11,10 +11,12 @@ import polars as pl
 
 from calib.executors.base import EXECUTIONS_SCHEMA
 from calib.metrics.base import SIMILARITIES_SCHEMA
+from calib.study._probes_tables import PROBES_TABLES
 
 __all__ = ["BUDGETS_SCHEMA", "CENSUS_SCHEMA", "CLAIMS_SCHEMA", "EXECUTIONS_SCHEMA", "EXTRACTION_CLAIMS_SCHEMA",
            "EXTRACTION_TABLES", "CENSUS_TABLES", "GENERATIONS_SCHEMA", "OPERATING_POINTS_SCHEMA", "PAIRED_SCHEMA",
-           "SAMPLES_SCHEMA", "SCORES_SCHEMA", "SIMILARITIES_SCHEMA", "TABLES", "WINDOWS_SCHEMA", "tables_of"]
+           "PROBES_TABLES", "SAMPLES_SCHEMA", "SCORES_SCHEMA", "SIMILARITIES_SCHEMA", "TABLES", "WINDOWS_SCHEMA",
+           "tables_of"]
 
 #: One row per audited function x.
 SAMPLES_SCHEMA: dict[str, pl.DataType] = {
@@ -238,4 +240,5 @@ CENSUS_TABLES: dict[str, dict[str, pl.DataType]] = {
 
 def tables_of(kind: str) -> dict[str, dict[str, pl.DataType]]:
     """The tables a study kind writes (name -> schema), in stage order."""
-    return {"functional": TABLES, "extraction": EXTRACTION_TABLES, "census": CENSUS_TABLES}[kind]
+    kinds = {"functional": TABLES, "extraction": EXTRACTION_TABLES, "census": CENSUS_TABLES, "probes": PROBES_TABLES}
+    return kinds[kind]

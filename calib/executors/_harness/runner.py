@@ -388,6 +388,11 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     job = _read_part(source)
+    if job.get("mode") == "tests":  # a program and its assert tests (calib/probes/testrun.py)
+        from . import testcases  # noqa: PLC0415
+
+        testcases.main(job, channel, source)
+        return
     if job.get("mode") == "explore":
         from . import cmplog, synth  # noqa: F401, PLC0415 - the search reads the real clock: import before freeze()
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115

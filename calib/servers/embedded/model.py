@@ -250,6 +250,8 @@ class EmbeddedModel:
         if not params.greedy:
             seed = params.seed if params.seed is not None else secrets.randbits(63)
             generator = torch.Generator().manual_seed(seed)
+        if params.greedy:  # argmax decoding on the CPU is deterministic: the n sequences are one
+            return [self._generate_one(list(prompt_ids), params, generator, seed, processed_logprobs)] * params.n
         return [self._generate_one(list(prompt_ids), params, generator, seed, processed_logprobs)
                 for _ in range(params.n)]
 
