@@ -168,6 +168,8 @@ def _applicability(run: RunTables, labels: list[str], used: set[str]) -> tuple[l
                      "reference_passed": int(ok["reference_passed"].eq(True).sum()),
                      "reference_failed": failed.height,
                      "reference_unknown": int(ok["reference_passed"].is_null().sum()),
+                     "original_passes": (int(ok["original_passes"].eq(True).sum())
+                                         if "original_passes" in ok.columns else 0),
                      "mean_prompt_tokens": _stat(ok["prompt_tokens"].to_list(), np.mean),
                      "mean_added_tokens": _stat(ok["added_tokens"].to_list(), np.mean)})
     return rows, failures

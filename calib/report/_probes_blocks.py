@@ -186,16 +186,20 @@ def _applicability(summary: dict[str, Any]) -> list[Block]:
                   "; ".join(f"{plain_text(r['reason'], 80)} ({r['count']})" for r in a["reasons"][:3]) or DASH,
                   f"{a['reference_passed']} passed, {a['reference_failed']} failed"
                   + (f", {a['reference_unknown']} not run" if a["reference_unknown"] else ""),
+                  str(a.get("original_passes", 0)) if ":" in a["label"] else DASH,
                   fixed(a["mean_prompt_tokens"], 1), fixed(a["mean_added_tokens"], 1))
                  for a in summary["applicability"])
     blocks: list[Block] = [
         Heading(2, "Applicability", "applicability"),
         Paragraph("Per condition: the tasks it could be built for, the most common reasons it could not, and the "
                   "proof by test of the rewrite: the condition's known-correct solution (the reference, through T "
-                  "for the isomorphisms) run against the condition's tests. Added tokens are the prompt's tokens "
-                  "beyond the original prompt's (dead code is matched to the Iso contract's)."),
+                  "for the isomorphisms) run against the condition's tests. Under an isomorphism the untransformed "
+                  "reference is run too: where it passes, T commutes with the task on those tests, and a pass there "
+                  "cannot show that a model followed the contract. Added tokens are the prompt's tokens beyond the "
+                  "original prompt's (dead code is matched to the Iso contract's)."),
         Table(("condition", "applicable", "not applicable", "most common reasons", "known-correct solution",
-               "mean prompt tokens", "mean added tokens"), rows, "applicability-table",
+               "untransformed reference passes", "mean prompt tokens", "mean added tokens"), rows,
+              "applicability-table",
               "Applicability of each condition (prompts table)."),
     ]
     failures = summary["reference_failures"]

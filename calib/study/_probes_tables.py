@@ -46,6 +46,8 @@ PROBE_PROMPTS_SCHEMA: dict[str, pl.DataType] = {
     "eligible": pl.Int64(),  # synonym fuzzing: words that could be replaced
     "values_mapped": pl.Int64(),  # isomorphisms: integers the bijection rewrote in the tests
     "reference_passed": pl.Boolean(),  # the known-correct solution of this condition passes these tests
+    "original_passes": pl.Boolean(),  # isomorphisms: the untransformed reference passes them too (f commutes
+    # with T on these tests: the prompt cannot tell a model that follows the contract from one that ignores it)
 }
 
 #: One row per (prompt, model, sample index): a completion and the program taken from it.

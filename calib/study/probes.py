@@ -196,17 +196,19 @@ async def _prompts(ctx: StageContext) -> pl.DataFrame:
                    "entry_point": task.entry_point, "prompt_tokens": tokens,
                    "added_tokens": None if tokens is None or original_tokens is None else tokens - original_tokens,
                    "replaced": built.replaced, "eligible": built.eligible, "values_mapped": built.values_mapped,
-                   "reference_passed": True if built.applicable else None}
+                   "reference_passed": True if built.applicable else None, "original_passes": None}
             if built.applicable and condition in ISO_CONDITIONS:
                 solution = transformed_reference(task.code, task.entry_point, condition, bijection)
                 checks.append((len(rows), (solution, built.tests, task.setup)))
+                checks.append((len(rows), (task.code, built.tests, task.setup)))
             rows.append(row)
     runs = await _run_tests(spec, [job for _, job in checks])
-    for (index, _), run in zip(checks, runs):
-        rows[index]["reference_passed"] = run.all_passed
-        if not run.all_passed:  # the rewrite broke the task: a bug, never a model's failure
+    for (index, _), transformed, original in zip(checks[::2], runs[::2], runs[1::2]):
+        rows[index]["reference_passed"] = transformed.all_passed
+        rows[index]["original_passes"] = original.all_passed
+        if not transformed.all_passed:  # the rewrite broke the task: a bug, never a model's failure
             ctx.event("rewrite_check_failed", task_id=rows[index]["task_id"], label=rows[index]["label"],
-                      status=run.status, error=(run.message or str(run.errors))[:300])
+                      status=transformed.status, error=(transformed.message or str(transformed.errors))[:300])
     return pl.DataFrame(rows, schema=PROBE_PROMPTS_SCHEMA)
 
 
@@ -419,7 +421,7 @@ _ANALYSED = ("prompts", "probe_generations", "test_results")
 
 PROBES_STAGES: tuple[Stage, ...] = (
     Stage("tasks", (), "tasks", "1", _tasks_settings, _tasks),
-    Stage("prompts", ("tasks",), "prompts", "1", _prompts_settings, _prompts),
+    Stage("prompts", ("tasks",), "prompts", "2", _prompts_settings, _prompts),
     Stage("generate", ("tasks", "prompts"), "probe_generations", "1", _generate_settings, _generate),
     Stage("execute", ("prompts", "probe_generations"), "test_results", "1", _execute_settings, _execute),
     Stage("pass_at_k", _ANALYSED, "pass_at_k", "1", _analysis_settings, _pass_at_k),

@@ -188,6 +188,9 @@ def _memorizer_passes(run: Path) -> dict[str, dict[str, bool]]:
 def test_pass_at_k_of_the_two_scripted_policies_is_exactly_what_they_imply(run):
     passes = _memorizer_passes(run)
     assert all(passes["original"].values())
+    # the study ran the untransformed reference on every rewritten test in the sandbox: the same verdicts
+    for p in _table(run, "prompts").filter(pl.col("applicable")).iter_rows(named=True):
+        assert p["original_passes"] == (passes[p["label"]][p["task_id"]] if p["family"] else None), p["label"]
     # the paper's premise holds on these tasks: most isomorphic tasks defeat the untransformed solution
     iso = [ok for label, tasks in passes.items() if ":" in label for ok in tasks.values()]
     assert sum(iso) < len(iso) / 2

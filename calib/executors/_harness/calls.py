@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
 
 from . import env, hints, scaffold, standins
 from .standins import CalibStandIn
 from .values import New, Obj
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 _STANDIN_RETURNS = {"none": None, "zero": 0, "empty_str": "", "empty_list": [], "true": True, "false": False}
 

@@ -17,9 +17,12 @@ import datetime
 import json
 import re
 import types
-from typing import Any
 
 from .standins import is_standin, standin_name
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH = 8
 MAX_ITEMS = 500

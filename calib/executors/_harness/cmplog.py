@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Any
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "__calib_cmp__"
 LIMIT = 2000

@@ -19,7 +19,10 @@ import random
 import sys
 import time
 from functools import partial
-from typing import Any
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 FROZEN_EPOCH = 1_704_164_645.0  # 2024-01-02T03:04:05Z
 MAX_CAPTURE = 64 * 1024

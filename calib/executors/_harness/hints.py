@@ -10,8 +10,10 @@ collections) seed the value pools, which is how a search reaches the branches gu
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 STR_METHODS = frozenset({
     "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
@@ -37,32 +39,41 @@ TYPE_NAMES = {
 }
 
 
-@dataclass
 class Param:
-    """One parameter of the function and what is known about the values it takes."""
+    """One parameter of the function and what is known about the values it takes.
 
-    name: str
-    kind: str  # positional | keyword | vararg | kwarg | attribute (of self)
-    types: list[str] = field(default_factory=list)  # int, float, str, bool, bytes, list, dict, set, tuple, ...
-    element: list[str] = field(default_factory=list)  # element types of containers
-    default: Any = None
-    has_default: bool = False
-    keys: list[Any] = field(default_factory=list)  # mapping keys the body reads
-    attrs: list[str] = field(default_factory=list)  # attributes the body reads
-    called: list[str] = field(default_factory=list)  # attributes the body calls (p.attr(...))
-    classes: list[str] = field(default_factory=list)  # non-builtin classes named by annotations/isinstance
-    children: dict[str, Param] = field(default_factory=dict)  # p.attr the body uses, described likewise
-    depth: int = 0
+    (A plain class, not a dataclass: importing ``dataclasses`` costs the harness milliseconds per batch.)
+    """
+
+    def __init__(self, name: str, kind: str, types: list[str] | None = None, element: list[str] | None = None,
+                 default: Any = None, has_default: bool = False, depth: int = 0) -> None:
+        self.name = name
+        self.kind = kind  # positional | keyword | vararg | kwarg | attribute (of self)
+        self.types: list[str] = types if types is not None else []  # int, float, str, bool, bytes, list, ...
+        self.element: list[str] = element if element is not None else []  # element types of containers
+        self.default = default
+        self.has_default = has_default
+        self.keys: list[Any] = []  # mapping keys the body reads
+        self.attrs: list[str] = []  # attributes the body reads
+        self.called: list[str] = []  # attributes the body calls (p.attr(...))
+        self.classes: list[str] = []  # non-builtin classes named by annotations/isinstance
+        self.children: dict[str, Param] = {}  # p.attr the body uses, described likewise
+        self.depth = depth
+
+    def __repr__(self) -> str:
+        return f"Param({self.name!r}, {self.kind!r}, types={self.types!r})"
 
 
-@dataclass
 class Hints:
-    params: list[Param]
-    ints: list[int] = field(default_factory=list)
-    floats: list[float] = field(default_factory=list)
-    strings: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    self_params: list[Param] = field(default_factory=list)  # self.attr the method reads, as parameters
+    """What the body of x says about its parameters, and the literals mined from it."""
+
+    def __init__(self, params: list[Param]) -> None:
+        self.params = params
+        self.ints: list[int] = []
+        self.floats: list[float] = []
+        self.strings: list[str] = []
+        self.files: list[str] = []
+        self.self_params: list[Param] = []  # self.attr the method reads, as parameters
 
 
 def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:

@@ -12,12 +12,15 @@ arguments ``init.``, the random seed, the stand-in mode).
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from . import cmplog
 from .hints import Hints, Param
 from .standins import CalibStandIn, is_mixed
 from .values import New, Obj
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     # (exact names, suffixes/prefixes marker, type)

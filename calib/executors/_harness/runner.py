@@ -25,7 +25,6 @@ import os
 import signal
 import sys
 import types
-from typing import Any
 
 from . import canon, env, hints, scaffold, standins
 from .calls import (
@@ -38,6 +37,10 @@ from .calls import (
 )
 from .standins import LOG, STANDIN_CLASS_NAME
 from .values import New, Obj, decode
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 WORKDIR = "/work"
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 import ast
 import builtins
 import textwrap
-from dataclasses import dataclass, field
-from typing import Any
 
 from . import standins
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 FILENAME = "<calib:module>"
 MODULE_PREFIX = "calib_scaffold"
@@ -81,16 +83,17 @@ def trim_context(context: str, function: str) -> str:
     return ""
 
 
-@dataclass
 class Placed:
     """A function placed in its module: the parsed module, the definition node and where it sits."""
 
-    source: str
-    tree: ast.Module
-    node: ast.FunctionDef | ast.AsyncFunctionDef
-    classes: list[str]  # enclosing class names, outermost first
-    first_line: int  # first line of the function text in ``source``
-    warnings: list[str] = field(default_factory=list)
+    def __init__(self, source: str, tree: ast.Module, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                 classes: list[str], first_line: int) -> None:
+        self.source = source
+        self.tree = tree
+        self.node = node
+        self.classes = classes  # enclosing class names, outermost first
+        self.first_line = first_line  # first line of the function text in ``source``
+        self.warnings: list[str] = []
 
     @property
     def qualname(self) -> str:
@@ -110,15 +113,21 @@ class Placed:
 
 def place(context: str, function: str) -> Placed:
     """Put ``function`` after ``context`` (already trimmed) and find its definition node."""
-    if context and not _parses(context + function):
-        context = ""
+    tree = None
+    if context:  # parsed once: the module's tree is the check that context and function fit together
+        try:
+            tree = ast.parse(context + function)
+        except (SyntaxError, ValueError):
+            context = ""
     if not context:
         function = reindent(function, "")
     source = context + function
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise ScaffoldError(f"the function does not parse: {exc.msg} (line {exc.lineno})") from None
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) else ""
+            raise ScaffoldError(f"the function does not parse: {getattr(exc, 'msg', exc)}{where}") from None
     first_line = context.count("\n") + 1
     found = _find(tree.body, first_line, [])
     if found is None:

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The class name appears in error messages ("… 'CalibStandIn' …") and marks them as scaffolding failures.
 STANDIN_CLASS_NAME = "CalibStandIn"

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import monotonic as _real_monotonic  # bound before env.freeze() patches time
-from typing import Any
 
 from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used through this module
     INIT_PREFIX,
@@ -31,6 +30,10 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
 )
 from .standins import CalibStandIn, is_standin, standin_name, standin_script
 from .values import New, Obj, decode, encode
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

@@ -26,9 +26,12 @@ import os
 import signal
 import sys
 import types
-from typing import Any
 
 from . import env
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 MODULE_NAME = "candidate"
 MAX_MESSAGE = 300

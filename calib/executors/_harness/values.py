@@ -18,9 +18,12 @@ import ast
 import math
 import sys
 import types
-from typing import Any
 
 from .standins import CalibStandIn, is_standin, standin_name, standin_script
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Obj(types.SimpleNamespace):
