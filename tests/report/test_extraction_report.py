@@ -442,9 +442,9 @@ def test_a_missing_column_is_named(tmp_path):
 def test_an_unknown_study_kind_is_an_input_error(tmp_path):
     run = build_run(tmp_path)
     spec = json.loads((run / "spec.json").read_text())
-    spec["study"]["kind"] = "probes"
+    spec["study"]["kind"] = "telemetry"
     (run / "spec.json").write_text(json.dumps(spec))
-    with pytest.raises(InputError, match="study.kind = 'probes' is not a study kind the report renders"):
+    with pytest.raises(InputError, match="study.kind = 'telemetry' is not a study kind the report renders"):
         write_report(run)
 
 
