@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from calib.executors._harness import scaffold
+from calib.executors._harness.runner import THREADS_EXIT
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
 from calib.executors.sandbox import Batch, Limits, Sandbox, SandboxRun
 
@@ -149,7 +150,7 @@ class SandboxExecutor:
                     return event, ""
                 if event.get("event") == "error":
                     return None, f"unparsable: {event.get('message', '')}"
-            died = run.died or f"exit {run.returncode}"
+            died = "threads left running" if run.returncode == THREADS_EXIT else run.died or f"exit {run.returncode}"
             tries = [e["key"] for e in events if e.get("event") == "try" and isinstance(e.get("key"), str)]
             if not tries or tries[-1] in avoid:
                 break
@@ -194,6 +195,8 @@ class SandboxExecutor:
                         continue  # forged or torn: the input counts as not finished
                     result.outputs[index] = output
                     started = None
+            if started is None and run.returncode == THREADS_EXIT and not run.timed_out:
+                continue  # an input left threads running: its result is in, the rest run in a fresh process
             if started is not None or run.died:
                 index = started if started is not None else (pending[0] if pending else None)
                 if index is None or index in result.outputs:

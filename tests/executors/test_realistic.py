@@ -291,6 +291,34 @@ def test_a_frozen_clock_kept_as_a_class_attribute_is_called_without_self():
     assert sims(result) == [1.0]
 
 
+def test_an_input_that_leaves_threads_running_is_invalid_and_the_next_runs_in_a_fresh_process():
+    # a thread the code started still spins after x returned: x's output state is not final, and the
+    # thread would act during the next inputs (a pool's workers do): that input is invalid, the batch ends
+    # there and the rest run in a new process
+    context = "import threading\n\n"
+    truth = ("def spawn(n, forever=False):\n"
+             "    worker = threading.Thread(target=(lambda: [None for _ in iter(int, 1)]) if forever else list,\n"
+             "                              daemon=True)\n"
+             "    worker.start()\n"
+             "    return n * 2\n")
+    inputs = [{"args": {"n": repr(n), "forever": repr(n % 3 == 1)}} for n in range(9)]
+    result = compare(truth, truth, context=context, inputs=inputs, n_inputs=9, min_valid=6)
+    statuses = [(i.valid, i.reason) for i in result.inputs]
+    assert statuses == [(n % 3 != 1, "" if n % 3 != 1 else statuses[n][1]) for n in range(9)], statuses
+    assert all("threads" in reason for valid, reason in statuses if not valid), statuses
+    assert [json.loads(i.output).get("return") for i in result.inputs if i.valid] == [0, 4, 6, 10, 12, 16]
+    assert result.conclusive and sims(result) == [1.0]
+
+
+def test_a_search_over_a_function_that_always_leaves_threads_running_ends_inconclusive():
+    context = "import threading\n\n"
+    truth = ("def serve(port):\n"
+             "    threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()\n"
+             "    return port + 1\n")
+    result = compare(truth, truth, context=context)
+    assert not result.conclusive and "threads left running" in result.reason
+
+
 def test_time_sleep_returns_at_once_and_advances_the_frozen_clock():
     context = "import time\n\n"
     truth = "def waited(seconds):\n    t0 = time.time()\n    time.sleep(seconds)\n    return time.time() - t0\n"

@@ -45,6 +45,13 @@ if TYPE_CHECKING:
 WORKDIR = "/work"
 
 
+#: The exit status of a batch that stopped after an input left threads running (the host restarts it
+#: after that input: the threads would otherwise go on changing what later inputs see).
+THREADS_EXIT = 86
+#: How long the threads an input started may take to finish once it has returned (each, at most four).
+THREAD_GRACE = 0.05
+
+
 def workdir() -> str:
     """``/work`` in bubblewrap; a temporary folder named by the host without it (``--unsafe-no-sandbox``)."""
     return os.environ.get("CALIB_WORKDIR", WORKDIR)
@@ -56,6 +63,29 @@ class _Timeout(BaseException):
 
 def _on_alarm(signum: int, frame: Any) -> None:
     raise _Timeout()
+
+
+def _threads() -> set[Any]:
+    """The live threads (none when the code never imported ``threading``)."""
+    threading = sys.modules.get("threading")
+    return set(threading.enumerate()) if threading is not None else set()
+
+
+def _stray_threads(before: set[Any]) -> bool:
+    """Whether threads started since ``before`` still run after a short grace to finish."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return False
+    stray = [t for t in threading.enumerate() if t not in before and t is not threading.main_thread()]
+    for thread in stray[:4]:
+        thread.join(THREAD_GRACE)
+    return any(t.is_alive() for t in stray)
+
+
+def _stop_poisoned(runner: Runner) -> None:
+    """End the process after an input that left threads running (the host restarts after it)."""
+    runner.channel.flush()
+    os._exit(THREADS_EXIT)
 
 
 class Runner:
@@ -81,6 +111,7 @@ class Runner:
         self.init_fields = [p.name for p in self.init or []]
         self.lines: set[int] = set()
         self.started = False
+        self.poisoned = False  # an input left threads running: this process runs no further input
         self.capture = env.FdCapture(os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd"))
 
     def covered(self) -> frozenset[int]:
@@ -121,6 +152,7 @@ class Runner:
         kwargs: dict[str, Any] = {}
         instance: Any = None
         before = self_before = None
+        threads_before = _threads()
         signal.setitimer(signal.ITIMER_REAL, self.timeout)
         # The timer stays armed while the output state is observed too (a __repr__ or __str__ of the
         # code's own objects can loop), and the alarm may land in any handler below: one outer
@@ -152,6 +184,12 @@ class Runner:
             finally:
                 sys.stdout, sys.stderr = real_out, real_err
             self._observe(out, args, kwargs, before, instance, self_before, stdout, stderr, files)
+            if _stray_threads(threads_before):
+                # threads of the code's (a pool's workers, a watcher) still run after it returned: the
+                # output state is not final, and they would act on during the next inputs
+                self.poisoned = True
+                status, reason = "invalid", "threads"
+                out["outcome"] = "threads"
         except _Timeout:
             sys.settrace(None)
             status, reason = "invalid", "timeout"
@@ -288,6 +326,8 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     def run(state: dict[str, Any]) -> Any:  # a synth.Record
         runner.emit({"event": "try", "key": repr(sorted(state.items()))})
         status, reason, out = runner.run(state)
+        if runner.poisoned:
+            _stop_poisoned(runner)
         observed = cmplog.take()
         if pools is not None:
             pools.observe(observed)
@@ -360,6 +400,8 @@ def replay(runner: Runner, job: dict[str, Any]) -> None:
         status, reason, out = runner.run(state)
         runner.emit({"event": "result", "index": index, "status": status, "reason": reason,
                      "output": canon.dumps(out), "lines": sorted(runner.covered())})
+        if runner.poisoned:
+            _stop_poisoned(runner)
 
 
 INITIALISERS = ("__init__", "__post_init__")
