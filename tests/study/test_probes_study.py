@@ -338,7 +338,7 @@ def test_the_shipped_probes_demo_is_valid_and_its_paths_resolve(tmp_path):
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "studies" / "probes-demo.toml")
     assert spec.models.probed() == ("reference", "target")
-    assert len(labels(spec)) == 4 + 3 * 3
+    assert len(labels(spec)) == 4 + 3
     (tmp_path / "tasks.jsonl").write_text(FIXTURES.read_text())
     (tmp_path / "p.toml").write_text(PROBES_SPEC)
     assert load_spec(tmp_path / "p.toml").probes.tasks == str(tmp_path / "tasks.jsonl")
