@@ -65,7 +65,10 @@ def check(spec: Path, no_probe: bool, as_json: bool) -> None:
                        f"{'built' if org['built'] else 'built on the first run'}")
         if "samples" in found:
             click.echo(f"  samples: {found['samples']}")
-        click.echo(f"  metrics: {', '.join(found['metrics'])}")
+        for key in ("metrics", "procedures", "conditions", "tasks"):
+            if key in found:
+                value = found[key]
+                click.echo(f"  {key}: {', '.join(value) if isinstance(value, list) else value}")
         for name, entry in found["servers"].items():
             state = entry.get("error") or entry.get("note") or "ok"
             model = entry.get("capabilities", {}).get("model", "")

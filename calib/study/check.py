@@ -56,6 +56,18 @@ def needs(spec: StudySpec) -> dict[str, list[str]]:
     return need
 
 
+def _measures(spec: StudySpec) -> dict[str, Any]:
+    """What the study measures: metrics (functional), procedures (extraction, census), condition labels and
+    the task source (probes)."""
+    if spec.study.kind == "functional":
+        return {"metrics": list(spec.measure.metrics)}
+    if spec.study.kind == "probes":
+        from calib.study.probes import labels
+
+        return {"conditions": [label for label, _, _ in labels(spec)], "tasks": spec.probes.tasks}  # type: ignore[union-attr]
+    return {"procedures": list(spec.extraction.procedures)}
+
+
 def _organism_built(spec: StudySpec) -> bool:
     """Whether the spec's organism is already in the cache (building it takes minutes)."""
     from calib.organism.build import organism_folder
@@ -72,8 +84,7 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
 
     report: dict[str, Any] = {"study": spec.study.name, "kind": spec.study.kind,
                               "stages": [s.name for s in stages_of(spec)], "servers": {}, "ok": True,
-                              **({"metrics": list(spec.measure.metrics)} if spec.study.kind == "functional" else
-                                 {"procedures": list(spec.extraction.procedures)})}
+                              **_measures(spec)}
     built = _organism_built(spec) if spec.organism is not None else None
     if spec.organism is not None:
         report["organism"] = {"preset": spec.organism.preset, "seed": spec.organism.seed, "built": built}
@@ -98,7 +109,7 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
                     entry["error"] = " ".join(str(exc).split())
                     report["ok"] = False
             report["servers"][name] = entry
-        if spec.data.source == "organism" and built:
+        if spec.data.source == "organism" and built and spec.study.kind != "probes":
             import polars as pl
 
             truth = pl.read_parquet(resources.organism().truth).filter(pl.col("kind").is_in(list(spec.data.kinds)))

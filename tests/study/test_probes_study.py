@@ -342,3 +342,22 @@ def test_the_shipped_probes_demo_is_valid_and_its_paths_resolve(tmp_path):
     (tmp_path / "tasks.jsonl").write_text(FIXTURES.read_text())
     (tmp_path / "p.toml").write_text(PROBES_SPEC)
     assert load_spec(tmp_path / "p.toml").probes.tasks == str(tmp_path / "tasks.jsonl")
+
+
+def test_calib_check_lists_the_condition_labels_and_the_task_source(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "tasks.jsonl").write_text(FIXTURES.read_text())
+    (tmp_path / "p.toml").write_text(PROBES_SPEC + 'families = ["affine", "base"]\n')
+    proc = subprocess.run([sys.executable, "-m", "calib", "check", "p.toml", "--no-probe"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "valid probes study 'p'" in proc.stdout
+    assert ("conditions: original, syn20, syn40, dead_code, iso:affine, iso:base, iso_enc:affine, iso_enc:base, "
+            "iso_dec:affine, iso_dec:base") in proc.stdout
+    assert f"tasks: {tmp_path / 'tasks.jsonl'}" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "calib", "check", "p.toml", "--no-probe", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    found = json.loads(proc.stdout)
+    assert found["kind"] == "probes" and found["stages"][0] == "tasks" and set(found["servers"]) == {"a", "b"}
