@@ -34,8 +34,9 @@ __all__ = ["MBPP_CONFIGS", "MBPP_REPO", "MBPP_REVISION", "MBPP_SPLITS", "Problem
 MBPP_REPO = "google-research-datasets/mbpp"
 # The commit "Convert dataset to Parquet (#4)" of the repository's main branch, whose tree holds
 # sanitized/{train,test,validation,prompt}-00000-of-00001.parquet and the same under full/ (seen on the
-# Hub's tree and blame pages; it could not be fetched from here to check its bytes). Pin another with
-# "mbpp@<commit>"; the repository's History page lists them.
+# Hub's tree pages, and the revision other evaluation code pins for this dataset's Parquet files, e.g.
+# full/test-00000-of-00001.parquet at this commit). Pin another with "mbpp@<commit>"; the repository's
+# History page lists them.
 MBPP_REVISION = "4bb6404fdc6cacfda99d4ac4205087b89d32030c"
 MBPP_CONFIGS = ("sanitized", "full")
 MBPP_SPLITS = ("test", "train", "validation", "prompt")
