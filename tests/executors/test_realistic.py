@@ -319,6 +319,33 @@ def test_a_search_over_a_function_that_always_leaves_threads_running_ends_inconc
     assert not result.conclusive and "threads left running" in result.reason
 
 
+def test_object_ids_the_code_passes_on_are_the_same_in_every_run():
+    # pickle's memo keys objects by id(obj): with real addresses every process logs other numbers and
+    # x's replay never matches x; the code sees ids numbered in the order it asks for them
+    context = "seen = None\n\n"
+    truth = ("def remember(items, cache):\n"
+             "    keys = [id(item) for item in items]\n"
+             "    for key in keys:\n"
+             "        cache.get(key)\n"
+             "    return [k - keys[0] for k in keys], id(items) == id(items)\n")
+    inputs = [{"args": {"items": repr([[i]] * (i % 3) + [[i, i]]), "cache": "StandIn('cache')"}} for i in range(8)]
+    result = compare(truth, truth, context=context, inputs=inputs, n_inputs=8)
+    assert [i.reason for i in result.inputs] == [""] * 8
+    assert result.conclusive and sims(result) == [1.0]
+    assert '"cache.get",{"list":[139637976727552]}' in result.inputs[0].output.replace(" ", "")
+
+
+def test_a_random_generator_the_code_makes_without_a_seed_draws_the_same_in_every_run():
+    # Random() seeds itself from the system's entropy in C (not through os.urandom)
+    context = "import random\n\n"
+    truth = ("def shuffled(n):\n    rng = random.Random()\n    items = list(range(n))\n    rng.shuffle(items)\n"
+             "    return items\n")
+    inputs = [{"args": {"n": repr(n)}} for n in range(2, 10)]
+    result = compare(truth, truth, context=context, inputs=inputs, n_inputs=8)
+    assert [i.reason for i in result.inputs] == [""] * 8
+    assert result.conclusive and sims(result) == [1.0]
+
+
 def test_time_sleep_returns_at_once_and_advances_the_frozen_clock():
     context = "import time\n\n"
     truth = "def waited(seconds):\n    t0 = time.time()\n    time.sleep(seconds)\n    return time.time() - t0\n"

@@ -96,6 +96,16 @@ def _urandom(n: int) -> bytes:
     return _rng.randbytes(n)
 
 
+_real_seed = random.Random.seed
+
+
+def _seeded(self: random.Random, a: Any = None, version: int = 2) -> None:
+    """``Random.seed`` with no seed draws one from the harness's seeded generator (reset per input)."""
+    if a is None:
+        a = _rng.getrandbits(64)
+    _real_seed(self, a, version)
+
+
 def _sleep(seconds: float) -> None:
     if seconds < 0:
         raise ValueError("sleep length must be non-negative")
@@ -167,14 +177,37 @@ def freeze() -> None:
     _dt.datetime = FrozenDateTime  # type: ignore[misc]
     _dt.date = FrozenDate  # type: ignore[misc]
     os.urandom = partial(_urandom)
+    # Random() and seed() without a seed take the system's entropy in C, not through os.urandom: a
+    # generator the code makes for itself would draw differently in every run
+    random.Random.seed = _seeded  # type: ignore[method-assign]
     random._urandom = os.urandom  # type: ignore[attr-defined]
 
 
+#: What ``id()`` returns to the code under test: objects numbered in the order the code first asks,
+#: from a base that looks like an address. Real addresses differ from process to process, so an id the
+#: code passes on (``memo.get(id(obj))``, a key, a log line) would make x's replay differ from x.
+ID_BASE = 0x7F0000000000
+_ids: dict[int, int] = {}
+_real_id = id
+
+
+def _stable_id(obj: object) -> int:
+    real = _real_id(obj)
+    number = _ids.get(real)
+    if number is None:
+        number = _ids[real] = ID_BASE + 16 * len(_ids)
+    return number
+
+
+stable_id = partial(_stable_id)
+
+
 def reset(seed: int) -> None:
-    """Per input: the clock back to its frozen start, every random source reseeded."""
+    """Per input: the clock back to its frozen start, every random source reseeded, ids renumbered."""
     _clock["now"], _clock["mono"] = FROZEN_EPOCH, 1000.0
     random.seed(seed)
     _rng.seed(seed + 1)
+    _ids.clear()
 
 
 # --- working directory ------------------------------------------------------------------------------

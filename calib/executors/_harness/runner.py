@@ -100,6 +100,7 @@ class Runner:
         self.placed = scaffold.place(job.get("context", ""), job["function"])
         self.module = scaffold.Module(self.placed, module_name=job.get("module_name") or "calib_scaffold",
                                       bare=bool(job.get("bare")))
+        self.module.extra_globals["id"] = env.stable_id  # the module's id(): see env.ID_BASE
         node = self.placed.node
         self.first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         self.last = node.end_lineno or node.lineno
