@@ -316,7 +316,7 @@ class Runner:
 
 
 def explore(runner: Runner, job: dict[str, Any]) -> None:
-    from . import cmplog, synth  # noqa: PLC0415 - imported by main() before the clock was frozen
+    from .record import Record  # noqa: PLC0415 - replays never need it
 
     n = int(job.get("n_inputs", 10))
     seeds = job.get("inputs")
@@ -324,16 +324,15 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
 
     pools: Any = None  # synth.Pools while searching
 
-    def run(state: dict[str, Any]) -> Any:  # a synth.Record
+    def run(state: dict[str, Any]) -> Any:  # a Record
         runner.emit({"event": "try", "key": repr(sorted(state.items()))})
         status, reason, out = runner.run(state)
         if runner.poisoned:
             _stop_poisoned(runner)
-        observed = cmplog.take()
         if pools is not None:
-            pools.observe(observed)
-        return synth.Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
-                            output=canon.dumps(out), lines=runner.covered())
+            pools.observe(cmplog.take())
+        return Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
+                      output=canon.dumps(out), lines=runner.covered())
 
     info = runner.params
     hints.mine_module(placed.tree, info)
@@ -343,13 +342,15 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         for state in seeds:
             why = crashed.get(repr(sorted(state.items()))) if isinstance(crashed, dict) else None
             if why is not None:
-                records.append(synth.Record(state=state, valid=False, status=f"crashed ({why})",
-                                            output=json.dumps({"outcome": str(why)})))
+                records.append(Record(state=state, valid=False, status=f"crashed ({why})",
+                                      output=json.dumps({"outcome": str(why)})))
             else:
                 records.append(run(state))
         chosen = records
     else:
         import random  # noqa: PLC0415
+
+        from . import cmplog, synth  # noqa: PLC0415 - imported by main() before the clock was frozen
 
         # comparison feedback while searching (the chosen inputs are measured again, uninstrumented,
         # in the replay batch)
@@ -439,7 +440,7 @@ def main() -> None:
 
         testcases.main(job, channel, source)
         return
-    if job.get("mode") == "explore":
+    if job.get("mode") == "explore" and job.get("inputs") is None:
         from . import cmplog, synth  # noqa: F401, PLC0415 - the search reads the real clock: import before freeze()
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
     os.makedirs(workdir(), exist_ok=True)

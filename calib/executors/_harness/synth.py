@@ -13,7 +13,6 @@ without progress, or when the run or time budget is spent. Everything is drawn f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from time import monotonic as _real_monotonic  # bound before env.freeze() patches time
 
 from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used through this module
@@ -28,24 +27,13 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
     name_type,
     varies_seed,
 )
+from .record import Record
 from .standins import CalibStandIn, is_standin, standin_name, standin_script
 from .values import New, Obj, decode, encode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
-
-
-@dataclass
-class Record:
-    """One execution of x during the search."""
-
-    state: dict[str, Any]  # the encoded input state
-    valid: bool
-    status: str
-    output: str  # canonical JSON of the output state
-    lines: frozenset[int] = field(default_factory=frozenset)
-    values: dict[str, Any] | None = None  # the search's values behind ``state`` (pools' names)
 
 
 def select(records: list[Record], n: int) -> list[Record]:
