@@ -16,6 +16,7 @@ from calib._exceptions import CalibError
 from calib._version import __version__
 from calib.cli.compare import compare
 from calib.cli.dedup import dedup
+from calib.cli.executors import executors
 from calib.cli.extract import extract
 from calib.cli.organism import organism
 from calib.cli.report import report
@@ -41,6 +42,7 @@ def cli(debug: bool) -> None:
 cli.add_command(check)
 cli.add_command(compare)
 cli.add_command(dedup)
+cli.add_command(executors)
 cli.add_command(extract)
 cli.add_command(organism)
 cli.add_command(report)
