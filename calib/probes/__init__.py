@@ -9,9 +9,10 @@ profiles (:mod:`calib.probes.opcodes`), CoDeC (:mod:`calib.probes.codec`) and th
 """
 
 from calib.probes.codec import CodecSample, CodecScore, codec_auc, codec_probe, codec_score
+from calib.probes.deadcode import dead_code
 from calib.probes.isomorphism import contract_text, metamorphic_check, rewrite_tests, transformed_reference
 from calib.probes.opcodes import opcode_entropy, opcode_histogram, opcode_jsd
-from calib.probes.perturb import dead_code, synonym_fuzz
+from calib.probes.perturb import synonym_fuzz
 from calib.probes.tasks import Task, TaskSet, load_tasks
 from calib.probes.testrun import TestRun, run_tests
 from calib.probes.transforms import Affine, BaseDigits, Bijection, Cubic, NotInDomain, make_bijection

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calib.metrics.textual import code_tokens
+from calib.probes.deadcode import dead_code, insert_dead_code
 from calib.probes.isomorphism import contract_text, rewrite_tests
-from calib.probes.perturb import dead_code, insert_dead_code, synonym_fuzz
+from calib.probes.perturb import synonym_fuzz
 from calib.probes.tasks import Task
 from calib.probes.transforms import Bijection
 
