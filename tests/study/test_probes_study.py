@@ -332,6 +332,21 @@ def test_bad_probes_specs_give_one_line_naming_the_key(tmp_path, name):
     assert message.startswith(str(path)) and needle in message and "\n" not in message, message
 
 
+def test_the_shipped_mbpp_recipe_names_its_panel_and_codec_files(tmp_path):
+    import shutil as sh
+
+    from calib.study.spec import load_spec
+
+    root = Path(__file__).resolve().parents[2] / "studies"
+    sh.copy(root / "probes-mbpp.toml", tmp_path / "probes-mbpp.toml")
+    (tmp_path / "data" / "codec").mkdir(parents=True)
+    for name in ("seen-a", "unseen-a"):
+        (tmp_path / "data" / "codec" / f"{name}.jsonl").write_text('{"text": "x"}\n')
+    spec = load_spec(tmp_path / "probes-mbpp.toml")
+    assert spec.models.probed() == ("small", "large") and spec.probes.tasks == "mbpp:sanitized"
+    assert all(spec.servers[name]["kind"] == "openai" for name in spec.models.probed())
+
+
 def test_the_shipped_probes_demo_is_valid_and_its_paths_resolve(tmp_path):
     from calib.study.probes import labels
     from calib.study.spec import load_spec
