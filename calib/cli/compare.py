@@ -98,7 +98,8 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
 def _human(result: dict[str, Any], tau: float) -> str:
     lines = [f"conclusive: {'yes' if result['conclusive'] else 'no (' + result['reason'] + ')'}",
              f"valid inputs {result['valid_inputs']} of {len(result['inputs'])}, line coverage "
-             f"{result['coverage']:.0%}, distinct outputs {result['distinct_outputs']}"]
+             f"{'not measured' if result['coverage'] is None else format(result['coverage'], '.0%')}, "
+             f"distinct outputs {result['distinct_outputs']}"]
     for cand in result["candidates"]:
         marks = "".join("." if m is None else ("=" if m else "x") for m in cand["matches"])
         sim = "n/a" if cand["sim_func"] is None else f"{cand['sim_func']:.2f}"
@@ -115,8 +116,9 @@ def _human(result: dict[str, Any], tau: float) -> str:
               help="File with the code that preceded TRUTH in its source file (imports, constants, helpers, class).")
 @click.option("--inputs", "inputs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON file of input states to use instead of synthesising them.")
-@click.option("--language", type=click.Choice(["python"]), default="python", show_default=True,
-              help="Language of the functions (the sandbox executor runs Python).")
+@click.option("--language", type=click.Choice(["python", "c", "cpp", "java", "rust", "go"]), default="python",
+              show_default=True, help="Language of the functions (Python: the sandbox executor; the others: the "
+              "native executor, which compiles them).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input search.")
 @click.option("--n-inputs", type=click.IntRange(min=1), default=10, show_default=True,
               help="Input states to choose (N).")
@@ -170,7 +172,16 @@ def compare(truth: Path, candidates: tuple[Path, ...], context_file: Path | None
                             tau_func=tau_func, seed=seed, input_timeout=timeout, budget_runs=budget_runs,
                             budget_seconds=budget_seconds, bare=bare, import_paths=tuple(import_paths),
                             module_name=module_name, unsafe_no_sandbox=unsafe_no_sandbox)
-    executor = SandboxExecutor(config)
+    executor: Any
+    if language == "python":
+        executor = SandboxExecutor(config)
+    else:
+        from calib.executors.native import NativeExecutor
+
+        if inputs is not None:
+            raise click.BadParameter("input states for compiled languages are synthesised; --inputs is Python only",
+                                     param_hint="--inputs")
+        executor = NativeExecutor(config, language)
     if executor.sandbox.unsafe:
         click.echo("WARNING: bubblewrap is unavailable: running untrusted code WITHOUT a sandbox.", err=True)
     result = asyncio.run(executor.compare(truth_text, cand_texts, context=context, inputs=inputs,

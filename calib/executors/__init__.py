@@ -1,7 +1,11 @@
 """Executors: run a reference function and its candidates on the same input states (DESIGN.md "Seams").
 
 :class:`SandboxExecutor` (kind ``sandbox``) is the deterministic executor: scaffolding from the file
-context, input synthesis, bubblewrap. Build one by kind with :func:`create_executor`; results are
+context, input synthesis, bubblewrap. :mod:`calib.executors.llm` (the paper's non-agentic levels) and
+:mod:`calib.executors.agent` (a tool-use loop) put a chat model in charge of the scaffolding and the
+inputs while calib runs everything and decides; :mod:`calib.executors.native` (kinds ``native-c``,
+``native-cpp``, ``native-java``, ``native-rust``, ``native-go``) compiles and compares functions in
+other languages. Build one by kind with :func:`create_executor`; results are
 :class:`Comparison` objects, rows of the executions table come from :func:`execution_rows`.
 See docs/executors.md.
 """

@@ -131,7 +131,9 @@ class Comparison:
         """The JSON object ``calib compare --json`` prints."""
         return {
             "conclusive": self.conclusive, "reason": self.reason, "valid_inputs": self.valid_inputs,
-            "coverage": self.coverage, "distinct_outputs": self.distinct_outputs,
+            # NaN (native code: line coverage not measured) is not JSON: null
+            "coverage": self.coverage if math.isfinite(self.coverage) else None,
+            "distinct_outputs": self.distinct_outputs,
             "inputs": [{**i.to_dict(), **({"output": i.output} if outputs else {})} for i in self.inputs],
             "candidates": [c.to_dict(outputs=outputs) for c in self.candidates],
             "uncovered_lines": list(self.uncovered_lines),
@@ -153,7 +155,8 @@ class Executor(Protocol):
 
 Factory = Callable[[ExecutorConfig], Executor]
 KINDS: dict[str, Factory] = {}
-_BUILTIN = {"sandbox": "calib.executors.python"}
+_BUILTIN = {"sandbox": "calib.executors.python",
+            **{f"native-{lang}": "calib.executors.native" for lang in ("c", "cpp", "java", "rust", "go")}}
 
 
 def register(kind: str) -> Callable[[Factory], Factory]:

@@ -264,9 +264,12 @@ class LLMExecutor:
             return [], f"llm_inputs: no usable input state ({dropped} entries dropped: not objects of arguments)"
         return states, ""
 
-    async def _run(self, truth: str, candidates: Sequence[str], context: str, states: list[dict[str, Any]],
-                   names: Sequence[str] | None, preamble_first: int = 0, preamble_lines: int = 0) -> Comparison:
-        """x and the candidates with ``context`` (levels 2–4), made strict when ``self.strict``."""
+    async def run_strict(self, truth: str, candidates: Sequence[str], context: str, states: list[dict[str, Any]],
+                         names: Sequence[str] | None, preamble_first: int = 0, preamble_lines: int = 0
+                         ) -> Comparison:
+        """x and the candidates with ``context`` (levels 2–4; the agent executor's harness), on ``states``,
+        made strict when ``self.strict``: a preamble statement that fails, or an input whose output
+        touches a stand-in, makes inputs invalid (docs/llm-executor.md)."""
         out = await self._scaffolded.compare(truth, candidates, context=context, inputs=states, names=names)
         if not self.strict:
             return out
@@ -315,7 +318,7 @@ class LLMExecutor:
             out = await self._bare.compare(truth, candidates, context="", inputs=states, names=names)
             results["bare"] = self._recorded(out, "bare", shared)
         if "common_imports" in levels:
-            out = await self._run(truth, candidates, common, states, names)
+            out = await self.run_strict(truth, candidates, common, states, names)
             results["common_imports"] = self._recorded(out, "common_imports", shared)
         if "preamble" not in levels and "preamble_retry" not in levels:
             return results
@@ -331,7 +334,7 @@ class LLMExecutor:
             return results
         try:
             preamble = preamble_from_answer(answer)
-            out = await self._run(truth, candidates, common + preamble + "\n", states, names, first_line,
+            out = await self.run_strict(truth, candidates, common + preamble + "\n", states, names, first_line,
                                   preamble.count("\n") + 1)
             first = self._recorded(out, "preamble", transcript)
             previous, error = preamble, execution_error(out, preamble_first=first_line,
@@ -362,7 +365,7 @@ class LLMExecutor:
             results["preamble_retry"] = self._inconclusive(f"llm_preamble: {exc}", "preamble_retry", n, names,
                                                            transcript)
             return results
-        out = await self._run(truth, candidates, common + preamble + "\n", states, names, first_line,
+        out = await self.run_strict(truth, candidates, common + preamble + "\n", states, names, first_line,
                               preamble.count("\n") + 1)
         results["preamble_retry"] = self._recorded(out, "preamble_retry", transcript)
         return results

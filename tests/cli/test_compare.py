@@ -140,3 +140,25 @@ def test_a_missing_truth_file_is_one_line(runs, files):
 def test_min_valid_above_n_inputs_is_rejected(runs):
     line = runs["min_valid"].one_line_error()
     assert "--min-valid" in line and "--n-inputs" in line
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_language_c_compiles_and_compares_with_the_native_executor(tmp_path):
+    (tmp_path / "x.c").write_text("int add3(int a, int b) {\n    return a + b + 3;\n}\n")
+    (tmp_path / "same.c").write_text("int add3(int a, int b) {\n    int s = b;\n    s += a;\n    return s + 3;\n}\n")
+    (tmp_path / "other.c").write_text("int add3(int a, int b) {\n    return a * b + 3;\n}\n")
+    run = subprocess.run([sys.executable, "-m", "calib", "compare", "x.c", "same.c", "other.c", "--language", "c",
+                          "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)  # valid JSON: the unmeasured coverage is null, not NaN
+    assert result["conclusive"] and result["coverage"] is None and result["language"] == "c"
+    same, other = result["candidates"]
+    assert same["sim_func"] == 1.0 and other["sim_func"] < 1.0
+    text = subprocess.run([sys.executable, "-m", "calib", "compare", "x.c", "other.c", "--language", "c"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert text.returncode == 0 and "line coverage not measured" in text.stdout
+    inputs = tmp_path / "in.json"
+    inputs.write_text(json.dumps([{"args": {"a": "1", "b": "2"}}]))
+    bad = subprocess.run([sys.executable, "-m", "calib", "compare", "x.c", "same.c", "--language", "c", "--inputs",
+                          str(inputs)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert bad.returncode == 2 and "--inputs is Python only" in bad.stderr

@@ -1,0 +1,164 @@
+/* calib native harness (C). Placeholders filled by calib/executors/native.py:
+ *   CALIB_FUNCTION - the function under test (truth or candidate), verbatim;
+ *   CALIB_CALL     - generated glue: reads the arguments of one input from `args`, calls the function and
+ *                    writes the output object with the w_* helpers.
+ * Protocol: stdin holds one JSON array of input states (each a JSON array of argument values); for each
+ * one, one line {"i": index, "out": {...}} goes to the original stdout. The function's own stdout goes
+ * to a private temporary file and is reported as "stdout". */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the function under test ---- */
+/*@CALIB_FUNCTION@*/
+/* ---- end of the function under test ---- */
+
+typedef struct J { int t; long long i; double d; char *s; struct J *a; int n; } J; /* t: 0 null 1 bool 2 int 3 num 4 str 5 arr */
+static const char *jp;
+static void jws(void) { while (*jp == ' ' || *jp == '\n' || *jp == '\r' || *jp == '\t') jp++; }
+static void jfail(void) { fprintf(stderr, "calib: malformed input JSON\n"); exit(3); }
+static void jput(char **b, size_t *n, size_t *cap, unsigned c) {
+  if (*n + 4 >= *cap) { *cap = *cap * 2 + 16; *b = realloc(*b, *cap); }
+  if (c < 0x80) (*b)[(*n)++] = (char)c;
+  else if (c < 0x800) { (*b)[(*n)++] = (char)(0xC0 | (c >> 6)); (*b)[(*n)++] = (char)(0x80 | (c & 63)); }
+  else { (*b)[(*n)++] = (char)(0xE0 | (c >> 12)); (*b)[(*n)++] = (char)(0x80 | ((c >> 6) & 63));
+         (*b)[(*n)++] = (char)(0x80 | (c & 63)); }
+}
+static J jparse(void) {
+  J v; memset(&v, 0, sizeof v); jws();
+  if (*jp == '[') {
+    int cap = 4; jp++; v.t = 5; v.a = malloc(sizeof(J) * cap); jws();
+    if (*jp == ']') { jp++; return v; }
+    for (;;) {
+      if (v.n == cap) { cap *= 2; v.a = realloc(v.a, sizeof(J) * cap); }
+      v.a[v.n++] = jparse(); jws();
+      if (*jp == ',') { jp++; continue; }
+      if (*jp == ']') { jp++; return v; }
+      jfail();
+    }
+  }
+  if (*jp == '"') {
+    size_t n = 0, cap = 16; char *b = malloc(cap); jp++;
+    while (*jp != '"') {
+      if (!*jp) jfail();
+      if (*jp == '\\') {
+        jp++;
+        switch (*jp) {
+          case 'n': jput(&b, &n, &cap, '\n'); break; case 't': jput(&b, &n, &cap, '\t'); break;
+          case 'r': jput(&b, &n, &cap, '\r'); break; case 'b': jput(&b, &n, &cap, '\b'); break;
+          case 'f': jput(&b, &n, &cap, '\f'); break;
+          case 'u': { char h[5] = {0}; memcpy(h, jp + 1, 4); jput(&b, &n, &cap, (unsigned)strtoul(h, NULL, 16)); jp += 4; break; }
+          default: jput(&b, &n, &cap, (unsigned char)*jp);
+        }
+        jp++;
+      } else { jput(&b, &n, &cap, (unsigned char)*jp); jp++; }
+    }
+    jp++; b[n] = 0; v.t = 4; v.s = b; v.n = (int)n; return v;
+  }
+  if (!strncmp(jp, "true", 4)) { jp += 4; v.t = 1; v.i = 1; return v; }
+  if (!strncmp(jp, "false", 5)) { jp += 5; v.t = 1; return v; }
+  if (!strncmp(jp, "null", 4)) { jp += 4; return v; }
+  { const char *s = jp; char *e; int isnum = 0;
+    while (*jp == '-' || *jp == '+' || isdigit((unsigned char)*jp) || *jp == '.' || *jp == 'e' || *jp == 'E') {
+      if (*jp == '.' || *jp == 'e' || *jp == 'E') isnum = 1; jp++; }
+    if (jp == s) jfail();
+    if (isnum) { v.t = 3; v.d = strtod(s, &e); } else { v.t = 2; v.i = strtoll(s, &e, 10); v.d = (double)v.i; }
+  }
+  return v;
+}
+static long long j_int(J v) { return v.t == 3 ? (long long)v.d : v.i; }
+static double j_num(J v) { return v.t == 2 ? (double)v.i : v.d; }
+static char *j_str(J v) { char *s = malloc((size_t)v.n + 1); memcpy(s, v.s ? v.s : "", (size_t)v.n); s[v.n] = 0; return s; }
+
+/* ---- writer: into a growing buffer, flushed as one line per input ---- */
+static char *wb; static size_t wn, wcap;
+static void wraw(const char *s, size_t n) {
+  if (wn + n + 1 >= wcap) { wcap = (wcap + n) * 2 + 64; wb = realloc(wb, wcap); }
+  memcpy(wb + wn, s, n); wn += n;
+}
+static void w(const char *s) { wraw(s, strlen(s)); }
+static void w_null(void) { w("null"); }
+static void w_int(long long x) { char t[32]; snprintf(t, sizeof t, "%lld", x); w(t); }
+static void w_uint(unsigned long long x) { char t[32]; snprintf(t, sizeof t, "%llu", x); w(t); }
+static void w_bool(int x) { w(x ? "true" : "false"); }
+static void w_num(double x) {
+  char t[40];
+  if (isnan(x)) { w("\"nan\""); return; }
+  if (isinf(x)) { w(x > 0 ? "\"inf\"" : "\"-inf\""); return; }
+  snprintf(t, sizeof t, "%.17g", x);
+  if (!strpbrk(t, ".eE")) strcat(t, ".0");
+  w(t);
+}
+static void w_strn(const char *s, size_t n) {
+  w("\"");
+  for (size_t k = 0; k < n; k++) {
+    unsigned char c = (unsigned char)s[k]; char t[8];
+    if (c == '"' || c == '\\') { t[0] = '\\'; t[1] = (char)c; wraw(t, 2); }
+    else if (c < 0x20 || c >= 0x7f) { snprintf(t, sizeof t, "\\u%04x", c); w(t); } /* bytes, not code points */
+    else wraw((const char *)&c, 1);
+  }
+  w("\"");
+}
+static void w_str(const char *s) { if (!s) w_null(); else w_strn(s, strlen(s)); }
+static void w_char(char c) { w_strn(&c, 1); }
+#define W_ARRAY(writer, arr, len) do { w("["); for (long long _k = 0; _k < (long long)(len); _k++) { \
+  if (_k) w(","); writer((arr)[_k]); } w("]"); } while (0)
+
+/* ---- the function's own stdout ---- */
+static int cap_fd = -1;
+static void capture_begin(void) {
+  fflush(stdout);
+  if (ftruncate(cap_fd, 0) != 0 || lseek(cap_fd, 0, SEEK_SET) < 0) { perror("calib"); exit(3); }
+}
+static void capture_end(void) {
+  char buf[4096]; ssize_t got; size_t total = 0;
+  fflush(stdout); lseek(cap_fd, 0, SEEK_SET); w(",\"stdout\":\"");
+  while ((got = read(cap_fd, buf, sizeof buf)) > 0 && total < (1u << 16)) {
+    for (ssize_t k = 0; k < got; k++) {
+      unsigned char c = (unsigned char)buf[k]; char t[8];
+      if (c == '"' || c == '\\') { t[0] = '\\'; t[1] = (char)c; wraw(t, 2); }
+      else if (c < 0x20 || c >= 0x7f) { snprintf(t, sizeof t, "\\u%04x", c); w(t); }
+      else wraw((const char *)&c, 1);
+    }
+    total += (size_t)got;
+  }
+  w("\"");
+}
+
+static void calib_call(J args) {
+  /*@CALIB_CALL@*/
+}
+
+int main(void) {
+  size_t n = 0, cap = 1 << 16; char *in = malloc(cap); size_t got;
+  while ((got = fread(in + n, 1, cap - n - 1, stdin)) > 0) { n += got; if (n + 1 >= cap) { cap *= 2; in = realloc(in, cap); } }
+  in[n] = 0; jp = in;
+  J all = jparse();
+  if (all.t != 5) jfail();
+  int out_fd = dup(1);
+  FILE *out = fdopen(out_fd, "w");
+  char path[] = "/tmp/calib-stdout-XXXXXX";
+  cap_fd = mkstemp(path);
+  if (cap_fd < 0 || !out) { perror("calib"); return 3; }
+  unlink(path);
+  dup2(cap_fd, 1);
+  fputs("{\"ready\":true}\n", out); fflush(out);
+  for (int k = 0; k < all.n; k++) {
+    wn = 0; w("{\"i\":"); w_int(k); w(",\"out\":{");
+    capture_begin();
+    calib_call(all.a[k].t == 5 ? all.a[k] : (J){0});
+    capture_end();
+    w("}}\n");
+    fwrite(wb, 1, wn, out); fflush(out);
+  }
+  return 0;
+}
