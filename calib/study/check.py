@@ -47,6 +47,10 @@ def needs(spec: StudySpec) -> dict[str, list[str]]:
         add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
     for name in roles:
         need.setdefault(name, [])
+    if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
+        add(spec.execute.server, "chat")  # the llm executor's model writes inputs and preambles
+        if spec.execute.executor == "agent":
+            add(spec.execute.server, "tools")  # the agent's loop is tool calls
     if spec.dedup is not None and spec.dedup.semantic and spec.dedup.embedding_server:
         add(spec.dedup.embedding_server, "embeddings")
     if any(m.startswith("judge_") for m in spec.measure.metrics):

@@ -374,18 +374,46 @@ def _candidates(samples: pl.DataFrame, generations: pl.DataFrame) -> dict[str, d
 
 # --- execute ------------------------------------------------------------------------------------
 def _execute_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
-    return {"execute": spec.execute.model_dump(mode="json", exclude={"workers"}), "seed": spec.study.seed}
+    server = spec.execute.server
+    return {"execute": spec.execute.model_dump(mode="json", exclude={"workers"}), "seed": spec.study.seed,
+            "server": spec.servers.get(server) if server is not None and spec.execute.executor != "sandbox" else None}
 
 
-def _executor(spec: StudySpec, jobs: int) -> Any:
-    from calib.executors import ExecutorConfig, create_executor
+def _executor_config(spec: StudySpec, jobs: int) -> Any:
+    from calib.executors import ExecutorConfig
 
     e = spec.execute
-    config = ExecutorConfig(n_inputs=e.n_inputs, min_valid=e.min_valid, coverage=e.coverage,
-                            min_distinct=e.min_distinct, seed=spec.study.seed, input_timeout=e.input_timeout,
-                            budget_runs=e.budget_runs, budget_seconds=e.budget_seconds, memory_mb=e.memory_mb,
-                            workers=e.workers or jobs, unsafe_no_sandbox=e.unsafe_no_sandbox)
+    return ExecutorConfig(n_inputs=e.n_inputs, min_valid=e.min_valid, coverage=e.coverage,
+                          min_distinct=e.min_distinct, seed=spec.study.seed, input_timeout=e.input_timeout,
+                          budget_runs=e.budget_runs, budget_seconds=e.budget_seconds, memory_mb=e.memory_mb,
+                          workers=e.workers or jobs, unsafe_no_sandbox=e.unsafe_no_sandbox)
+
+
+def _executor(spec: StudySpec, jobs: int, resources: Any = None) -> Any:
+    """The study's executor: ``sandbox``, or ``llm`` / ``agent`` over ``execute.server`` (a chat server)."""
+    from calib.executors import create_executor
+
+    e = spec.execute
+    config = _executor_config(spec, jobs)
+    if e.executor == "llm":
+        from calib.executors.llm import LLMExecutor
+
+        return LLMExecutor(config, resources.server(e.server), level=e.level)
+    if e.executor == "agent":
+        from calib.executors.agent import AgentExecutor
+
+        return AgentExecutor(config, resources.server(e.server), max_turns=e.agent_max_turns,
+                             max_seconds=e.agent_max_seconds)
     return create_executor(e.executor, config)
+
+
+def _native(spec: StudySpec, jobs: int, language: str, cache: dict[str, Any]) -> Any:
+    """The native executor of ``language`` (C, C++, Java, Rust, Go), made once per study run."""
+    if language not in cache:
+        from calib.executors.native import NativeExecutor
+
+        cache[language] = NativeExecutor(_executor_config(spec, jobs), language)
+    return cache[language]
 
 
 async def _execute(ctx: StageContext) -> pl.DataFrame:
@@ -393,19 +421,27 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
 
     samples = ctx.table("samples")
     by_role = _candidates(samples, ctx.table("generations"))
-    executor = _executor(ctx.spec, ctx.options.jobs)
+    executor = _executor(ctx.spec, ctx.options.jobs, ctx.resources)
+    natives: dict[str, Any] = {}
     items = samples.select("sample_id", "context", "function", "language").to_dicts()
     gate = asyncio.Semaphore(max(1, ctx.spec.execute.workers or ctx.options.jobs))
 
     async def one(r: dict[str, Any]) -> pl.DataFrame:
         roles = [role for role in ROLES if by_role[role].get(r["sample_id"])]
+        runner = executor
         if r["language"] != "python":
-            return _missing_rows(r["sample_id"], ROLES, f"no executor for {r['language']} (python only)",
-                                 executor.kind if hasattr(executor, "kind") else "sandbox")
+            if ctx.spec.execute.executor != "sandbox":
+                return _missing_rows(r["sample_id"], ROLES, f"the {ctx.spec.execute.executor} executor runs python "
+                                     f"only, not {r['language']}", ctx.spec.execute.executor)
+            try:
+                runner = _native(ctx.spec, ctx.options.jobs, r["language"], natives)
+            except CalibError as exc:  # a missing compiler: say which, for every sample of that language
+                return _missing_rows(r["sample_id"], ROLES, " ".join(str(exc).split())[:300],
+                                     f"native-{r['language']}")
         async with gate:
             try:
-                comparison = await executor.compare(r["function"], [by_role[role][r["sample_id"]] for role in roles],
-                                                    context=r["context"] or "", names=roles)
+                comparison = await runner.compare(r["function"], [by_role[role][r["sample_id"]] for role in roles],
+                                                  context=r["context"] or "", names=roles)
             except CalibError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one bad sample is recorded and skipped

@@ -151,7 +151,11 @@ class GenerationSection(_Section):
 class ExecuteSection(_Section):
     """``[execute]``: the executor and the validity criteria (DESIGN.md "Execution semantics")."""
 
-    executor: Literal["sandbox"] = "sandbox"
+    executor: Literal["sandbox", "llm", "agent"] = "sandbox"
+    server: str | None = Field(default=None, min_length=1)
+    level: Literal["bare", "common_imports", "preamble", "preamble_retry"] = "preamble_retry"
+    agent_max_turns: int = Field(default=20, ge=1)
+    agent_max_seconds: float = Field(default=600.0, gt=0.0)
     n_inputs: int = Field(default=10, ge=1)
     min_valid: int = Field(default=8, ge=1)
     coverage: float = Field(default=0.8, ge=0.0, le=1.0)
@@ -167,6 +171,8 @@ class ExecuteSection(_Section):
     def _consistent(self) -> ExecuteSection:
         if self.min_valid > self.n_inputs:
             raise ValueError(f"min_valid ({self.min_valid}) exceeds n_inputs ({self.n_inputs})")
+        if self.executor in ("llm", "agent") and self.server is None:
+            raise ValueError(f"executor = {self.executor!r} needs server = \"NAME\" (a chat server's [servers.NAME])")
         return self
 
 
@@ -403,6 +409,7 @@ class StudySpec(_Section):
                  ("measure.judge_server", self.measure.judge_server),
                  ("measure.embedding_server", self.measure.embedding_server)]
         named += [("models.panel", name) for name in self.models.panel]
+        named.append(("execute.server", self.execute.server))
         for key, name in named:
             if name is not None and name not in self.servers:
                 defined = ", ".join(sorted(self.servers)) or "none"
