@@ -195,6 +195,7 @@ EXECUTIONS_SCHEMA: dict[str, pl.DataType] = {
     "reason": pl.String(),
     "sim_func": pl.Float64(),
     "matches": pl.List(pl.Boolean()),
+    "warnings": pl.List(pl.String()),  # the executor's notes: scaffold warnings; the llm/agent transcript lines
 }
 
 
@@ -205,6 +206,7 @@ def execution_rows(sample_id: str, comparison: Comparison, roles: Sequence[str])
     rows = [{"sample_id": sample_id, "role": role, "executor": comparison.executor,
              "valid_inputs": comparison.valid_inputs, "coverage": comparison.coverage,
              "distinct_outputs": comparison.distinct_outputs, "conclusive": comparison.conclusive,
-             "reason": comparison.reason, "sim_func": cand.sim_func, "matches": list(cand.matches)}
+             "reason": comparison.reason, "sim_func": cand.sim_func, "matches": list(cand.matches),
+             "warnings": list(comparison.warnings)}
             for role, cand in zip(roles, comparison.candidates)]
     return pl.DataFrame(rows, schema=EXECUTIONS_SCHEMA)

@@ -407,6 +407,19 @@ def _executor(spec: StudySpec, jobs: int, resources: Any = None) -> Any:
     return create_executor(e.executor, config)
 
 
+def _save_transcript(ctx: StageContext, sample_id: str, transcript: Any) -> None:
+    """The agent's conversation on one sample, whole, as ``RUN/transcripts/SAMPLE_ID.json``."""
+    import dataclasses
+
+    folder = ctx.run.root / "transcripts"
+    folder.mkdir(exist_ok=True)
+    messages = [dataclasses.asdict(m) if dataclasses.is_dataclass(m) else m for m in transcript]
+    path = folder / f"{sample_id}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(messages, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
 def _native(spec: StudySpec, jobs: int, language: str, cache: dict[str, Any]) -> Any:
     """The native executor of ``language`` (C, C++, Java, Rust, Go), made once per study run."""
     if language not in cache:
@@ -440,8 +453,14 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
                                      f"native-{r['language']}")
         async with gate:
             try:
-                comparison = await runner.compare(r["function"], [by_role[role][r["sample_id"]] for role in roles],
-                                                  context=r["context"] or "", names=roles)
+                candidates = [by_role[role][r["sample_id"]] for role in roles]
+                if hasattr(runner, "compare_with_transcript"):  # the agent: its whole conversation is kept
+                    comparison, transcript = await runner.compare_with_transcript(
+                        r["function"], candidates, context=r["context"] or "", names=roles)
+                    _save_transcript(ctx, r["sample_id"], transcript)
+                else:
+                    comparison = await runner.compare(r["function"], candidates, context=r["context"] or "",
+                                                      names=roles)
             except CalibError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one bad sample is recorded and skipped

@@ -82,30 +82,56 @@ level = "preamble"
 """
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_a_functional_study_runs_the_llm_executor_through_its_chat_server(organism_tiny, tmp_path, monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")  # the loopback server ignores it
+def _run(organism, tmp_path: Path, executor: str) -> Path:
     _Garbage.requests = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         spec = tmp_path / "s.toml"
-        spec.write_text(_spec(organism_tiny.root.parent.parent, f"http://127.0.0.1:{server.server_address[1]}"))
+        spec.write_text(_spec(organism.root.parent.parent, f"http://127.0.0.1:{server.server_address[1]}", executor))
         run_study(spec, run_dir=tmp_path / "run", options=RunOptions(until="execute", progress=False))
     finally:
         server.shutdown()
         server.server_close()
-    executions = pl.read_parquet(tmp_path / "run" / "tables" / "executions.parquet")
-    samples = pl.read_parquet(tmp_path / "run" / "tables" / "samples.parquet")
+    return tmp_path / "run"
+
+
+def _system(request: dict) -> str:
+    return request["system"] if isinstance(request["system"], str) else request["system"][0]["text"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_a_functional_study_runs_the_llm_executor_through_its_chat_server(organism_tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")  # the loopback server ignores it
+    run = _run(organism_tiny, tmp_path, "llm")
+    executions = pl.read_parquet(run / "tables" / "executions.parquet")
+    samples = pl.read_parquet(run / "tables" / "samples.parquet")
     assert executions.height == 2 * samples.height == 6
     assert set(executions["executor"]) == {"llm"}
     assert not executions["conclusive"].any()
     assert all(reason.startswith("llm_inputs:") for reason in executions["reason"])
+    assert all(any(w.startswith("llm answer input_generation") for w in ws) for ws in executions["warnings"])
     # one input-generation request per sample, with the paper's one-shot prompt and the sample's function
     assert len(_Garbage.requests) == samples.height
-    for request in _Garbage.requests:
-        system = request["system"] if isinstance(request["system"], str) else request["system"][0]["text"]
-        assert system.startswith("You are an expert Python test input generator")
+    assert all(_system(r).startswith("You are an expert Python test input generator") for r in _Garbage.requests)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_a_functional_study_runs_the_agent_and_keeps_each_transcript(organism_tiny, tmp_path, monkeypatch):
+    # the recorded answer is text without a tool call: the agent is nudged once, then gives up
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
+    run = _run(organism_tiny, tmp_path, "agent")
+    executions = pl.read_parquet(run / "tables" / "executions.parquet")
+    samples = pl.read_parquet(run / "tables" / "samples.parquet")
+    assert set(executions["executor"]) == {"agent"} and not executions["conclusive"].any()
+    assert all(reason.startswith("agent_no_tool_call") for reason in executions["reason"])
+    assert len(_Garbage.requests) == 2 * samples.height  # the first answer and the one after the nudge
+    assert all(r.get("tools") for r in _Garbage.requests)  # the model was offered the tools
+    for sample_id, function in samples.select("sample_id", "function").iter_rows():
+        transcript = json.loads((run / "transcripts" / f"{sample_id}.json").read_text())
+        roles = [m["role"] for m in transcript]
+        assert roles[:2] == ["system", "user"] and roles.count("assistant") == 2
+        assert function.splitlines()[0] in transcript[1]["content"]  # x was shown; candidates never are
 
 
 @pytest.mark.parametrize("text,needle", [
