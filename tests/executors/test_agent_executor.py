@@ -12,17 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from pathlib import Path
-from typing import Any
 
-import httpx2
 import pytest
 
 from calib.executors.agent import TOOLS, AgentExecutor, agent_system_prompt, transcript_lines
 from calib.executors.base import ExecutorConfig
 from calib.servers import ChatMessage, ChatParams, ToolCall, create_server
+from tests.executors._recorded import Recorded as _Recorded
 
-RECORDED = Path(__file__).parent / "recorded"
 NO_BWRAP = "bubblewrap (bwrap) is not installed; CI installs it (apt-get install bubblewrap)"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason=NO_BWRAP)
 
@@ -33,31 +30,16 @@ CONTEXT = "import os\n\nFACTOR = 1.5\nDIGITS = 2\n\n"
 CONFIG = ExecutorConfig(workers=2, seed=0)
 
 
-class Recorded:
-    """Answers requests with recorded responses, in order (the last repeats), and keeps every request."""
+class Recorded(_Recorded):
+    """The recorded ``agent_*.json`` answers."""
 
-    def __init__(self, *names: str) -> None:
-        self.answers = [json.loads((RECORDED / f"agent_{n}.json").read_text()) for n in names]
-        self.requests: list[httpx2.Request] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
-        return httpx2.Response(answer["status"], headers=answer["headers"], json=answer["body"])
-
-    def body(self, i: int) -> dict[str, Any]:
-        return json.loads(self.requests[i].content)
+    prefix = "agent"
 
     def tool_results(self) -> list[str]:
         """The content of every tool_result block the model was sent, over all requests (last request's
         history holds all earlier ones)."""
         return [b["content"] for m in self.body(len(self.requests) - 1)["messages"] if isinstance(m["content"], list)
                 for b in m["content"] if b.get("type") == "tool_result"]
-
-    def server(self):
-        client = httpx2.AsyncClient(transport=httpx2.MockTransport(self))
-        return create_server("coder", {"kind": "anthropic", "model": "claude-sonnet-5", "http_client": client,
-                                       "max_retries": 0})
 
 
 @pytest.fixture(autouse=True)

@@ -11,18 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from pathlib import Path
-from typing import Any
 
-import httpx2
 import pytest
 
 from calib.executors._llm_prompts import PROMPTS_DIR, common_imports, input_states, load_prompt, parse_json_answer
 from calib.executors.base import ExecutorConfig
 from calib.executors.llm import LEVELS, LLMExecutor
 from calib.servers import ChatParams, create_server
+from tests.executors._recorded import Recorded as _Recorded
 
-RECORDED = Path(__file__).parent / "recorded"
 NO_BWRAP = "bubblewrap (bwrap) is not installed; CI installs it (apt-get install bubblewrap)"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason=NO_BWRAP)
 
@@ -41,28 +38,13 @@ SCALED_CONTEXT = "import os\n\nFACTOR = 1.5\nDIGITS = 2\n\n"
 CONFIG = ExecutorConfig(workers=2, seed=0)
 
 
-class Recorded:
-    """Answers requests with recorded responses, in order (the last repeats), and keeps every request."""
+class Recorded(_Recorded):
+    """The recorded ``llm_*.json`` answers."""
 
-    def __init__(self, *names: str) -> None:
-        self.answers = [json.loads((RECORDED / f"llm_{n}.json").read_text()) for n in names]
-        self.requests: list[httpx2.Request] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
-        return httpx2.Response(answer["status"], headers=answer["headers"], json=answer["body"])
-
-    def body(self, i: int) -> dict[str, Any]:
-        return json.loads(self.requests[i].content)
+    prefix = "llm"
 
     def user(self, i: int) -> str:
         return self.body(i)["messages"][0]["content"]
-
-    def server(self):
-        client = httpx2.AsyncClient(transport=httpx2.MockTransport(self))
-        return create_server("coder", {"kind": "anthropic", "model": "claude-sonnet-5", "http_client": client,
-                                       "max_retries": 0})
 
 
 @pytest.fixture(autouse=True)
