@@ -98,26 +98,17 @@ def model_pairs_table(results: pl.DataFrame, panel: tuple[str, ...], *, ks: tupl
     return pl.DataFrame(rows, schema=MODEL_PAIRS_SCHEMA)
 
 
-def _pool(histograms: list[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for hist in histograms:
-        for op, count in hist.items():
-            out[op] = out.get(op, 0) + count
-    return dict(sorted(out.items()))
-
-
 def _entropy(hist: dict[str, int]) -> float | None:
-    total = sum(hist.values())
-    if total <= 0:
-        return None
-    p = np.array([v / total for v in hist.values() if v > 0])
-    return float(-(p * np.log2(p)).sum()) + 0.0
+    """H(π) in bits (:func:`calib.probes.opcodes.opcode_entropy`); None for an empty pool."""
+    from calib.probes.opcodes import opcode_entropy
+
+    return opcode_entropy(hist) if hist else None
 
 
 def opcodes_table(generations: pl.DataFrame, results: pl.DataFrame) -> pl.DataFrame:
     """Opcode histograms pooled per (model, task, label), over all programs and over passing ones, with the
     Jensen–Shannon divergence (bits) from the same model's ``original`` generations of the task."""
-    from calib.probes.opcodes import opcode_histogram
+    from calib.probes.opcodes import opcode_histogram, pool
 
     passed = {(r["model"], r["prompt_id"], r["sample_index"]): bool(r["passed"])
               for r in results.select("model", "prompt_id", "sample_index", "passed").iter_rows(named=True)}
@@ -130,7 +121,7 @@ def opcodes_table(generations: pl.DataFrame, results: pl.DataFrame) -> pl.DataFr
             every.append(hist)
             if passed.get((g["model"], g["prompt_id"], g["sample_index"])):
                 good.append(hist)
-    pooled = {key: (_pool(every), _pool(good), len(every), len(good)) for key, (every, good) in pools.items()}
+    pooled = {key: (pool(every), pool(good), len(every), len(good)) for key, (every, good) in pools.items()}
     rows = []
     for (model, task, label), (every, good, n_all, n_good) in pooled.items():
         base = pooled.get((model, task, "original"))
