@@ -4,9 +4,10 @@ A fixed seeded sample of real functions (``benchmarks/_functions.py``: half stan
 third-party, 10-50 body lines) runs through :class:`calib.executors.python.SandboxExecutor` in the
 paper's setting (file context only, stand-ins for what it cannot import), line tracing on as always:
 
-1. *start-up*: one trivial batch (a one-line function replayed on one input) in bubblewrap, run
-   ``--startup-repeats`` times one after another (median), next to the same harness without bubblewrap
-   and a bare ``python -I -S -c pass``, so the bwrap share of a batch's cost is visible;
+1. *start-up*: one trivial batch (a one-line function replayed on one input), run
+   ``--startup-repeats`` times one after another (median): forked by a fork server (the default), in a
+   bubblewrap sandbox of its own, the same harness without bubblewrap, and a bare
+   ``python -I -S -c pass``, so the cost of starting a batch each way is visible;
 2. *study case*: ``compare(x, [x])``: explore x (input search), replay x, replay one candidate;
 3. *x alone*: ``compare(x, [])``: the search and x's replay (what ``benchmarks/conclusive.py`` runs);
 4. *given inputs*: ``compare(x, [], inputs=...)`` with the states pass 2 chose: x run on the given
@@ -22,7 +23,7 @@ at its end (the ``done`` event; bubblewrap's own few milliseconds per batch and 
 not in it) plus this process's own (host) CPU, per function. Target (issue, 2-core machine):
 >= 20 functions/s.
 
-Run: ``python benchmarks/executor.py [--n 100] [--seed 0] [--workers 2] [--in-flight 2] [--json]``
+Run: ``python benchmarks/executor.py [--n 100] [--seed 0] [--workers 2] [--in-flight 2] [--no-fork-server] [--json]``
 """
 
 from __future__ import annotations
@@ -103,11 +104,13 @@ def _quantile(values: Sequence[float], q: float) -> float:
 
 
 async def startup(repeats: int) -> dict[str, Any]:
-    """Median seconds of one trivial batch: bwrap + harness, harness alone, bare interpreter."""
+    """Median seconds of one trivial batch: forked by a fork server, in a sandbox of its own, the same
+    harness without bubblewrap, and a bare interpreter."""
     job = json.dumps(TRIVIAL_JOB).encode("utf-8")
-    isolated = Sandbox()
+    forked, own = Sandbox(fork_server=True), Sandbox(fork_server=False)
     out: dict[str, Any] = {}
-    for name, box in (("bwrap_batch", isolated), ("harness_no_bwrap", None)):
+    await forked.run(job, wall_seconds=30)  # the server starts once: what follows is per batch
+    for name, box in (("fork_server_batch", forked), ("bwrap_batch", own), ("harness_no_bwrap", None)):
         times = []
         for _ in range(repeats):
             if box is None:  # the same harness as a plain child process (what --unsafe-no-sandbox does)
@@ -122,6 +125,7 @@ async def startup(repeats: int) -> dict[str, Any]:
                 raise RuntimeError(f"trivial batch failed ({run.died}): {run.stderr[-500:]!r}")
             times.append(run.seconds)
         out[name] = round(statistics.median(times), 4)
+    forked.close()
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -169,9 +173,11 @@ async def timed(functions: list[Function], in_flight: int,
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     functions = sample_functions(args.n, args.seed)
     ex = SandboxExecutor(ExecutorConfig(seed=args.seed, workers=args.workers))
+    ex.sandbox.forks = ex.sandbox.forks and not args.no_fork_server
     in_flight = args.in_flight or args.workers
     report: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "workers": args.workers,
-                              "in_flight": in_flight, "n": len(functions), "seed": args.seed}
+                              "in_flight": in_flight, "n": len(functions), "seed": args.seed,
+                              "fork_servers": ex.sandbox.forks}
     report["startup"] = await startup(args.startup_repeats)
     report["background_busy_cpus"] = round(background(args.probe_seconds), 2)
 
@@ -188,6 +194,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     report["study_compare_x_vs_1"] = study
     report["x_alone_search"] = alone
     report["x_on_given_inputs"] = given
+    ex.close()
     report["background_busy_cpus_after"] = round(background(args.probe_seconds), 2)
     load = (report["background_busy_cpus"] + report["background_busy_cpus_after"]) / 2
     cpus = os.cpu_count() or 1
@@ -213,6 +220,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="sandboxes at once (the executor's limit)")
     parser.add_argument("--in-flight", type=int, default=None, help="compares at once (default: --workers)")
+    parser.add_argument("--no-fork-server", action="store_true",
+                        help="start a sandbox per batch (as before fork servers; CALIB_FORK_SERVER=0)")
     parser.add_argument("--startup-repeats", type=int, default=20)
     parser.add_argument("--probe-seconds", type=float, default=3.0,
                         help="seconds to measure other load on the machine before and after")
@@ -224,8 +233,10 @@ def main() -> None:
         return
     s = report["startup"]
     print(f"{report['n']} functions, {report['workers']} workers, {report['in_flight']} compares in flight, "
-          f"{report['cpus']} CPUs, Python {report['python']}")
-    print(f"start-up (median of {args.startup_repeats}): bwrap batch {s['bwrap_batch'] * 1000:.0f} ms, "
+          f"{report['cpus']} CPUs, Python {report['python']}, "
+          + ("fork servers" if report["fork_servers"] else "a sandbox per batch"))
+    print(f"one trivial batch (median of {args.startup_repeats}): forked by a fork server "
+          f"{s['fork_server_batch'] * 1000:.1f} ms, in a sandbox of its own {s['bwrap_batch'] * 1000:.0f} ms, "
           f"same harness without bwrap {s['harness_no_bwrap'] * 1000:.0f} ms, python -I -S -c pass "
           f"{s['python_pass'] * 1000:.0f} ms (bwrap adds {s['bwrap_overhead'] * 1000:.0f} ms)")
     print(f"other load on the machine: {report['background_busy_cpus']} busy CPUs before, "
@@ -245,8 +256,8 @@ def main() -> None:
         for error in r["errors"]:
             print(f"  executor error: {error}")
     print("CPU s, CPU s/fn: the machine's busy time less the other load; CPU ms/fn: what the sandboxed harness "
-          "processes report for themselves plus the host process (holds on a busy machine; without bwrap's "
-          "~4 ms per batch)")
+          "processes report for themselves plus the host process (holds on a busy machine; without the fork "
+          "server's or bwrap's few ms per batch)")
     print("target: >= 20 functions/s")
 
 

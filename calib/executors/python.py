@@ -9,8 +9,9 @@ process that runs one function variant on all its input states:
    one seen while exploring is invalid (``nondeterministic``);
 3. *replay* each candidate, in x's place in the same scaffold, on the same states.
 
-Batches 2 and 3 run concurrently, at most ``workers`` at a time. Their processes are started while x
-is explored (at most ``workers`` of them ahead, across all comparisons): each starts its interpreter,
+Batches 2 and 3 run concurrently, at most ``workers`` at a time. Each is a child forked by one of the
+sandbox's fork servers (:mod:`calib.executors.forkserver`); without fork servers, their processes are
+started while x is explored (at most ``workers`` of them ahead, across all comparisons): each starts its interpreter,
 imports the harness and parses its scaffold, then waits for the chosen input states, so start-up
 overlaps the search; no code under test runs before the states arrive, and each process still runs
 one batch. If a batch dies (a crash, the wall clock, the output cap) the input it was on gets that
@@ -92,6 +93,10 @@ class SandboxExecutor:
         self._ahead: set[Batch] = set()  # replay processes started ahead of their input states, not yet done
         self._starting = 0
 
+    def close(self) -> None:
+        """Stop the sandbox's idle fork servers (:meth:`calib.executors.sandbox.Sandbox.close`)."""
+        self.sandbox.close()
+
     def _job(self, mode: str, context: str, function: str, **extra: Any) -> dict[str, Any]:
         c = self.config
         return {"mode": mode, "context": context, "function": function, "seed": c.seed,
@@ -105,6 +110,8 @@ class SandboxExecutor:
     async def _start_ahead(self, context: str, function: str) -> Batch | None:
         """Start a replay batch of ``function`` now, to be given its input states later; None when
         ``workers`` batches are already waiting ahead (that replay then starts when its states are known)."""
+        if self.sandbox.forks:  # a fork server starts a batch in milliseconds: nothing to win ahead
+            return None
         self._ahead = {b for b in self._ahead if not b.done}
         if len(self._ahead) + self._starting >= self.config.workers:
             return None

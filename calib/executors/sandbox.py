@@ -24,8 +24,14 @@ interpreter as the code, so it is a convenience â€” a clear ``sandbox_denied`` â
 Without bubblewrap, :class:`Sandbox` refuses to run unless ``unsafe=True`` (``--unsafe-no-sandbox``):
 then code runs as a plain child process with the same rlimits, and a warning says so on every start.
 
-:meth:`Sandbox.start` starts a batch with the first part of its job and leaves its stdin open;
-:meth:`Batch.finish` sends the rest (the executor starts replays while x is still explored).
+By default :meth:`Sandbox.run` does not start a sandbox per batch: it hands the batch to a fork server
+(:mod:`calib.executors.forkserver`), a long-lived sandbox as above whose interpreter has the harness
+loaded and forks a fresh child per batch; the child sets the rlimits and loads a stricter seccomp
+program of its own before the job runs. Without fork servers (``fork_server=False``,
+``CALIB_FORK_SERVER=0``, or where one cannot start) each batch is a sandbox of its own.
+:meth:`Sandbox.start` always starts one, with the first part of its job, and leaves its stdin open;
+:meth:`Batch.finish` sends the rest (the executor starts replays while x is still explored when it
+has no fork servers).
 """
 
 from __future__ import annotations
@@ -33,20 +39,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import platform
 import resource
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 from calib._exceptions import CalibError
+from calib.executors._harness import seccomp as _seccomp
 
 __all__ = ["HARNESS_DIR", "Batch", "Limits", "Sandbox", "SandboxRun", "SandboxUnavailable", "base_interpreter",
            "seccomp_filter"]
@@ -75,6 +81,21 @@ sys.path.insert(0, {root!r})
 from _harness.runner import main
 main()
 """
+# A fork server's first lines: no rlimits of its own beyond no core files (each child sets the batch's),
+# the collector off while the harness loads (the server freezes what it loaded), then the server.
+_SERVER_BOOT = """import gc
+gc.disable()
+import resource
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+del gc, resource
+import sys
+sys.path.insert(0, {root!r})
+from _harness.zygote import serve
+serve({control_fd}, {limits})
+"""
+#: Set to 0 to start a sandbox per batch instead of forking batches from a fork server.
+FORK_SERVER_ENV = "CALIB_FORK_SERVER"
+_MAX_IDLE_SERVERS = 16
 
 
 class SandboxUnavailable(CalibError):
@@ -105,6 +126,7 @@ class SandboxRun:
     output_exceeded: bool
     seconds: float
     wrapped: bool = False  # run by bwrap, which exits with 128 + N when its child dies of signal N
+    cpu_seconds: float | None = None  # the batch process's CPU time (known when a fork server ran it)
 
     @property
     def died(self) -> str | None:
@@ -161,74 +183,17 @@ def _system_binds() -> list[str]:
     return args + ["--proc", "/proc", "--dev", "/dev"]
 
 
-# --- seccomp: no new processes -----------------------------------------------------------------------
-
-_CLONE_THREAD = 0x00010000
-_EPERM, _ENOSYS = 1, 38
-_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
-_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_DENIED_SYSCALLS = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key",
-                    "request_key", "bpf", "userfaultfd", "perf_event_open", "kexec_load", "kexec_file_load",
-                    "init_module", "finit_module", "delete_module", "process_vm_readv", "process_vm_writev",
-                    "io_uring_setup", "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen",
-                    "fsconfig", "fsmount", "fspick", "memfd_create", "memfd_secret", "shmget", "msgget")
-# machine -> (AUDIT_ARCH_*, x32 ABI to refuse, syscall numbers)
-_SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
-    "x86_64": (0xC000003E, True, {
-        "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "ptrace": 101, "mount": 165, "umount2": 166,
-        "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "keyctl": 250, "add_key": 248,
-        "request_key": 249, "bpf": 321, "userfaultfd": 323, "perf_event_open": 298, "kexec_load": 246,
-        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-        "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-        "fsmount": 432, "fspick": 433, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68}),
-    "aarch64": (0xC00000B7, False, {
-        "clone": 220, "clone3": 435, "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-        "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
-        "userfaultfd": 282, "perf_event_open": 241, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
-        "finit_module": 273, "delete_module": 106, "process_vm_readv": 270, "process_vm_writev": 271,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
-        "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "memfd_create": 279,
-        "memfd_secret": 447, "shmget": 194, "msgget": 186}),
-}
-
-
 def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The classic-BPF program bubblewrap loads (``--seccomp``), or None on an architecture not listed."""
-    spec = _SYSCALLS.get(machine or platform.machine())
-    if spec is None:
-        return None
-    arch, x32, nr = spec
-    # (code, jump-if-true, jump-if-false, k); a jump names a label at the end or is 0 (the next one)
-    prog: list[tuple[int, int | str, int | str, int]] = [
-        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
-        (_JEQ, 0, "nosys", arch),
-        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-    ]
-    if x32:
-        prog.append((_JGE, "nosys", 0, 0x40000000))
-    for name in ("fork", "vfork", *_DENIED_SYSCALLS):
-        if name in nr:
-            prog.append((_JEQ, "eperm", 0, nr[name]))
-    prog += [(_JEQ, "nosys", 0, nr["clone3"]),
-             (_JEQ, 0, "allow", nr["clone"]),
-             (_LD_W_ABS, 0, 0, 16),  # the low half of args[0], clone's flags (little-endian)
-             (_JSET, "allow", "eperm", _CLONE_THREAD)]
-    labels = {"allow": len(prog), "eperm": len(prog) + 1, "nosys": len(prog) + 2}
-    prog += [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_ERRNO | _EPERM), (_RET, 0, 0, _RET_ERRNO | _ENOSYS)]
-
-    def offset(at: int, target: int | str) -> int:
-        return labels[target] - at - 1 if isinstance(target, str) else target
-
-    return b"".join(struct.pack("=HBBI", code, offset(i, jt), offset(i, jf), k)
-                    for i, (code, jt, jf, k) in enumerate(prog))
+    """The classic-BPF program bubblewrap loads (``--seccomp``) for a batch, or None on an architecture
+    not listed (:func:`calib.executors._harness.seccomp.program`)."""
+    return _seccomp.program(machine)
 
 
 class Sandbox:
     """Runs the harness in bubblewrap (or, with ``unsafe=True`` and no bubblewrap, without it)."""
 
     def __init__(self, *, limits: Limits | None = None, unsafe: bool = False, bwrap: str | None = None,
-                 read_only: tuple[str, ...] = ()) -> None:
+                 read_only: tuple[str, ...] = (), fork_server: bool | None = None) -> None:
         self.limits = limits or Limits()
         self.read_only = tuple(os.path.realpath(p) for p in read_only)
         _compile_harness()
@@ -250,6 +215,13 @@ class Sandbox:
                 "--unsafe-no-sandbox to run generated code with no isolation (only on a throw-away machine)")
         self.unsafe = self.bwrap is None
         self._seccomp = seccomp_filter()
+        if fork_server is None:
+            fork_server = os.environ.get(FORK_SERVER_ENV, "1").strip() != "0"
+        # a fork server needs the filter (its children load their own) and pidfd_open (to wait on them)
+        self.forks = bool(fork_server and not self.unsafe and self._seccomp is not None
+                          and hasattr(os, "pidfd_open"))
+        self._idle: list[ForkServer] = []
+        weakref.finalize(self, _close_servers, self._idle)
 
     @property
     def isolated(self) -> bool:
@@ -271,11 +243,14 @@ class Sandbox:
     def _boot(self, root: str) -> str:
         return _BOOT.format(limits=repr(tuple(self._rlimits())), root=root)
 
-    def command(self, seccomp_fd: int | None = None) -> list[str]:
-        """The argv of one batch (the harness reads its job on stdin; the seccomp program on ``seccomp_fd``)."""
+    def command(self, seccomp_fd: int | None = None, *, control_fd: int | None = None) -> list[str]:
+        """The argv of one batch (the harness reads its job on stdin; the seccomp program on ``seccomp_fd``),
+        or with ``control_fd`` of a fork server (:mod:`calib.executors.forkserver`) on that socket."""
         python = base_interpreter()
         if self.unsafe:
             return [python, *_PYTHON_FLAGS, "-c", self._boot(str(HARNESS_DIR.parent))]
+        boot = (self._boot(_INSIDE_HARNESS) if control_fd is None else
+                _SERVER_BOOT.format(root=_INSIDE_HARNESS, control_fd=control_fd, limits=repr(tuple(self._rlimits()))))
         args = [self.bwrap or "bwrap", *_namespace_args(self.disable_userns), *_system_binds()]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
@@ -289,12 +264,72 @@ class Sandbox:
                  "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PATH", "/usr/bin:/bin",
                  "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/tmp",
                  "--setenv", "PYTHONIOENCODING", "utf-8"]
-        return args + [python, *_PYTHON_FLAGS, "-c", self._boot(_INSIDE_HARNESS)]
+        return args + [python, *_PYTHON_FLAGS, "-c", boot]
 
     async def run(self, job: bytes, *, wall_seconds: float) -> SandboxRun:
-        """Run one batch with ``job`` on stdin; kills the whole process group at ``wall_seconds``."""
+        """Run one batch with ``job`` on stdin, killed at ``wall_seconds``: forked by an idle fork server
+        (one is started when none is idle), else in a sandbox of its own (:meth:`start`)."""
+        server = await self._server() if self.forks else None
+        if server is not None:
+            try:
+                run = await server.run(job, wall_seconds=wall_seconds, output_cap=self.limits.output_bytes)
+            except ForkServerError:
+                run = None  # the server broke before the batch began: it runs the other way
+            finally:
+                self._give_back(server)
+            if run is not None and not self._setup_failed(run):
+                return run
         batch = await self.start(job)
         return await batch.finish(None, wall_seconds=wall_seconds)
+
+    async def _server(self) -> ForkServer | None:
+        """An idle fork server, or a new one; None (and no more fork servers) if one cannot start."""
+        while self._idle:
+            server = self._idle.pop()
+            if server.usable:
+                return server
+            server.close()
+        try:
+            return await ForkServer.start(lambda control, seccomp: self.command(seccomp, control_fd=control),
+                                          self._server_seccomp())
+        except (OSError, asyncio.TimeoutError) as exc:
+            self._stop_forking(str(exc) or type(exc).__name__)
+            return None
+
+    def _server_seccomp(self) -> bytes | None:
+        return _seccomp.program(forks=True)
+
+    def _give_back(self, server: ForkServer) -> None:
+        if server.usable and self.forks and len(self._idle) < _MAX_IDLE_SERVERS:
+            self._idle.append(server)
+        else:
+            server.close()
+
+    def _setup_failed(self, run: SandboxRun) -> bool:
+        """A child that could not load its seccomp program (or set itself up) before the job: it ran
+        nothing, and this sandbox stops using fork servers."""
+        if run.returncode in (SECCOMP_FAILED, CHILD_FAILED) and not run.stdout:
+            why = run.stderr.decode("utf-8", "replace").strip()[-500:]
+            self._stop_forking(f"a batch could not set itself up (exit {run.returncode}) {why}".strip())
+            return True
+        return False
+
+    def _stop_forking(self, why: str) -> None:
+        if self.forks:
+            warnings.warn(f"calib: fork servers are unavailable here ({why}); each batch starts its own sandbox",
+                          RuntimeWarning, stacklevel=4)
+        self.forks = False
+        _close_servers(self._idle)
+
+    def close(self) -> None:
+        """Stop the idle fork servers (those running a batch stop when it ends). Batches still run after
+        this, each in a sandbox of its own or a new fork server."""
+        _close_servers(self._idle)
+
+    @property
+    def server_pids(self) -> tuple[int, ...]:
+        """The ``bwrap`` processes of the idle fork servers (for tests that count processes)."""
+        return tuple(s.proc.pid for s in self._idle)
 
     async def start(self, job: bytes) -> Batch:
         """Start one batch and give it ``job``, keeping its stdin open for :meth:`Batch.finish`.
@@ -434,8 +469,17 @@ def _compile_harness() -> None:
         pass  # a read-only installation: its installer compiled it (or every batch pays)
 
 
+def _close_servers(servers: list[ForkServer]) -> None:
+    while servers:
+        servers.pop().close()
+
+
 def _kill(proc: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+from calib.executors._harness.zygote import CHILD_FAILED, SECCOMP_FAILED  # noqa: E402
+from calib.executors.forkserver import ForkServer, ForkServerError  # noqa: E402 - it uses SandboxRun

@@ -22,7 +22,7 @@ import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox import HARNESS_DIR, Limits, Sandbox
+from calib.executors.sandbox import FORK_SERVER_ENV, HARNESS_DIR, Limits, Sandbox
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
@@ -143,6 +143,7 @@ def test_starting_replays_ahead_changes_nothing_in_the_result(monkeypatch, given
     config = ExecutorConfig(budget_seconds=60.0, budget_runs=60, workers=2)
     inputs = [{"args": {"items": "[1, 2]"}}, {"args": {"items": "[3, -1]"}}, {"args": {"items": "[]", "factor": "5"}},
               {"args": {"items": "(4, 4, 4)"}}] if given else None
+    monkeypatch.setenv(FORK_SERVER_ENV, "0")  # a sandbox per batch: what starting ahead is for
     started = []
     start_ahead = SandboxExecutor._start_ahead
 
@@ -161,6 +162,10 @@ def test_starting_replays_ahead_changes_nothing_in_the_result(monkeypatch, given
     monkeypatch.setattr(SandboxExecutor, "_start_ahead", never)
     plain = _compare(SandboxExecutor(config), inputs=inputs)
     assert ahead.to_dict(outputs=True) == plain.to_dict(outputs=True)
+    monkeypatch.delenv(FORK_SERVER_ENV)
+    started.clear()
+    forked = _compare(SandboxExecutor(config), inputs=inputs)  # fork servers: nothing is started ahead
+    assert started == [] and forked.to_dict(outputs=True) == plain.to_dict(outputs=True)
     assert ahead.valid_inputs >= 3
     assert [c.outcome for c in ahead.candidates] == ["ran", "ran", "unparsable"]
     assert all(m for m in ahead.candidates[0].matches if m is not None)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 FROZEN_EPOCH = 1_704_164_645.0  # 2024-01-02T03:04:05Z
+PID = 2  # what os.getpid() says (see freeze())
 MAX_CAPTURE = 64 * 1024
 MAX_FILE_BYTES = 64 * 1024
 MAX_FILES = 200
@@ -139,6 +140,10 @@ FrozenDate.__name__ = FrozenDate.__qualname__ = "date"
 FrozenDateTime.__module__ = FrozenDate.__module__ = "datetime"
 
 
+def _kill(real: Any, own: int, pid: int, signum: int) -> None:
+    real(own if pid == PID else pid, signum)
+
+
 def _frozen_stat(real: Any) -> Any:
     def stat(*args: Any, **kwargs: Any) -> os.stat_result:
         result = real(*args, **kwargs)
@@ -177,9 +182,16 @@ def freeze() -> None:
     _dt.datetime = FrozenDateTime  # type: ignore[misc]
     _dt.date = FrozenDate  # type: ignore[misc]
     os.urandom = partial(_urandom)
+    # A batch in a sandbox of its own ran as pid 2 (bubblewrap's init is 1); a fork server's child gets
+    # a new pid every time, which must not reach output states (log records, temporary names)
+    os.kill = partial(_kill, os.kill, os.getpid())
+    os.getpid = partial(int, PID)
+    os.getppid = partial(int, 1)
     # Random() and seed() without a seed take the system's entropy in C, not through os.urandom: a
     # generator the code makes for itself would draw differently in every run
     random.Random.seed = _seeded  # type: ignore[method-assign]
+    # the module's ``random.seed`` was bound to the shared generator at import, before the patch above
+    random.seed = partial(_seeded, random._inst)  # type: ignore[attr-defined]
     random._urandom = os.urandom  # type: ignore[attr-defined]
 
 

@@ -228,6 +228,8 @@ class Runner:
             if isinstance(context, _Timeout):
                 return "invalid", "timeout"
             context, hops = context.__context__, hops + 1
+        if isinstance(exc, standins.StandInLoop):
+            return "invalid", "standin_loop"
         if isinstance(exc, MemoryError):
             return "invalid", "memory"
         if isinstance(exc, RecursionError):

@@ -33,6 +33,8 @@ class CallLog:
         self.entries: list[list[Any]] = []
         self.canon = repr  # replaced by the harness with canon.canonical
         self.limit = 1000
+        self.ops = 0  # stand-in operations this input (calls, arithmetic, attribute reads ...)
+        self.budget = OPS_BUDGET
         self.default: Any = _STANDIN_DEFAULT
         self.items = 0
         self.truthy = True
@@ -41,6 +43,9 @@ class CallLog:
         self.counts: dict[str, int] = {}
 
     def record(self, kind: str, name: str, *payload: Any) -> None:
+        self.ops += 1
+        if self.ops > self.budget:
+            raise StandInLoop(f"{STANDIN_CLASS_NAME} {name}: more than {self.budget} stand-in operations in one input")
         if len(self.entries) < self.limit:
             self.entries.append([kind, name, *[self.canon(p) for p in payload]])
         elif len(self.entries) == self.limit:
@@ -48,6 +53,7 @@ class CallLog:
 
     def reset(self, default: Any = _STANDIN_DEFAULT, items: int = 0) -> None:
         self.entries = []
+        self.ops = 0
         # the ``mixedK`` modes: what each call returns, and how each stand-in behaves, is drawn per name
         self.mixed = default.variant if isinstance(default, Mixed) else None
         self.counts = {}
@@ -79,6 +85,17 @@ class CallLog:
 
 #: ``LOG.default = RAISE``: every call to a stand-in raises (an input state where dependencies fail).
 RAISE = object()
+
+
+#: Stand-in operations one input may make. A loop that only turns on stand-ins (``pos += 1`` on a
+#: stand-in index that always reads as 0) never ends by itself; this ends it in a fraction of the
+#: ``input_timeout`` it would otherwise hold a worker for (the input is invalid either way).
+OPS_BUDGET = 10_000
+
+
+class StandInLoop(BaseException):
+    """Raised by every stand-in operation past :data:`OPS_BUDGET` in one input (not an ``Exception``:
+    ``except Exception`` in the code does not swallow it)."""
 
 
 class CalibStandInError(OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError):

@@ -1,0 +1,116 @@
+"""Classic-BPF seccomp programs for the sandbox (stdlib only: the fork server builds them inside it).
+
+Three programs, one builder:
+
+- a *batch's* (``forks=False``, no ``pid``): what bubblewrap loads for a one-process batch. New
+  processes are impossible: ``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` fail with
+  ``EPERM`` (threads still work; ``clone3`` says ``ENOSYS`` so that the C library falls back to
+  ``clone``), as do kernel interfaces no function needs (:data:`DENIED`);
+- the *fork server's* (``forks=True``): what bubblewrap loads for a fork server, which must fork its
+  children: only :data:`DENIED`;
+- a fork server *child's* (``pid``): what each child loads for itself, stacked on the server's, before
+  any code under test runs: the batch's program, and the child may signal (``kill``, ``tgkill``,
+  ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``) and set the limits (``prlimit64``) of no process but itself
+  (``ESRCH``, as if no other process existed); ``tkill`` and the pidfd calls fail, and the System V
+  semaphores and POSIX message queues (which would outlive the child in the sandbox's IPC namespace and
+  reach the next child) are refused.
+"""
+
+from __future__ import annotations
+
+import platform
+import struct
+
+CLONE_THREAD = 0x00010000
+_EPERM, _ESRCH, _ENOSYS = 1, 3, 38
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ARG0_LOW = 16  # offsetof(struct seccomp_data, args[0]), its low half on a little-endian machine
+
+#: Refused with EPERM in every program.
+DENIED = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key",
+          "request_key", "bpf", "userfaultfd", "perf_event_open", "kexec_load", "kexec_file_load", "init_module",
+          "finit_module", "delete_module", "process_vm_readv", "process_vm_writev", "io_uring_setup",
+          "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
+          "fspick", "memfd_create", "memfd_secret", "shmget", "msgget")
+#: Refused with EPERM in a fork server child's program (besides fork and vfork).
+CHILD_DENIED = ("tkill", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "semget", "mq_open")
+#: Allowed in a child only when the first argument is the child's own pid (else ESRCH).
+SELF_ONLY = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+
+# machine -> (AUDIT_ARCH_*, x32 ABI to refuse, syscall numbers)
+SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
+    "x86_64": (0xC000003E, True, {
+        "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "ptrace": 101, "mount": 165, "umount2": 166,
+        "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "bpf": 321, "userfaultfd": 323, "perf_event_open": 298, "kexec_load": 246,
+        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+        "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+        "fsmount": 432, "fspick": 433, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68,
+        "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+        "prlimit64": 302, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "semget": 64,
+        "mq_open": 240}),
+    "aarch64": (0xC00000B7, False, {
+        "clone": 220, "clone3": 435, "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+        "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
+        "userfaultfd": 282, "perf_event_open": 241, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
+        "finit_module": 273, "delete_module": 106, "process_vm_readv": 270, "process_vm_writev": 271,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
+        "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "memfd_create": 279,
+        "memfd_secret": 447, "shmget": 194, "msgget": 186,
+        "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+        "prlimit64": 261, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "semget": 190,
+        "mq_open": 180}),
+}
+
+
+def program(machine: str | None = None, *, forks: bool = False, pid: int | None = None) -> bytes | None:
+    """The BPF program (``struct sock_filter`` array), or None on an architecture not listed.
+
+    ``forks``: the fork server's own program; ``pid``: the program of the fork server child with that
+    pid (in the sandbox's PID namespace)."""
+    spec = SYSCALLS.get(machine or platform.machine())
+    if spec is None:
+        return None
+    arch, x32, nr = spec
+    # (code, jump-if-true, jump-if-false, k); a jump names a label (forward) or is 0 (the next one)
+    prog: list[tuple[int, int | str, int | str, int]] = [
+        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 0, "nosys", arch),
+        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if x32:
+        prog.append((_JGE, "nosys", 0, 0x40000000))
+    denied = DENIED if forks else ("fork", "vfork", *DENIED, *(CHILD_DENIED if pid is not None else ()))
+    for name in denied:
+        if name in nr:
+            prog.append((_JEQ, "eperm", 0, nr[name]))
+    tail: list[tuple[int, int | str, int | str, int]] = []
+    if pid is not None:
+        prog += [(_JEQ, "self", 0, nr[name]) for name in SELF_ONLY]
+        prog.append((_JEQ, "self_or_0", 0, nr["prlimit64"]))
+        tail = [(_LD_W_ABS, 0, 0, _ARG0_LOW),  # self_or_0: the pid argument
+                (_JEQ, "allow", 0, 0),
+                (_LD_W_ABS, 0, 0, _ARG0_LOW),  # self
+                (_JEQ, "allow", "esrch", pid)]
+    if forks:
+        prog.append((_RET, 0, 0, _RET_ALLOW))
+    else:
+        prog += [(_JEQ, "nosys", 0, nr["clone3"]),
+                 (_JEQ, 0, "allow", nr["clone"]),
+                 (_LD_W_ABS, 0, 0, 16),  # the low half of args[0], clone's flags (little-endian)
+                 (_JSET, "allow", "eperm", CLONE_THREAD)]
+    labels = {}
+    if tail:
+        labels["self_or_0"], labels["self"] = len(prog), len(prog) + 2
+        prog += tail
+    labels.update(allow=len(prog), eperm=len(prog) + 1, nosys=len(prog) + 2, esrch=len(prog) + 3)
+    prog += [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_ERRNO | _EPERM), (_RET, 0, 0, _RET_ERRNO | _ENOSYS),
+             (_RET, 0, 0, _RET_ERRNO | _ESRCH)]
+
+    def offset(at: int, target: int | str) -> int:
+        return labels[target] - at - 1 if isinstance(target, str) else target
+
+    return b"".join(struct.pack("=HBBI", code, offset(i, jt), offset(i, jf), k)
+                    for i, (code, jt, jf, k) in enumerate(prog))

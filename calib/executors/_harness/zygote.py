@@ -1,0 +1,234 @@
+"""The fork server: an interpreter inside one bubblewrap sandbox that forks a fresh child for every batch.
+
+Host side: :mod:`calib.executors.forkserver`. Started by the sandbox's fork-server boot lines, with
+the harness and its imports loaded once, it serves one batch at a time over a ``SOCK_SEQPACKET``
+control socket:
+
+- the host sends ``run`` with three descriptors: the read end of the job's pipe and the write ends of
+  the stdout and stderr pipes, all made by the host. The server forks; the child moves them to 0, 1
+  and 2, closes every other descriptor (the control socket too), starts its own session, enters
+  ``/work``, sets the batch's rlimits, loads its own seccomp program on top of the server's
+  (:func:`seccomp.program` with its pid: no new processes, no signals to any process but itself),
+  and only then runs :func:`runner.main`, which reads the job from fd 0 as a fresh process would;
+- the host may send ``k`` (the wall clock, the output cap): the server kills the child;
+- when the child has ended the server empties ``/work`` and ``/tmp`` and answers
+  ``exit STATUS CPU_SECONDS ok|retire`` (``retire``: it could not clean up and stops).
+
+The server never reads a job, an output or anything else the host sends a child: those bytes go
+through pipes between the host and the child only, so nothing of one batch is in the memory the next
+child inherits. The server is not dumpable (``PR_SET_DUMPABLE`` 0): a child, running as the same user,
+cannot read its memory or descriptors through ``/proc``. If a child cannot load its seccomp program
+it exits with :data:`SECCOMP_FAILED` before any code under test runs, and the host stops using fork
+servers.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import select
+import signal
+import socket
+import stat
+import sys
+
+from . import seccomp
+
+READY = b"ready"
+RUN = b"run"
+KILL = b"k"
+#: A child's exit status when it could not load its seccomp program (nothing of the job ran).
+SECCOMP_FAILED = 87
+#: A child's exit status when the fork server's own code failed in it before the job started.
+CHILD_FAILED = 88
+_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 4, 38, 22, 2
+_TOPS = ("/work", "/tmp")
+
+
+def _prctl_setup() -> object:
+    """Make this process undumpable and return a function that loads a seccomp program, built with
+    ctypes; ctypes then leaves ``sys.modules`` (code under test that imports it loads it afresh, and the
+    harness's audit hook refuses that)."""
+    import ctypes  # noqa: PLC0415
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    if prctl(_PR_SET_DUMPABLE, 0, None, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
+
+    def load(program: bytes) -> None:
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = Fprog(len(program) // 8, ctypes.addressof(buffer))
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+    for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
+        del sys.modules[name]
+    return load
+
+
+def _child(fds: list[int], rlimits: tuple[tuple[int, int, int], ...], load: object) -> None:
+    """In the forked child: become a fresh batch process, then run the job. Never returns."""
+    code = CHILD_FAILED
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, 1 << 16)
+        os.chdir("/work")
+        for kind, soft, hard in rlimits:
+            limit = resource.getrlimit(kind)[1]
+            if limit != resource.RLIM_INFINITY:
+                hard = min(hard, limit)
+            resource.setrlimit(kind, (min(soft, hard), hard))
+        code = SECCOMP_FAILED
+        program = seccomp.program(pid=os.getpid())
+        if program is None:
+            raise OSError("no seccomp program for this machine")
+        load(program)  # type: ignore[operator]
+        code = 1
+        from .runner import main  # noqa: PLC0415 - loaded already (the server imported it)
+
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                sys.stderr.write(f"{exc.code}\n")
+        except BaseException:  # noqa: BLE001 - as an uncaught exception ends ``python -c``
+            import traceback  # noqa: PLC0415
+
+            traceback.print_exc()
+            code = 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001, S110 - the code under test may have replaced or closed them
+                pass
+    finally:
+        os._exit(code)
+
+
+def _remove(path: str) -> None:
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        os.chmod(path, 0o700)
+        with os.scandir(path) as entries:
+            names = [e.path for e in entries]
+        for name in names:
+            _remove(name)
+        os.rmdir(path)
+    else:
+        os.unlink(path)
+
+
+def _wipe(modes: dict[str, int]) -> bool:
+    """Empty ``/work`` and ``/tmp`` (and give them back their modes); False if that failed."""
+    try:
+        for top, mode in modes.items():
+            os.chmod(top, mode)
+            with os.scandir(top) as entries:
+                names = [e.path for e in entries]
+            for name in names:
+                _remove(name)
+        return True
+    except (OSError, RecursionError):
+        return False
+
+
+def _fork(fds: list[int], rlimits: tuple[tuple[int, int, int], ...], load: object) -> int:
+    pid = os.fork()
+    if pid == 0:
+        _child(fds, rlimits, load)
+    for fd in fds:
+        os.close(fd)
+    return pid
+
+
+def _wait(sock: socket.socket, pid: int) -> tuple[int, float, bool]:
+    """Wait for the child (killing it on ``k``); its exit code, CPU seconds, and whether the host is gone."""
+    pidfd = os.pidfd_open(pid)
+    gone = False
+    try:
+        while True:
+            ready = select.select([sock, pidfd], [], [])[0]
+            if pidfd in ready:
+                break
+            message, fds, _flags, _addr = socket.recv_fds(sock, 64, 4)
+            for fd in fds:  # nothing is sent with descriptors while a child runs
+                os.close(fd)
+            if message == KILL or not message:
+                gone = gone or not message
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    finally:
+        os.close(pidfd)
+    _pid, status, usage = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, gone
+
+
+def _self_test(load: object) -> str:
+    """Fork one child that loads its program and tries to fork: '' if that failed as it must."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            program = seccomp.program(pid=os.getpid())
+            if program is not None:
+                load(program)  # type: ignore[operator]
+                try:
+                    os.fork()  # the grandchild, if there is one, exits at once with status 3
+                    code = 3
+                except PermissionError:
+                    code = 0
+        finally:
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return "" if code == 0 else f"a child could still fork after loading its seccomp program (exit {code})"
+
+
+def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...]) -> None:
+    """Serve batches on ``control_fd`` until the host closes it."""
+    sock = socket.socket(fileno=control_fd)
+    try:
+        load = _prctl_setup()
+        from . import cmplog, runner, synth, testcases  # noqa: F401, PLC0415 - every mode's modules, once
+
+        modes = {top: stat.S_IMODE(os.stat(top).st_mode) for top in _TOPS}
+        problem = _self_test(load)
+    except Exception as exc:  # noqa: BLE001 - reported to the host, which then runs batches without a server
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem:
+        sock.send(b"error " + problem.encode("utf-8", "replace")[:1000])
+        return
+    gc.collect()
+    gc.freeze()  # children do not copy the server's pages by collecting them
+    sock.send(READY)
+    while True:
+        message, fds, _flags, _addr = socket.recv_fds(sock, 64, 4)
+        if not message:
+            return
+        if message != RUN or len(fds) != 3:  # a late ``k`` for a child that had ended: nothing to do
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = _fork(fds, rlimits, load)
+        code, cpu, gone = _wait(sock, pid)
+        clean = _wipe(modes)
+        if gone:
+            return
+        sock.send(f"exit {code} {cpu:.4f} {'ok' if clean else 'retire'}".encode())
+        if not clean:
+            return
