@@ -346,6 +346,37 @@ def test_a_random_generator_the_code_makes_without_a_seed_draws_the_same_in_ever
     assert result.conclusive and sims(result) == [1.0]
 
 
+def test_the_shared_generator_reseeded_without_a_seed_and_the_pid_are_the_same_in_every_run():
+    # random.seed() with no argument draws from the system's entropy in C; os.getpid() differs between
+    # processes (a fork server's children all have other pids): log records carry it
+    context = "import logging, io, os, random\n\n"
+    truth = ("def stamp(n):\n    random.seed()\n    out = io.StringIO()\n    handler = logging.StreamHandler(out)\n"
+             "    handler.setFormatter(logging.Formatter('%(process)d %(message)s'))\n"
+             "    log = logging.getLogger('stamp')\n    log.addHandler(handler)\n"
+             "    log.warning('%s', random.random() * n)\n    log.removeHandler(handler)\n"
+             "    return out.getvalue(), os.getpid(), os.getppid()\n")
+    inputs = [{"args": {"n": repr(n)}} for n in range(1, 9)]
+    result = compare(truth, truth, context=context, inputs=inputs, n_inputs=8)
+    assert [i.reason for i in result.inputs] == [""] * 8
+    assert result.conclusive and sims(result) == [1.0]
+    first = outputs(result)[0]["return"]["tuple"]
+    assert first[0].startswith("2 ") and first[1:] == [2, 1]  # what a batch alone in its sandbox saw
+
+
+def test_a_loop_that_turns_only_on_stand_ins_ends_long_before_the_input_timeout():
+    # ``pos`` comes back from a stand-in, reads as index 0, and ``pos += 1`` gives another stand-in: the
+    # loop never ends by itself (tomllib's parse_key, its helpers withheld); past 10,000 stand-in
+    # operations the input is invalid (standin_loop) instead of holding the batch for input_timeout
+    context = "from withheld import next_part\n\n"
+    truth = ("def parse(src, pos):\n    parts = []\n    while src[pos] == '.':\n"
+             "        pos, part = next_part(src, pos)\n        parts.append(part)\n        pos += 1\n"
+             "    return len(parts)\n")
+    inputs = [{"args": {"src": "'.a'", "pos": "StandIn('pos')"}}, {"args": {"src": "'a.'", "pos": "0"}}]
+    result = compare(truth, truth, context=context, inputs=inputs, input_timeout=30.0, n_inputs=2, min_valid=1)
+    assert [i.reason for i in result.inputs] == ["standin_loop", ""]  # not "timeout" (the 30 s timer)
+    assert json.loads(result.inputs[1].output)["return"] == 0
+
+
 def test_time_sleep_returns_at_once_and_advances_the_frozen_clock():
     context = "import time\n\n"
     truth = "def waited(seconds):\n    t0 = time.time()\n    time.sleep(seconds)\n    return time.time() - t0\n"
