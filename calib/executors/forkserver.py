@@ -214,7 +214,10 @@ class ForkServer:
             else:  # the server died: the kernel killed the child with the sandbox's PID namespace
                 self.broken = True
                 code = -signal.SIGKILL
-            await asyncio.wait_for(asyncio.gather(out.eof, err.eof), _KILL_SECONDS)
+            try:  # the child is gone, so its pipes are at their end: what is in them is all there is
+                await asyncio.wait_for(asyncio.gather(out.eof, err.eof), _KILL_SECONDS)
+            except asyncio.TimeoutError:
+                self.broken = True
         except BaseException:  # cancelled (or worse): the server's state is unknown, it goes
             self.broken = True
             self._kill_child()
