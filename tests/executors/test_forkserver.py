@@ -73,6 +73,15 @@ def test_a_childs_program_lets_it_signal_and_limit_only_itself():
     assert evaluate(child, NR["prlimit64"], 0) == ALLOW  # its own limits (resource.setrlimit)
     assert evaluate(child, NR["prlimit64"], 5) == ALLOW
     assert evaluate(child, NR["prlimit64"], 2) == ERRNO | ESRCH
+    for name in seccomp.SELF_OR_0:  # limits, affinity, scheduler: its own (0 or its pid) only
+        assert evaluate(child, NR[name], 0) == ALLOW and evaluate(child, NR[name], 5) == ALLOW, name
+        assert evaluate(child, NR[name], 2) == ERRNO | ESRCH, name
+    # setpriority(which, who, prio): PRIO_PROCESS 0, PRIO_PGRP 1, PRIO_USER 2; ioprio_set: IOPRIO_WHO_PROCESS 1
+    for name, process in (("setpriority", 0), ("ioprio_set", 1)):
+        assert evaluate(child, NR[name], process, 0) == ALLOW and evaluate(child, NR[name], process, 5) == ALLOW
+        assert evaluate(child, NR[name], process, 2) == ERRNO | ESRCH
+        for which in {0, 1, 2, 3} - {process}:  # a group or a user: the server is in it
+            assert evaluate(child, NR[name], which, 0) == ERRNO | ESRCH, (name, which)
     for name in (*seccomp.CHILD_DENIED, "fork", "vfork", *seccomp.DENIED):
         assert evaluate(child, NR[name], 5) == ERRNO | EPERM, name
 
@@ -176,6 +185,15 @@ for label, pid in (("server", ppid), ("init", 1), ("group", 0), ("everyone", -1)
         seen[label] = type(exc).__name__
 posix.kill(posix.getpid(), 0)
 seen["self"] = "sent"
+for label, call in (("affinity", lambda: os.sched_setaffinity(ppid, {0})),
+                    ("renice", lambda: os.setpriority(os.PRIO_PROCESS, ppid, 19)),
+                    ("renice-all", lambda: os.setpriority(os.PRIO_USER, 0, 19))):
+    try:
+        call()
+        seen[label] = "done"
+    except OSError as exc:
+        seen[label] = type(exc).__name__
+os.nice(1)  # its own priority: allowed
 for what in ("mem", "environ", "fd"):
     try:
         path = f"/proc/{ppid}/{what}"
@@ -209,6 +227,7 @@ def test_a_child_cannot_signal_its_server_or_read_it_through_proc():
     seen = _value(_output(run)["return"])
     assert seen["ppid_is_server"] is True
     assert {seen[k] for k in ("server", "init", "group", "everyone")} == {"ProcessLookupError"}
+    assert {seen[k] for k in ("affinity", "renice", "renice-all")} == {"ProcessLookupError"}
     assert seen["self"] == "sent"
     assert {seen[k] for k in ("mem", "environ", "fd")} == {"PermissionError"}
     assert seen["pid"] == [2, 1]  # what a batch in a sandbox of its own saw, whatever its real pid

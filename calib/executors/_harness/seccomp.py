@@ -10,8 +10,9 @@ Three programs, one builder:
   children: only :data:`DENIED`;
 - a fork server *child's* (``pid``): what each child loads for itself, stacked on the server's, before
   any code under test runs: the batch's program, and the child may signal (``kill``, ``tgkill``,
-  ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``) and set the limits (``prlimit64``) of no process but itself
-  (``ESRCH``, as if no other process existed); ``tkill`` and the pidfd calls fail, and the System V
+  ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``), set the limits (``prlimit64``) and change the scheduling
+  (``sched_set*``, ``setpriority``, ``ioprio_set``) of no process but itself (``ESRCH``, as if no other
+  process existed); ``tkill`` and the pidfd calls fail, and the System V
   semaphores and POSIX message queues (which would outlive the child in the sandbox's IPC namespace and
   reach the next child) are refused.
 """
@@ -26,6 +27,8 @@ _EPERM, _ESRCH, _ENOSYS = 1, 3, 38
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ARG0_LOW = 16  # offsetof(struct seccomp_data, args[0]), its low half on a little-endian machine
+_ARG1_LOW = 24  # args[1]
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 #: Refused with EPERM in every program.
 DENIED = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key",
@@ -37,6 +40,10 @@ DENIED = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setn
 CHILD_DENIED = ("tkill", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "semget", "mq_open")
 #: Allowed in a child only when the first argument is the child's own pid (else ESRCH).
 SELF_ONLY = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+#: Allowed in a child only for its own pid or 0 (itself) as the first argument (else ESRCH); so are
+#: ``setpriority`` and ``ioprio_set`` for one process (``PRIO_PROCESS``, ``IOPRIO_WHO_PROCESS``) that is
+#: itself or 0: nothing it does can slow the server down or change the limits of anything but itself.
+SELF_OR_0 = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
 
 # machine -> (AUDIT_ARCH_*, x32 ABI to refuse, syscall numbers)
 SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
@@ -50,7 +57,8 @@ SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
         "fsmount": 432, "fspick": 433, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68,
         "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
         "prlimit64": 302, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "semget": 64,
-        "mq_open": 240}),
+        "mq_open": 240, "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142,
+        "sched_setattr": 314, "setpriority": 141, "ioprio_set": 251}),
     "aarch64": (0xC00000B7, False, {
         "clone": 220, "clone3": 435, "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
         "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
@@ -61,7 +69,8 @@ SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
         "memfd_secret": 447, "shmget": 194, "msgget": 186,
         "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
         "prlimit64": 261, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "semget": 190,
-        "mq_open": 180}),
+        "mq_open": 180, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118,
+        "sched_setattr": 274, "setpriority": 140, "ioprio_set": 30}),
 }
 
 
@@ -74,8 +83,9 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
     if spec is None:
         return None
     arch, x32, nr = spec
-    # (code, jump-if-true, jump-if-false, k); a jump names a label (forward) or is 0 (the next one)
-    prog: list[tuple[int, int | str, int | str, int]] = [
+    # (code, jump-if-true, jump-if-false, k); a jump names a label (forward) or is 0 (the next one);
+    # a string alone marks where a label is
+    prog: list[tuple[int, int | str, int | str, int] | str] = [
         (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
         (_JEQ, 0, "nosys", arch),
         (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
@@ -86,14 +96,16 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
     for name in denied:
         if name in nr:
             prog.append((_JEQ, "eperm", 0, nr[name]))
-    tail: list[tuple[int, int | str, int | str, int]] = []
+    tail: list[tuple[int, int | str, int | str, int] | str] = []
     if pid is not None:
         prog += [(_JEQ, "self", 0, nr[name]) for name in SELF_ONLY]
-        prog.append((_JEQ, "self_or_0", 0, nr["prlimit64"]))
-        tail = [(_LD_W_ABS, 0, 0, _ARG0_LOW),  # self_or_0: the pid argument
-                (_JEQ, "allow", 0, 0),
-                (_LD_W_ABS, 0, 0, _ARG0_LOW),  # self
-                (_JEQ, "allow", "esrch", pid)]
+        prog += [(_JEQ, "self_or_0", 0, nr[name]) for name in SELF_OR_0]
+        prog += [(_JEQ, "prio", 0, nr["setpriority"]), (_JEQ, "ioprio", 0, nr["ioprio_set"])]
+        tail = ["self_or_0", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "allow", 0, 0),
+                "self", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "allow", "esrch", pid),
+                "prio", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "who", "esrch", _PRIO_PROCESS),
+                "ioprio", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "who", "esrch", _IOPRIO_WHO_PROCESS),
+                "who", (_LD_W_ABS, 0, 0, _ARG1_LOW), (_JEQ, "allow", 0, 0), (_JEQ, "allow", "esrch", pid)]
     if forks:
         prog.append((_RET, 0, 0, _RET_ALLOW))
     else:
@@ -101,16 +113,18 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
                  (_JEQ, 0, "allow", nr["clone"]),
                  (_LD_W_ABS, 0, 0, 16),  # the low half of args[0], clone's flags (little-endian)
                  (_JSET, "allow", "eperm", CLONE_THREAD)]
-    labels = {}
-    if tail:
-        labels["self_or_0"], labels["self"] = len(prog), len(prog) + 2
-        prog += tail
-    labels.update(allow=len(prog), eperm=len(prog) + 1, nosys=len(prog) + 2, esrch=len(prog) + 3)
-    prog += [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_ERRNO | _EPERM), (_RET, 0, 0, _RET_ERRNO | _ENOSYS),
-             (_RET, 0, 0, _RET_ERRNO | _ESRCH)]
+    prog += [*tail, "allow", (_RET, 0, 0, _RET_ALLOW), "eperm", (_RET, 0, 0, _RET_ERRNO | _EPERM),
+             "nosys", (_RET, 0, 0, _RET_ERRNO | _ENOSYS), "esrch", (_RET, 0, 0, _RET_ERRNO | _ESRCH)]
+    labels: dict[str, int] = {}
+    code: list[tuple[int, int | str, int | str, int]] = []
+    for item in prog:
+        if isinstance(item, str):
+            labels[item] = len(code)
+        else:
+            code.append(item)
 
     def offset(at: int, target: int | str) -> int:
         return labels[target] - at - 1 if isinstance(target, str) else target
 
-    return b"".join(struct.pack("=HBBI", code, offset(i, jt), offset(i, jf), k)
-                    for i, (code, jt, jf, k) in enumerate(prog))
+    return b"".join(struct.pack("=HBBI", op, offset(i, jt), offset(i, jf), k)
+                    for i, (op, jt, jf, k) in enumerate(code))
