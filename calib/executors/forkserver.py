@@ -29,7 +29,7 @@ from collections.abc import Callable
 from calib.executors._harness.zygote import KILL, READY, RUN
 from calib.executors.sandbox import SandboxRun
 
-__all__ = ["MAX_RUNS", "ForkServer", "ForkServerError"]
+__all__ = ["MAX_RUNS", "ChildSetupError", "ForkServer", "ForkServerError"]
 
 #: Batches one server runs before it is replaced (a fresh sandbox now and then costs ~60 ms).
 MAX_RUNS = 500
@@ -40,6 +40,10 @@ _STDERR_CAP = 1 << 16
 
 class ForkServerError(OSError):
     """A fork server could not start, or broke before its batch began."""
+
+
+class ChildSetupError(ForkServerError):
+    """A fork server's child ended before its job started (it could not load its seccomp program ...)."""
 
 
 class _Sink:
@@ -175,7 +179,8 @@ class ForkServer:
 
     async def run(self, job: bytes, *, wall_seconds: float, output_cap: int) -> SandboxRun:
         """Run one batch: ``job`` on its stdin, killed ``wall_seconds`` from now. Raises
-        :class:`ForkServerError` if the server could not take the batch (nothing of it ran)."""
+        :class:`ForkServerError` if the server could not take the batch or the child could not set
+        itself up (either way nothing of the job ran)."""
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr (the child's ends: 0, 1, 1)
@@ -194,7 +199,7 @@ class ForkServer:
         feed = _Feed(loop, pipes[0][1], job)
         out = _Sink(loop, pipes[1][0], output_cap, self._kill_child)
         err = _Sink(loop, pipes[2][0], _STDERR_CAP, None)
-        timed_out = False
+        timed_out = setup_failed = False
         code: int | None = None
         cpu: float | None = None
         try:
@@ -208,9 +213,10 @@ class ForkServer:
                 except asyncio.TimeoutError:
                     message = b""
             parts = message.split()
-            if len(parts) == 4 and parts[0] == b"exit":
+            if len(parts) == 5 and parts[0] == b"exit":
                 code, cpu = int(parts[1]), float(parts[2])
                 self.broken = self.broken or parts[3] != b"ok"
+                setup_failed = parts[4] != b"job" and not timed_out  # not killed by the host first
             else:  # the server died: the kernel killed the child with the sandbox's PID namespace
                 self.broken = True
                 code = -signal.SIGKILL
@@ -218,6 +224,13 @@ class ForkServer:
                 await asyncio.wait_for(asyncio.gather(out.eof, err.eof), _KILL_SECONDS)
             except asyncio.TimeoutError:
                 self.broken = True
+            if setup_failed:  # nothing of the batch ran: the host runs it another way
+                self.broken = True
+                lines = err.data.decode("utf-8", "replace").strip().splitlines() or ["no reason given"]
+                raise ChildSetupError(f"a batch could not set itself up in its fork server (exit {code}): "
+                                      f"{lines[-1][:300]}")  # the exception's line of the traceback
+        except ForkServerError:
+            raise
         except BaseException:  # cancelled (or worse): the server's state is unknown, it goes
             self.broken = True
             self._kill_child()

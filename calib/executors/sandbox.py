@@ -272,13 +272,13 @@ class Sandbox:
         server = await self._server() if self.forks else None
         if server is not None:
             try:
-                run = await server.run(job, wall_seconds=wall_seconds, output_cap=self.limits.output_bytes)
-            except ForkServerError:
-                run = None  # the server broke before the batch began: it runs the other way
+                return await server.run(job, wall_seconds=wall_seconds, output_cap=self.limits.output_bytes)
+            except ChildSetupError as exc:  # nothing of the job ran: it runs in a sandbox of its own, as
+                self._stop_forking(str(exc))  # every later batch does
+            except ForkServerError:  # the server broke before the batch began: it runs the other way
+                pass
             finally:
                 self._give_back(server)
-            if run is not None and not self._setup_failed(run):
-                return run
         batch = await self.start(job)
         return await batch.finish(None, wall_seconds=wall_seconds)
 
@@ -291,28 +291,16 @@ class Sandbox:
             server.close()
         try:
             return await ForkServer.start(lambda control, seccomp: self.command(seccomp, control_fd=control),
-                                          self._server_seccomp())
+                                          _seccomp.program(forks=True))
         except (OSError, asyncio.TimeoutError) as exc:
             self._stop_forking(str(exc) or type(exc).__name__)
             return None
-
-    def _server_seccomp(self) -> bytes | None:
-        return _seccomp.program(forks=True)
 
     def _give_back(self, server: ForkServer) -> None:
         if server.usable and self.forks and len(self._idle) < _MAX_IDLE_SERVERS:
             self._idle.append(server)
         else:
             server.close()
-
-    def _setup_failed(self, run: SandboxRun) -> bool:
-        """A child that could not load its seccomp program (or set itself up) before the job: it ran
-        nothing, and this sandbox stops using fork servers."""
-        if run.returncode in (SECCOMP_FAILED, CHILD_FAILED) and not run.stdout:
-            why = run.stderr.decode("utf-8", "replace").strip()[-500:]
-            self._stop_forking(f"a batch could not set itself up (exit {run.returncode}) {why}".strip())
-            return True
-        return False
 
     def _stop_forking(self, why: str) -> None:
         if self.forks:
@@ -322,8 +310,9 @@ class Sandbox:
         _close_servers(self._idle)
 
     def close(self) -> None:
-        """Stop the idle fork servers (those running a batch stop when it ends). Batches still run after
-        this, each in a sandbox of its own or a new fork server."""
+        """Stop the idle fork servers. A server still running a batch joins the idle ones when it ends,
+        and later batches start servers as they need them; all stop when the sandbox is garbage-collected
+        (and with calib: bubblewrap's ``--die-with-parent``)."""
         _close_servers(self._idle)
 
     @property
@@ -481,5 +470,4 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
-from calib.executors._harness.zygote import CHILD_FAILED, SECCOMP_FAILED  # noqa: E402
-from calib.executors.forkserver import ForkServer, ForkServerError  # noqa: E402 - it uses SandboxRun
+from calib.executors.forkserver import ChildSetupError, ForkServer, ForkServerError  # noqa: E402 - it uses SandboxRun

@@ -29,7 +29,7 @@ from calib.executors import forkserver
 from calib.executors._harness import seccomp
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox import FORK_SERVER_ENV, Sandbox
+from calib.executors.sandbox import FORK_SERVER_ENV, Limits, Sandbox
 from tests.executors.test_throughput_pipeline import _descendants, _settled
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -386,3 +386,15 @@ def test_a_comparison_is_the_same_with_and_without_fork_servers(context: str, so
     assert [dict(r.state) for r in forked.inputs] == [dict(r.state) for r in own.inputs]
     assert forked.candidates[0].sim_func == 1.0 and own.candidates[0].sim_func == 1.0
     assert "nondeterministic" not in {r.reason for r in forked.inputs}
+
+
+@needs_bwrap
+def test_a_child_that_cannot_set_itself_up_runs_nothing_and_ends_the_fork_servers():
+    # rlimits the kernel refuses: the child fails before its job (the server's own start-up sets none)
+    sandbox = Sandbox(limits=Limits(open_files=-5), fork_server=True)
+    with pytest.warns(RuntimeWarning, match="could not set itself up in its fork server .*ValueError"):
+        run = asyncio.run(sandbox.run(_job("open('/work/ran', 'w').write('x')\nreturn n\n"), wall_seconds=30))
+    assert not sandbox.forks and sandbox.server_pids == ()
+    # the batch then ran in a sandbox of its own, whose first lines refuse the same limits: no result
+    assert b'"event":"result"' not in run.stdout and run.died == "exit 1"
+    assert b"ValueError" in run.stderr

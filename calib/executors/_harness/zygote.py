@@ -12,14 +12,16 @@ control socket:
   and only then runs :func:`runner.main`, which reads the job from fd 0 as a fresh process would;
 - the host may send ``k`` (the wall clock, the output cap): the server kills the child;
 - when the child has ended the server empties ``/work`` and ``/tmp`` and answers
-  ``exit STATUS CPU_SECONDS ok|retire`` (``retire``: it could not clean up and stops).
+  ``exit STATUS CPU_SECONDS ok|retire job|setup`` (``retire``: it could not clean up and stops;
+  ``setup``: the child ended before its job started, having written nothing on a pipe of the server's
+  that it closes before any code under test runs).
 
 The server never reads a job, an output or anything else the host sends a child: those bytes go
 through pipes between the host and the child only, so nothing of one batch is in the memory the next
 child inherits. The server is not dumpable (``PR_SET_DUMPABLE`` 0): a child, running as the same user,
-cannot read its memory or descriptors through ``/proc``. If a child cannot load its seccomp program
-it exits with :data:`SECCOMP_FAILED` before any code under test runs, and the host stops using fork
-servers.
+cannot read its memory or descriptors through ``/proc``. If a child cannot set itself up (load its
+seccomp program, above all) it exits before any code under test runs (:data:`SECCOMP_FAILED`,
+:data:`CHILD_FAILED`), the server answers ``setup``, and the host stops using fork servers.
 """
 
 from __future__ import annotations
@@ -76,14 +78,16 @@ def _prctl_setup() -> object:
     return load
 
 
-def _child(fds: list[int], rlimits: tuple[tuple[int, int, int], ...], load: object) -> None:
-    """In the forked child: become a fresh batch process, then run the job. Never returns."""
+def _child(fds: list[int], started: int, rlimits: tuple[tuple[int, int, int], ...], load: object) -> None:
+    """In the forked child: become a fresh batch process, say so on ``started``, then run the job.
+    Never returns."""
     code = CHILD_FAILED
     try:
         os.setsid()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
-        os.closerange(3, 1 << 16)
+        started = os.dup2(started, 3)
+        os.closerange(4, 1 << 16)
         os.chdir("/work")
         for kind, soft, hard in rlimits:
             limit = resource.getrlimit(kind)[1]
@@ -95,28 +99,45 @@ def _child(fds: list[int], rlimits: tuple[tuple[int, int, int], ...], load: obje
         if program is None:
             raise OSError("no seccomp program for this machine")
         load(program)  # type: ignore[operator]
-        code = 1
-        from .runner import main  # noqa: PLC0415 - loaded already (the server imported it)
-
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            if exc.code is not None and not isinstance(exc.code, int):
-                sys.stderr.write(f"{exc.code}\n")
-        except BaseException:  # noqa: BLE001 - as an uncaught exception ends ``python -c``
-            import traceback  # noqa: PLC0415
-
-            traceback.print_exc()
-            code = 1
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:  # noqa: BLE001, S110 - the code under test may have replaced or closed them
-                pass
-    finally:
+        # the server learns that the job is about to start on a pipe no code under test ever holds
+        os.write(started, b"1")
+        os.close(started)
+    except BaseException:  # noqa: BLE001 - the reason goes to the batch's stderr, nothing of the job ran
+        _print_exception()
         os._exit(code)
+    os._exit(_run_job())
+
+
+def _run_job() -> int:
+    """Run the job as ``python -c`` with the harness's boot lines would; the exit status."""
+    from .runner import main  # noqa: PLC0415 - loaded already (the server imported it)
+
+    code = 1
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            sys.stderr.write(f"{exc.code}\n")
+    except BaseException:  # noqa: BLE001 - as an uncaught exception ends ``python -c``
+        _print_exception()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001, S110 - the code under test may have replaced or closed them
+            pass
+    return code
+
+
+def _print_exception() -> None:
+    try:
+        import traceback  # noqa: PLC0415
+
+        traceback.print_exc()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001, S110 - stderr is the code's to break
+        pass
 
 
 def _remove(path: str) -> None:
@@ -146,13 +167,26 @@ def _wipe(modes: dict[str, int]) -> bool:
         return False
 
 
-def _fork(fds: list[int], rlimits: tuple[tuple[int, int, int], ...], load: object) -> int:
+def _fork(fds: list[int], rlimits: tuple[tuple[int, int, int], ...], load: object) -> tuple[int, int]:
+    """Fork the batch's child; its pid and the read end of the pipe it writes once set up."""
+    started_r, started_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _child(fds, rlimits, load)
-    for fd in fds:
+        _child(fds, started_w, rlimits, load)
+    for fd in (*fds, started_w):
         os.close(fd)
-    return pid
+    return pid, started_r
+
+
+def _started(fd: int) -> bool:
+    """Whether the ended child got as far as its job (it wrote one byte before the harness started)."""
+    try:
+        os.set_blocking(fd, False)
+        return os.read(fd, 1) == b"1"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _wait(sock: socket.socket, pid: int) -> tuple[int, float, bool]:
@@ -224,11 +258,12 @@ def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...]) -> None:
             for fd in fds:
                 os.close(fd)
             continue
-        pid = _fork(fds, rlimits, load)
+        pid, started = _fork(fds, rlimits, load)
         code, cpu, gone = _wait(sock, pid)
+        ran = _started(started)
         clean = _wipe(modes)
         if gone:
             return
-        sock.send(f"exit {code} {cpu:.4f} {'ok' if clean else 'retire'}".encode())
+        sock.send(f"exit {code} {cpu:.4f} {'ok' if clean else 'retire'} {'job' if ran else 'setup'}".encode())
         if not clean:
             return
