@@ -159,6 +159,19 @@ def test_static_and_class_methods_run_without_an_instance():
     assert sims(result) == [1.0, 0.0, 1.0]  # a staticmethod computing the same is the same function
 
 
+def test_new_is_given_its_class_as_python_gives_it():
+    # __new__ is a static method Python passes the class to: super().__new__(cls) needs the real class
+    context = "class Point(tuple):\n    ORIGIN = 0\n\n"
+    new = ("    def __new__(cls, x: int, y: int = 0):\n        if x < cls.ORIGIN:\n            x = -x\n"
+           "        return super().__new__(cls, (x, y))\n")
+    swapped = new.replace("(x, y)", "(y, x)")
+    result = compare(new, new, swapped, context=context)
+    assert result.conclusive, result.reason
+    assert "TypeError" not in {json.loads(i.output).get("exception") for i in result.inputs}
+    assert all(json.loads(i.output)["return"]["type"] == "Point" for i in result.inputs if i.valid)
+    assert sims(result)[0] == 1.0 and sims(result)[1] < 1.0
+
+
 # --- mocked dependencies: the call log ---------------------------------------------------------------
 
 HTTP_CONTEXT = 'import requests\n\nBASE = "https://api.example.com"\n\n'

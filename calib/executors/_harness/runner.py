@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import types
+from functools import partial
 
 from . import canon, env, hints, scaffold, standins
 from .calls import (
@@ -264,6 +265,8 @@ class Runner:
         if raw is None:
             raise scaffold.ScaffoldError(f"{placed.qualname} was not defined")
         if isinstance(raw, staticmethod):
+            if placed.kind == "classmethod":  # ``__new__``: static, and its first argument is the class
+                return partial(raw.__func__, owner), None
             return raw.__func__, None
         if isinstance(raw, classmethod):
             return raw.__get__(None, owner), None

@@ -108,6 +108,10 @@ class Placed:
             name = dec.id if isinstance(dec, ast.Name) else dec.attr if isinstance(dec, ast.Attribute) else ""
             if name in ("staticmethod", "classmethod", "property"):
                 return name
+        # Python makes these class methods without a decorator (``__new__`` a static method that is
+        # given the class: it is called the same way)
+        if self.node.name in ("__new__", "__init_subclass__", "__class_getitem__"):
+            return "classmethod"
         return "method"
 
 
