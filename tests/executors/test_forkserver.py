@@ -138,6 +138,26 @@ def _server_pid(sandbox: Sandbox) -> int:
     return pid
 
 
+def _in_one_server(*jobs: tuple[bytes, float], limits: Limits | None = None) -> list:
+    """Run the jobs (with their wall clocks) one after another in a new sandbox; one fork server must
+    have run them all (whatever each did to it)."""
+    sandbox = Sandbox(limits=limits, fork_server=True)
+
+    async def each() -> tuple[list, set[int]]:
+        runs, pids = [], set()
+        for job, wall in jobs:
+            runs.append(await sandbox.run(job, wall_seconds=wall))
+            pids.add(_server_pid(sandbox))
+        return runs, pids
+
+    try:
+        runs, pids = asyncio.run(each())
+    finally:
+        sandbox.close()
+    assert len(pids) == 1, pids
+    return runs
+
+
 LITTER = """\
 import os
 found = {"work": sorted(os.listdir("/work")), "tmp": sorted(os.listdir("/tmp"))}
@@ -154,19 +174,7 @@ return found
 
 @needs_bwrap
 def test_a_batch_finds_nothing_an_earlier_batch_of_its_server_left():
-    sandbox = Sandbox(fork_server=True)
-
-    async def twice():
-        first = await sandbox.run(_job(LITTER), wall_seconds=30)
-        pid = _server_pid(sandbox)
-        second = await sandbox.run(_job(LITTER), wall_seconds=30)
-        return first, second, pid, _server_pid(sandbox)
-
-    try:
-        first, second, pid_before, pid_after = asyncio.run(twice())
-    finally:
-        sandbox.close()
-    assert pid_before == pid_after  # one server ran both
+    first, second = _in_one_server((_job(LITTER), 30), (_job(LITTER), 30))
     assert first.died is None and second.died is None, second.stderr.decode(errors="replace")
     # the harness's own capture file is all there is, both times
     assert _value(_output(first)["return"]) == {"work": [], "tmp": [".calib_fd"]}
@@ -210,19 +218,8 @@ return seen
 
 @needs_bwrap
 def test_a_child_cannot_signal_its_server_or_read_it_through_proc():
-    sandbox = Sandbox(fork_server=True)
-
-    async def probe():
-        run = await sandbox.run(_job(PROBE), wall_seconds=30)
-        pid = _server_pid(sandbox)
-        again = await sandbox.run(_job("return n + 1\n"), wall_seconds=30)
-        return run, pid, again
-
-    try:
-        run, pid, again = asyncio.run(probe())
-        assert _server_pid(sandbox) == pid  # the server lived through it and served the next batch
-    finally:
-        sandbox.close()
+    # the server lives through it and serves the next batch
+    run, again = _in_one_server((_job(PROBE), 30), (_job("return n + 1\n"), 30))
     assert run.died is None, run.stderr.decode(errors="replace")
     seen = _value(_output(run)["return"])
     assert seen["ppid_is_server"] is True
@@ -290,25 +287,12 @@ def test_the_server_never_holds_a_job_in_its_memory():
 
 @needs_bwrap
 def test_the_wall_clock_and_the_output_cap_kill_the_child_not_the_server():
-    sandbox = Sandbox(fork_server=True)
     spin = _job("while True:\n    pass\n")
     # fds 1 and 2 are the code's capture file: the channel is one of the harness's high descriptors
     flood = _job("import os\nfor fd in range(3, 256):\n    try:\n        while True:\n"
                  "            os.write(fd, b'x' * 65536)\n    except OSError:\n        pass\n")
-
-    async def go():
-        slow = await sandbox.run(spin, wall_seconds=1.0)
-        pid = _server_pid(sandbox)
-        sandbox.limits = type(sandbox.limits)(output_bytes=1 << 20)
-        big = await sandbox.run(flood, wall_seconds=30)
-        fine = await sandbox.run(_job("return n * 7\n"), wall_seconds=30)
-        return slow, big, fine, pid
-
-    try:
-        slow, big, fine, pid = asyncio.run(go())
-        assert _server_pid(sandbox) == pid
-    finally:
-        sandbox.close()
+    slow, big, fine = _in_one_server((spin, 1.0), (flood, 30), (_job("return n * 7\n"), 30),
+                                     limits=Limits(output_bytes=1 << 20))
     assert slow.timed_out and slow.died == "timeout" and slow.seconds < 10
     assert big.output_exceeded and big.died == "output_limit"
     assert fine.died is None and _output(fine)["return"] == 7
