@@ -69,15 +69,11 @@ _PYTHON_FLAGS = ("-P", "-s", "-S", "-B")
 # imports allocate much and free little; runner.main() turns it on before any code under test runs).
 _BOOT = """import gc
 gc.disable()
-import resource
-for _k, _soft, _hard in {limits}:
-    _max = resource.getrlimit(_k)[1]
-    if _max != resource.RLIM_INFINITY:
-        _hard = min(_hard, _max)
-    resource.setrlimit(_k, (min(_soft, _hard), _hard))
-del _k, _soft, _hard, _max, gc, resource
 import sys
 sys.path.insert(0, {root!r})
+from _harness import set_limits
+set_limits({limits})
+del gc, set_limits
 from _harness.runner import main
 main()
 """

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import gc
 import os
-import resource
 import select
 import signal
 import socket
 import stat
 import sys
 
-from . import seccomp
+from . import seccomp, set_limits
 
 READY = b"ready"
 RUN = b"run"
@@ -89,11 +88,7 @@ def _child(fds: list[int], started: int, rlimits: tuple[tuple[int, int, int], ..
         started = os.dup2(started, 3)
         os.closerange(4, 1 << 16)
         os.chdir("/work")
-        for kind, soft, hard in rlimits:
-            limit = resource.getrlimit(kind)[1]
-            if limit != resource.RLIM_INFINITY:
-                hard = min(hard, limit)
-            resource.setrlimit(kind, (min(soft, hard), hard))
+        set_limits(rlimits)
         code = SECCOMP_FAILED
         program = seccomp.program(pid=os.getpid())
         if program is None:
