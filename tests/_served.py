@@ -2,13 +2,16 @@
 
 tests/conftest.py registers :func:`tiny_model_dir` and :func:`served_model`, so the server, metric and
 CLI tests share one build and one server. Nothing here reaches the internet: the model is built
-locally and served on 127.0.0.1.
+locally and served on 127.0.0.1. The vLLM helpers at the end start ``servers/vllm/`` scripts for the
+tests that compare real vLLM servers with calib's own.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -79,3 +82,73 @@ def _wait_until_listening(proc: subprocess.Popen, log: Path, timeout: float) -> 
         time.sleep(0.05)
     proc.kill()
     raise AssertionError(f"calib serve did not answer /health within {timeout:.0f} s:\n{log.read_text()}")
+
+
+# --- vLLM's CPU build (servers/vllm/): the venv, and waiting for its servers --------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def vllm_venv() -> Path:
+    """The venv of ``servers/vllm/build-venv.sh``: ``$CALIB_VLLM_VENV`` (older name ``$VLLM_VENV``), else
+    ``servers/vllm/.venv``."""
+    named = os.environ.get("CALIB_VLLM_VENV") or os.environ.get("VLLM_VENV")
+    return Path(named) if named else ROOT / "servers" / "vllm" / ".venv"
+
+
+def needs_vllm() -> pytest.MarkDecorator:
+    """Skip, with the reason, where no vLLM venv has been built."""
+    venv = vllm_venv()
+    return pytest.mark.skipif(not (venv / "bin" / "python").exists(),
+                              reason=f"no vLLM venv at {venv}: build it with servers/vllm/build-venv.sh (about "
+                                     "3.5 GB; CALIB_VLLM_VENV chooses where) to run this test")
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (vLLM takes a port number, not 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_vllm(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A ``servers/vllm/`` script in its own process group (so that :func:`stop_vllm` ends every process)."""
+    with log.open("w") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **(env or {}), "CALIB_VLLM_VENV": str(vllm_venv())})
+
+
+def wait_for_vllm(proc: subprocess.Popen, urls: list[str], log: Path, timeout: float = 900.0) -> None:
+    """Until every URL answers ``/health`` 200; fails with the log's tail if the script exits first.
+
+    The limit only guards against a hang: vLLM takes one to a few minutes to start on 2 busy cores.
+    """
+    deadline = time.monotonic() + timeout
+    waiting = list(urls)
+    while waiting:
+        if proc.poll() is not None:
+            pytest.fail(f"vLLM exited {proc.returncode} before answering:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(waiting[0] + "/health", timeout=5) as resp:
+                if resp.status == 200:
+                    waiting.pop(0)
+                    continue
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"vLLM did not answer /health within {timeout:.0f} s:\n{log.read_text()[-4000:]}")
+        time.sleep(2)
+
+
+def stop_vllm(proc: subprocess.Popen) -> None:
+    """SIGTERM to the script's process group (API servers and engine processes), SIGKILL to what outlives 60 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            proc.poll()
+            os.killpg(proc.pid, 0)  # raises ProcessLookupError once the whole group is gone
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

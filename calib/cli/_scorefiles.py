@@ -27,11 +27,22 @@ def _suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
+def _require_file(p: Path) -> None:
+    """Raise a one-line InputError unless ``p`` is a regular file (a folder, a FIFO, a missing path)."""
+    if p.is_file():
+        return
+    if p.is_dir():
+        raise InputError("is a folder; give the path of a score file", path=str(p))
+    if p.exists():
+        raise InputError("is not a regular file (a FIFO, socket or device); give the path of a score file",
+                         path=str(p))
+    raise InputError("no such file; give the path of a score file", path=str(p))
+
+
 def read_table(path: str | Path) -> pl.DataFrame:
     """Read a CSV/TSV/Parquet/JSON-lines table; raise :class:`InputError` naming the file on failure."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError("no such file; give the path of a score file", path=str(p))
+    _require_file(p)
     suffix = _suffix(p)
     try:
         if suffix == ".parquet":
@@ -109,12 +120,15 @@ def read_scores(path: str | Path, column: str = "score") -> NDArray[np.float64]:
     if _suffix(p) in TABLE_SUFFIXES:
         values = column_values(read_table(p), column, p)
     else:
-        if not p.is_file():
-            raise InputError("no such file; give the path of a score file", path=str(p))
+        _require_file(p)
         try:
             text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read as text: {exc}", path=str(p)) from exc
+        except OSError as exc:
+            raise InputError(f"cannot read the file ({exc.strerror or exc}); check its permissions",
+                             path=str(p)) from exc
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); give "
+                             "one score per line, or a .csv/.tsv/.parquet/.jsonl table", path=str(p)) from exc
         out: list[float] = []
         for number, raw in enumerate(text.splitlines(), start=1):
             line = raw.strip()

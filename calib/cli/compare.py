@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,15 +19,35 @@ from typing import Any
 import click
 
 from calib._exceptions import InputError
+from calib.cli._untrusted import json_text, shown
 
 __all__ = ["compare", "load_inputs"]
 
 
 def _read(path: Path, what: str) -> str:
+    """The text of a regular file; anything else (a FIFO, a device, a directory) is refused before it is
+    read, so a named pipe cannot make calib wait forever."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once (no writer needed)
     except OSError as exc:
         raise InputError(f"cannot read the {what}: {exc.strerror or exc}", path=str(path)) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "not a regular file")
+            raise InputError(f"the {what} is {kind}, not a regular file; save its content to a file and pass that",
+                             path=str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            data = handle.read()
+    except OSError as exc:
+        raise InputError(f"cannot read the {what}: {exc.strerror or exc}", path=str(path)) from exc
+    finally:
+        if fd >= 0:
+            os.close(fd)
     try:
         return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as exc:
@@ -96,7 +118,8 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
 
 
 def _human(result: dict[str, Any], tau: float) -> str:
-    lines = [f"conclusive: {'yes' if result['conclusive'] else 'no (' + result['reason'] + ')'}",
+    """The human summary; every string from a run (reasons, messages) and every path is :func:`shown`."""
+    lines = [f"conclusive: {'yes' if result['conclusive'] else 'no (' + shown(result['reason']) + ')'}",
              f"valid inputs {result['valid_inputs']} of {len(result['inputs'])}, line coverage "
              f"{'not measured' if result['coverage'] is None else format(result['coverage'], '.0%')}, "
              f"distinct outputs {result['distinct_outputs']}"]
@@ -104,8 +127,8 @@ def _human(result: dict[str, Any], tau: float) -> str:
         marks = "".join("." if m is None else ("=" if m else "x") for m in cand["matches"])
         sim = "n/a" if cand["sim_func"] is None else f"{cand['sim_func']:.2f}"
         verdict = "" if cand["sim_func"] is None else (" (>= tau_func)" if cand["sim_func"] >= tau else "")
-        extra = f" [{cand['outcome']}: {cand['message']}]" if cand["outcome"] != "ran" else ""
-        lines.append(f"{cand['path']}: sim_func {sim}{verdict}  {marks}{extra}")
+        extra = f" [{shown(cand['outcome'])}: {shown(cand['message'])}]" if cand["outcome"] != "ran" else ""
+        lines.append(f"{shown(cand['path'])}: sim_func {sim}{verdict}  {marks}{extra}")
     return "\n".join(lines)
 
 
@@ -190,7 +213,7 @@ def compare(truth: Path, candidates: tuple[Path, ...], context_file: Path | None
     record["truth"] = str(truth)
     record["language"] = language
     if as_json:
-        click.echo(json.dumps(record))
+        click.echo(json_text(record))
     else:
         click.echo(_human(record, tau_func))
     sys.stdout.flush()

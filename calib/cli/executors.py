@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from calib._exceptions import InputError
+from calib.cli._untrusted import json_text, shown
 
 __all__ = ["ablate", "executors", "load_functions", "reason_key"]
 
@@ -196,10 +197,10 @@ def ablate(functions: tuple[Path, ...], spec_file: Path, server_name: str | None
                                                                                                confidence),
               "functions": results}
     if as_json:
-        click.echo(json.dumps(record))
+        click.echo(json_text(record))
         return
-    click.echo(f"{len(items)} functions, server {name!r}, prompts {PROMPTS_VERSION}")
+    click.echo(f"{len(items)} functions, server {shown(repr(name))}, prompts {PROMPTS_VERSION}")
     for level, s in record["levels"].items():
-        reasons = ", ".join(f"{k} {v}" for k, v in s["reasons"].items()) or "-"
+        reasons = ", ".join(f"{shown(k)} {v}" for k, v in s["reasons"].items()) or "-"  # from generated code
         click.echo(f"{level:<15} {s['conclusive']:>4}/{s['n']:<4} {s['rate']:6.1%}  "
                    f"[{s['low']:.3f}, {s['high']:.3f}]  {reasons}")

@@ -2,10 +2,16 @@
 
 Errors a user can fix (a :class:`~calib.CalibError`, a bad option or argument) end the program with
 one line on stderr and exit code 2; ``--debug`` (or ``CALIB_DEBUG=1``) shows the traceback instead.
+So do the errors the system reports about a user's files, which no command anticipated: an
+:class:`OSError` (a path that is a folder, unwritable, missing, a full disk) becomes one line naming the
+path and what to do, a :class:`UnicodeDecodeError` one line saying the input is not UTF-8 text. Any other
+exception is a bug in calib and keeps its traceback (exit code 1), as does ``KeyboardInterrupt`` (which
+click turns into ``calib: aborted``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -62,6 +68,40 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+#: What to do about an OSError, by errno (the rest get "check the path").
+_OS_HINTS = {
+    errno.EACCES: "check its permissions or choose another path",
+    errno.EPERM: "check its permissions or choose another path",
+    errno.EROFS: "the file system is read-only; choose another path",
+    errno.ENOENT: "check that the path (and its folder) exists",
+    errno.EISDIR: "it is a folder; give a file",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; fix the path",
+    errno.EEXIST: "something is already there; move it away or choose another path",
+    errno.ENOSPC: "the disk is full; free space or choose another path",
+    errno.EDQUOT: "the disk quota is exceeded; free space or choose another path",
+    errno.ENAMETOOLONG: "the name is too long; shorten it",
+}
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError: the path(s) it names, the system's reason and what to do."""
+    where = ""
+    if exc.filename is not None:
+        where = f"{os.fsdecode(exc.filename)}: "
+        if exc.filename2 is not None:
+            where = f"{os.fsdecode(exc.filename)} -> {os.fsdecode(exc.filename2)}: "
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    hint = _OS_HINTS.get(exc.errno or 0, "check the path" if exc.filename is not None else "")
+    return _one_line(f"{where}{reason}{'; ' + hint if hint else ''}")
+
+
+def decode_error_line(exc: UnicodeDecodeError) -> str:
+    """One line for undecodable input: which byte, and that calib reads text files as UTF-8."""
+    byte = exc.object[exc.start : exc.start + 1].hex()
+    return (f"an input file is not UTF-8 text (byte 0x{byte} at offset {exc.start}); give a text file "
+            f"saved as UTF-8 (--debug shows which file was being read)")
+
+
 def main(args: Sequence[str] | None = None) -> None:
     """Run the ``calib`` command line; exits the process with the command's status."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -93,5 +133,15 @@ def main(args: Sequence[str] | None = None) -> None:
         if debug:
             raise
         click.echo(f"calib: error: {_one_line(str(exc))}", err=True)
+        sys.exit(EXIT_USAGE)
+    except UnicodeDecodeError as exc:
+        if debug:
+            raise
+        click.echo(f"calib: error: {decode_error_line(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        if debug:
+            raise
+        click.echo(f"calib: error: {os_error_line(exc)}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(rv if isinstance(rv, int) else 0)

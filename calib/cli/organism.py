@@ -25,11 +25,13 @@ def build(preset: str, seed: int, cache_dir: Path | None, as_json: bool) -> None
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from calib._progress import LineProgress, use_lines
     from calib.organism.build import build_organism
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
-                  console=Console(stderr=True)) as bar:  # stdout carries only the result
+    # stdout carries only the result; progress goes to stderr: bars on a terminal, else lines.
+    with (LineProgress(prefix="calib organism build: ") if use_lines() else
+          Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
+                   TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=Console(stderr=True))) as bar:
         tasks: dict[str, int] = {}
 
         def progress(phase: str, done: int, total: int) -> None:

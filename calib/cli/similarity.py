@@ -21,6 +21,7 @@ import click
 import polars as pl
 
 from calib._exceptions import InputError
+from calib.cli._untrusted import json_text, shown
 from calib.cli.compare import _read
 
 __all__ = ["EXTENSIONS", "load_server_tables", "similarity"]
@@ -147,11 +148,11 @@ def similarity(reference: Path, candidate: Path, language: str | None, metrics_t
         if row["detail"] is not None:
             details[row["metric"]] = json.loads(row["detail"])
     if as_json:
-        click.echo(json.dumps({**values, "language": lang, "reasons": reasons, "details": details}))
+        click.echo(json_text({**values, "language": lang, "reasons": reasons, "details": details}))
         return
     width = max(len(n) for n in values)
-    click.echo(f"{reference.name} vs {candidate.name} ({lang})")
+    click.echo(f"{shown(reference.name)} vs {shown(candidate.name)} ({shown(lang)})")
     for name, value in values.items():
-        shown = f"{value:.4f}" if value is not None else "—"
-        note = f"  ({reasons[name]})" if name in reasons else ""
-        click.echo(f"  {name:<{width}}  {shown}{note}")
+        number = f"{value:.4f}" if value is not None else "—"
+        note = f"  ({shown(reasons[name])})" if name in reasons else ""  # a judge's or server's words
+        click.echo(f"  {shown(name):<{width}}  {number}{note}")

@@ -26,7 +26,8 @@ _SPEC = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--fresh", is_flag=True, help="Delete the run directory's previous results first.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="J",
               help="Executions and metric processes at once (default: the CPU count).")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--quiet", is_flag=True,
+              help="No progress bars (on a terminal) or progress lines (without one); warnings still show.")
 def study(spec: Path, run_dir: Path | None, stage: str | None, limit: int | None, fresh: bool, jobs: int | None,
           quiet: bool) -> None:
     """Run the study SPEC (a TOML file), resuming where an earlier run stopped."""

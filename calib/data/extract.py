@@ -27,6 +27,12 @@ dropped). Drop reasons (:data:`~calib.data.schema.DROP_REASONS`) count documents
 ``empty_document``, ``fim_sentinel`` and, in Python, ``syntax_error`` (the document is skipped whole);
 they count functions for ``too_short``, ``too_long``, ``duplicate`` and, in brace languages,
 ``syntax_error`` (a function whose syntax tree holds an error; the rest of the document is kept).
+Two caps bound the work and the memory one document can take (a 50 MB single-line file would
+otherwise parse into gigabytes of syntax tree): a document over ``max_document_bytes`` UTF-8 bytes is
+dropped whole as ``too_large`` before it is decoded or parsed, and one with a line over
+``max_line_chars`` characters (minified or generated code, data blobs) as ``long_line``. The defaults,
+1,000,000 bytes and 1,000 characters, are the filters of the Codex and The Stack corpora; ``None``
+turns a cap off.
 ``context`` keeps at most ``max_context_chars`` characters (cut at a line start): prompts use a few
 hundred tokens of it, and a full prefix per function would make memory quadratic in the file size.
 """
@@ -48,6 +54,8 @@ from calib._exceptions import InvalidParameterError
 from calib.data.schema import FUNCTIONS_SCHEMA, function_id
 
 __all__ = [
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "DEFAULT_MAX_LINE_CHARS",
     "FIM_SENTINEL",
     "LANGUAGES",
     "Deduplicator",
@@ -69,6 +77,10 @@ FIM_SENTINEL = re.compile(
 )
 
 DEFAULT_MAX_CONTEXT_CHARS = 8_000
+#: Documents over this many UTF-8 bytes are dropped whole (``too_large``), before decoding or parsing.
+DEFAULT_MAX_DOCUMENT_BYTES = 1_000_000
+#: Documents with a line over this many characters are dropped whole (``long_line``).
+DEFAULT_MAX_LINE_CHARS = 1_000
 
 
 @dataclass(frozen=True)
@@ -93,13 +105,38 @@ class Candidate:
     has_error: bool = False
 
 
-def _validate(min_lines: int, max_lines: int, max_context_chars: int | None) -> None:
+def _validate(min_lines: int, max_lines: int, max_context_chars: int | None, **caps: int | None) -> None:
     if min_lines < 0 or max_lines < min_lines:
         raise InvalidParameterError(
             f"min_lines={min_lines}, max_lines={max_lines}: need 0 <= min_lines <= max_lines"
         )
     if max_context_chars is not None and max_context_chars < 0:
         raise InvalidParameterError(f"max_context_chars={max_context_chars}: need None or >= 0")
+    for name, value in caps.items():
+        if value is not None and value < 1:
+            raise InvalidParameterError(f"{name}={value}: need None (no cap) or >= 1")
+
+
+def oversized(document: str | bytes, max_document_bytes: int | None, max_line_chars: int | None) -> str | None:
+    """``too_large`` or ``long_line`` when ``document`` breaks a cap (module docstring), else None.
+
+    Bytes are measured as given; a str by its UTF-8 length. Lines are split on LF, CR and CRLF alike.
+    """
+    if max_document_bytes is not None:
+        size = len(document)
+        if isinstance(document, str) and size <= max_document_bytes and not document.isascii():
+            size = len(document.encode("utf-8", "surrogatepass"))
+        if size > max_document_bytes:
+            return "too_large"
+    if max_line_chars is not None and len(document) > max_line_chars:
+        newline, cr = ("\n", "\r") if isinstance(document, str) else (b"\n", b"\r")
+        lines = document.replace(cr, newline).split(newline)  # type: ignore[arg-type]
+        # bytes over-count multi-byte characters: recount in characters only a line that seems too long
+        for line in lines:
+            if len(line) > max_line_chars and (isinstance(line, str)
+                                               or len(line.decode("utf-8", "replace")) > max_line_chars):
+                return "long_line"
+    return None
 
 
 def normalise_newlines(text: str) -> str:
@@ -304,15 +341,23 @@ def _screen(text: str, dropped: Counter[str]) -> bool:
 def extract_document(document: str | bytes, *, language: str, source: str, path: str, min_lines: int = 10,
                      max_lines: int = 50, metadata: Mapping[str, Any] | None = None,
                      max_context_chars: int | None = DEFAULT_MAX_CONTEXT_CHARS,
-                     deduplicator: Deduplicator | None = None) -> ExtractionResult:
+                     deduplicator: Deduplicator | None = None,
+                     max_document_bytes: int | None = DEFAULT_MAX_DOCUMENT_BYTES,
+                     max_line_chars: int | None = DEFAULT_MAX_LINE_CHARS) -> ExtractionResult:
     """Decode, screen and cut one document in ``language`` (one of :data:`LANGUAGES`).
 
-    Bytes that are not UTF-8 drop the document (``not_utf8``). With a ``deduplicator``, functions it
-    has seen before are dropped (``duplicate``). Other parameters as in :func:`extract_python`.
+    A document over ``max_document_bytes`` bytes (``too_large``) or with a line over ``max_line_chars``
+    characters (``long_line``) is dropped whole before it is parsed; ``None`` turns a cap off. Bytes that
+    are not UTF-8 drop the document (``not_utf8``). With a ``deduplicator``, functions it has seen before
+    are dropped (``duplicate``). Other parameters as in :func:`extract_python`.
     """
     if language not in LANGUAGES:
         raise InvalidParameterError(f"language={language!r}: expected one of {', '.join(LANGUAGES)}")
-    _validate(min_lines, max_lines, max_context_chars)
+    _validate(min_lines, max_lines, max_context_chars, max_document_bytes=max_document_bytes,
+              max_line_chars=max_line_chars)
+    reason = oversized(document, max_document_bytes, max_line_chars)
+    if reason is not None:
+        return ExtractionResult([], Counter({reason: 1}))
     if isinstance(document, bytes | bytearray):
         try:
             text = bytes(document).decode("utf-8-sig")

@@ -39,6 +39,9 @@ DROP_REASONS = (
     "too_long",  # body longer than max_lines
     "duplicate",  # exact duplicate of a function kept earlier
     "empty_document",  # a row without code
+    "too_large",  # the document is over the byte cap (max_document_bytes); it is skipped unread
+    "long_line",  # a line is over the character cap (max_line_chars): minified or generated code
+    "unreadable",  # calib extract: the file could not be read (permissions, I/O error)
     "judge_rejected",  # the optional LLM-judge filter said no
 )
 

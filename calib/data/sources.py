@@ -7,8 +7,10 @@ Tables may be gzip (``.gz``) or zstd (``.zst``) compressed; both are decoded by 
 extra package is needed.
 
 A document that cannot be used is not an exception: it is yielded with ``text=None`` and
-``metadata["error"]`` set to the drop reason (``not_utf8``, ``empty_document``, ``bad_row: ...``), so the
-extractor can count it in the report.
+``metadata["error"]`` set to the drop reason (``not_utf8``, ``empty_document``, ``too_large``,
+``unreadable``, ``bad_row: ...``), so the extractor can count it in the report. A plain file or a JSONL
+line over ``max_document_bytes`` is never read past the cap (``too_large``), so one huge file or line
+cannot exhaust memory; table cells over it are dropped the same way once read.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from calib._exceptions import InputError, InvalidParameterError
+from calib.data.extract import DEFAULT_MAX_DOCUMENT_BYTES
 
 __all__ = ["FORMATS", "METADATA_KEYS", "CorpusSpec", "Document", "infer_format", "iter_documents", "iter_file"]
 
@@ -91,6 +94,9 @@ class CorpusSpec:
         Files named explicitly in ``paths`` are always read.
     chunk_rows
         Rows per Parquet record batch.
+    max_document_bytes
+        A document over this many bytes is dropped (``too_large``) without reading the rest of it;
+        ``None`` reads documents of any size.
     """
 
     paths: tuple[str, ...] = ()
@@ -99,6 +105,7 @@ class CorpusSpec:
     metadata_columns: Mapping[str, str] | None = None
     extensions: tuple[str, ...] = ()
     chunk_rows: int = 10_000
+    max_document_bytes: int | None = DEFAULT_MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
         if isinstance(self.paths, (str, os.PathLike)):
@@ -116,6 +123,9 @@ class CorpusSpec:
             )
         if not isinstance(self.chunk_rows, int) or self.chunk_rows < 1:
             raise InvalidParameterError(f"chunk_rows must be a positive integer; got {self.chunk_rows!r}")
+        cap = self.max_document_bytes
+        if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+            raise InvalidParameterError(f"max_document_bytes must be None or a positive integer; got {cap!r}")
         if not self.content_column:
             raise InvalidParameterError("content_column must name a column; got an empty string")
 
@@ -149,7 +159,7 @@ def iter_file(
     label = name if name is not None else str(file)
     fmt = spec.format or infer_format(file)
     if fmt == "files":
-        return _iter_plain(file, label, path if path is not None else label)
+        return _iter_plain(file, label, path if path is not None else label, spec.max_document_bytes)
     if fmt == "jsonl":
         return _iter_jsonl(file, label, spec)
     if fmt == "csv":
@@ -254,11 +264,16 @@ def _decode(data: bytes) -> str | None:
         return None
 
 
-def _iter_plain(file: Path, label: str, path: str) -> Iterator[Document]:
+def _iter_plain(file: Path, label: str, path: str, cap: int | None) -> Iterator[Document]:
     try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the file ({exc.strerror or exc}); check its permissions", path=label) from exc
+        with file.open("rb") as handle:
+            data = handle.read() if cap is None else handle.read(cap + 1)
+    except OSError:
+        yield Document(None, label, path, {"error": "unreadable"})
+        return
+    if cap is not None and len(data) > cap:
+        yield Document(None, label, path, {"error": "too_large"})
+        return
     text = _decode(data)
     if text is None:
         yield Document(None, label, path, {"error": "not_utf8"})
@@ -266,8 +281,10 @@ def _iter_plain(file: Path, label: str, path: str) -> Iterator[Document]:
         yield Document(text, label, path, {})
 
 
-def _row_document(content: Any, meta: dict[str, str], source: str) -> Document:
+def _row_document(content: Any, meta: dict[str, str], source: str, cap: int | None = None) -> Document:
     path = meta.get("path") or source
+    if cap is not None and isinstance(content, str | bytes) and len(content) > cap:
+        return Document(None, source, path, {**meta, "error": "too_large"})
     if isinstance(content, bytes):
         content = _decode(content)
         if content is None:
@@ -326,14 +343,36 @@ def _one_line(message: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _capped_lines(stream: IO[bytes], cap: int | None) -> Iterator[bytes | None]:
+    """Each line of ``stream``; None for a line over ``cap`` bytes, whose rest is skipped unread."""
+    if cap is None:
+        yield from stream
+        return
+    while True:
+        line = stream.readline(cap + 2)  # the line, its newline and one byte to tell it is over the cap
+        if not line:
+            return
+        if len(line.rstrip(b"\r\n")) <= cap:
+            yield line
+            continue
+        while not line.endswith(b"\n"):
+            line = stream.readline(_READ_BUFFER)
+            if not line:
+                break
+        yield None
+
+
 def _iter_jsonl(file: Path, label: str, spec: CorpusSpec) -> Iterator[Document]:
     columns: dict[str, str] | None = None
     with _open_binary(file) as stream:
-        # One line at a time: memory is bounded by the longest line, whatever the file's size.
-        for number, line in enumerate(stream, start=1):
+        # One line at a time, each read up to the cap: memory is bounded by the cap, whatever the file.
+        for number, line in enumerate(_capped_lines(stream, spec.max_document_bytes), start=1):
+            source = f"{label}#row={number}"
+            if line is None:
+                yield Document(None, source, source, {"error": "too_large"})
+                continue
             if not line.strip():
                 continue
-            source = f"{label}#row={number}"
             try:
                 row = json.loads(line)
             except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
@@ -347,7 +386,7 @@ def _iter_jsonl(file: Path, label: str, spec: CorpusSpec) -> Iterator[Document]:
             if columns is None:
                 _check_content_column(spec, row.keys(), label)
                 columns = _metadata_columns(spec, row.keys(), label)
-            yield _row_document(row.get(spec.content_column), _meta(row, columns), source)
+            yield _row_document(row.get(spec.content_column), _meta(row, columns), source, spec.max_document_bytes)
 
 
 def _iter_csv(file: Path, label: str, spec: CorpusSpec) -> Iterator[Document]:
@@ -387,7 +426,7 @@ def _iter_csv(file: Path, label: str, spec: CorpusSpec) -> Iterator[Document]:
             content = record[content_index] if content_index < len(record) else None
             if content is not None and _has_surrogates(content):
                 content = content.encode("utf-8", "surrogateescape")  # _row_document records it as not_utf8
-            yield _row_document(content, _meta(values, columns), source)
+            yield _row_document(content, _meta(values, columns), source, spec.max_document_bytes)
 
 
 def _iter_parquet(file: Path, label: str, spec: CorpusSpec) -> Iterator[Document]:
@@ -419,4 +458,4 @@ def _iter_parquet_file(source_file: Path | IO[bytes], label: str, spec: CorpusSp
         for index, content in enumerate(contents):
             row += 1
             values = {column: data[column][index] for column in columns.values()}
-            yield _row_document(content, _meta(values, columns), f"{label}#row={row}")
+            yield _row_document(content, _meta(values, columns), f"{label}#row={row}", spec.max_document_bytes)

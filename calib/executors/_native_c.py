@@ -1,4 +1,4 @@
-"""C signatures and call glue for the native harness (``executors/harness/c/harness.c``).
+"""C signatures and call glue for the native harness (``executors/harness/c/function.c``).
 
 Supported parameters: integer types (``char`` is a character), ``float``/``double``, ``bool``/``_Bool``,
 ``char *``/``const char *`` strings (a non-const one is reported after the call), pointers or ``[]``

@@ -1,4 +1,4 @@
-"""C++ signatures and call glue for the native harness (``executors/harness/cpp/harness.cpp``).
+"""C++ signatures and call glue for the native harness (``executors/harness/cpp/function.cpp``).
 
 Supported parameters: the C scalars (``char`` is a character), ``std::string`` and ``std::vector<T>``
 of those (also nested one level: ``std::vector<std::string>``), by value, by const reference, or by

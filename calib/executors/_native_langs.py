@@ -54,6 +54,18 @@ class Language:
     def template(self) -> str:
         return (HARNESS_ROOT / self.name / f"harness.{self.source_name.rsplit('.', 1)[1]}").read_text(encoding="utf-8")
 
+    def sources(self, function: str, sig: Signature) -> dict[str, str]:
+        """Every file of the harness directory by the name it is built under, placeholders filled: the
+        harness itself is ``source_name``; C and C++ also have the function's own translation unit
+        (``function.c``/``function.cpp``) and the header both include."""
+        body, glue = self.prepare(function, sig), self.glue(sig)
+        out = {}
+        for path in sorted((HARNESS_ROOT / self.name).iterdir()):
+            name = self.source_name if path.stem == "harness" else path.name
+            text = path.read_text(encoding="utf-8")
+            out[name] = text.replace("/*@CALIB_FUNCTION@*/", body).replace("/*@CALIB_CALL@*/", glue)
+        return out
+
     def find_tools(self) -> Tools | None:
         return self.locate()
 
@@ -67,13 +79,35 @@ def which_real(name: str) -> str | None:
 
 def _locate_gcc(driver: str) -> Callable[[], Tools | None]:
     def locate() -> Tools | None:
-        exe = which_real(driver)
-        return Tools({"cc": exe}) if exe else None
+        exe = {"cc": which_real(driver), "sh": which_real("sh"), "nm": which_real("nm"),
+               "objcopy": which_real("objcopy")}
+        return Tools(exe) if all(exe.values()) else None  # type: ignore[arg-type]
     return locate
 
 
+# Two translation units: the function (with its glue) and the harness. The global symbols the function's
+# object defines, but calib_call, are made local before the link, so a `main`, `malloc` or `fwrite` of
+# the function's own cannot replace the harness's (C++: weak ones, i.e. inline and template code, stay
+# global; they are merged by the linker, and the standard headers are read before the function's macros).
+SPLIT_BUILD = r"""set -e
+cd "$1"; cc="$2"; shift 2
+"$cc" "$@" -c function.{ext} -o function.o
+nm -g --defined-only --format=posix function.o | grep -E '^[^ ]+ [{kinds}] ' | cut -d' ' -f1 \
+  | grep -vx calib_call > local.syms || true
+objcopy --localize-symbols=local.syms function.o
+"$cc" "$@" -c main.{ext} -o harness.o
+"$cc" function.o harness.o -o prog {libs}
+"""
+
+
+def split_build(tools: Tools, build: str, cc: str, ext: str, kinds: str, libs: str, flags: list[str]) -> list[str]:
+    """The build command of a two-unit language (C, C++): a fixed shell script, its arguments apart."""
+    script = SPLIT_BUILD.format(ext=ext, kinds=kinds, libs=libs)
+    return [tools.exe["sh"], "-c", script, "calib-build", build, tools.exe[cc], *flags]
+
+
 def _c_build(tools: Tools, build: str) -> list[str]:
-    return [tools.exe["cc"], "-std=gnu11", "-O1", "-fwrapv", "-w", "-o", f"{build}/prog", f"{build}/main.c", "-lm"]
+    return split_build(tools, build, "cc", "c", "TDBRGSVW", "-lm", ["-std=gnu11", "-O1", "-fwrapv", "-w"])
 
 
 def _native_run(tools: Tools, build: str, memory_mb: int) -> list[str]:

@@ -8,7 +8,7 @@ import shutil
 from calib.executors._native_cpp import cpp_glue, parse_cpp
 from calib.executors._native_go import go_glue, parse_go
 from calib.executors._native_java import java_glue, parse_java
-from calib.executors._native_langs import Language, Tools, java_etc, rust_sysroot, which_real
+from calib.executors._native_langs import Language, Tools, java_etc, rust_sysroot, split_build, which_real
 from calib.executors._native_rust import parse_rust, rust_glue
 
 __all__ = ["languages"]
@@ -80,12 +80,13 @@ def _go_build(tools: Tools, build: str) -> list[str]:
 
 
 def _locate_gxx() -> Tools | None:
-    gxx = which_real("g++")
-    return Tools({"cxx": gxx}) if gxx else None
+    exe = {"cxx": which_real("g++"), "sh": which_real("sh"), "nm": which_real("nm"), "objcopy": which_real("objcopy")}
+    return Tools(exe) if all(exe.values()) else None  # type: ignore[arg-type]
 
 
 def _cpp_build(tools: Tools, build: str) -> list[str]:
-    return [tools.exe["cxx"], "-std=gnu++17", "-O1", "-fwrapv", "-w", "-o", f"{build}/prog", f"{build}/main.cpp"]
+    # strong symbols only: weak ones (inline functions, template instances) are shared COMDAT code
+    return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", ["-std=gnu++17", "-O1", "-fwrapv", "-w"])
 
 
 def languages() -> dict[str, Language]:

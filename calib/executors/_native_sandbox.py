@@ -1,21 +1,27 @@
 """The two bubblewrap profiles of the native executors: *build* (a compiler) and *run* (the program).
 
 Both are composed from the pieces of :mod:`calib.executors.sandbox` (``_namespace_args``: every
-namespace unshared, no capabilities, uid/gid nobody, ``--die-with-parent``, ``--new-session``;
+namespace unshared but, as root, the user namespace; no capabilities once the first lines have become
+uid/gid nobody (host uid 65534 as root: writable binds are handed to it first); ``--die-with-parent``,
+``--new-session``;
 ``_system_binds``: ``/usr`` and the library directories read-only, a fresh ``/proc`` and ``/dev``) plus
 a private ``/tmp`` and ``/work`` (bounded tmpfs), a read-only root and ``/dev``, and a cleared
-environment. The first process inside is the base Python interpreter (read-only), which sets the
-rlimits and then ``execv``s the compiler or program, so limits hold before any toolchain code runs.
+environment. The first process inside, the sandbox's pid 1 (``--as-pid-1``), is the base Python
+interpreter (read-only): it becomes nobody, makes itself non-dumpable and forks the process that sets
+the rlimits and then ``execv``s the compiler or program (:func:`zygote.execute`), so limits hold before
+any toolchain code runs, and nothing in the sandbox can reach pid 1.
 
-- *build*: no seccomp filter (compilers start processes: gcc runs cc1, as and ld; rustc runs the
-  linker; go build runs compile and link), so this profile relies on the namespaces alone. What it can
-  reach: the system read-only, the toolchain's own directory read-only (the Rust sysroot), and ONE
-  writable directory, the host temp directory holding this variant's source and receiving the binary
-  (bound at ``/build``); for Go also the build cache (``/gocache``, see docs). No network, no host
-  home, no project, no run directory. Compilers only read the source; no code of the candidate runs
-  here (cgo, annotation processors and build scripts are off or absent).
-- *run*: the same, with the seccomp filter of :func:`calib.executors.sandbox.seccomp_filter` (no new
-  processes, threads allowed), ``/build`` read-only, and the executor's limits.
+- *build*: only the fork server's seccomp program (``seccomp.program(forks=True)``: no ``ptrace``,
+  ``mount``, ``unshare`` ...; compilers start processes: gcc runs cc1, as and ld; rustc runs the
+  linker; go build runs compile and link). What it can reach: the system read-only, the toolchain's own
+  directory read-only (the Rust sysroot), and ONE writable directory, the host temp directory holding
+  this variant's source and receiving the binary (bound at ``/build``); for Go also the build cache
+  (``/gocache``, see docs). No network, no host home, no project, no run directory. Compilers only read
+  the source; no code of the candidate runs here (cgo, annotation processors and build scripts are off
+  or absent).
+- *run*: the same, and the process loads the batch's program of :func:`calib.executors.sandbox.seccomp_filter`
+  (no new processes, threads allowed) before it executes the program; ``/build`` read-only, and the
+  executor's limits.
 
 Without bubblewrap and with ``unsafe_no_sandbox`` both run as plain child processes with the same
 rlimits (the Python sandbox warns the same way).
@@ -35,18 +41,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from calib.executors.sandbox import Sandbox, SandboxRun, _namespace_args, _system_binds, base_interpreter
+from calib.executors._harness import NOBODY, seccomp
+from calib.executors.sandbox import (
+    _INSIDE_HARNESS,
+    _TOPS,
+    HARNESS_DIR,
+    Sandbox,
+    SandboxRun,
+    _namespace_args,
+    _parents,
+    _system_binds,
+    base_interpreter,
+)
 
 __all__ = ["Profile", "RunResult", "build", "inside", "run_lines"]
 
-# The first lines inside: rlimits (never raising a hard limit the host already holds lower), then exec.
-_BOOT = """import os, resource, sys
-for k, soft, hard in {limits}:
-    top = resource.getrlimit(k)[1]
-    if top != resource.RLIM_INFINITY:
-        hard = min(hard, top)
-    resource.setrlimit(k, (min(soft, hard), hard))
+# The first lines without a sandbox: the rlimits (never raising a hard limit the host holds lower), exec.
+_BOOT = """import os, sys
+sys.path.insert(0, {root!r})
+from _harness import set_limits
+set_limits({limits})
 os.execv(sys.argv[1], sys.argv[1:])
+"""
+# In a sandbox: nobody with no capabilities, then this interpreter stays the sandbox's pid 1 (not
+# dumpable; bubblewrap runs with --as-pid-1) and forks the process that sets the rlimits, loads the
+# seccomp program (run profile) and executes the compiler or program.
+_SANDBOX_BOOT = """import sys
+sys.path.insert(0, {root!r})
+from _harness import drop_privileges
+drop_privileges()
+from _harness.zygote import execute
+execute({limits}, sys.argv[1:], filtered={filtered!r})
 """
 
 
@@ -76,24 +101,28 @@ class Profile:
 
 
 def _argv(sb: Sandbox, profile: Profile, inner: Sequence[str], seccomp_fd: int | None) -> list[str]:
-    boot = [base_interpreter(), "-I", "-S", "-c", _BOOT.format(limits=repr(profile.rlimits()))]
     if sb.unsafe:
-        return [*boot, *inner]
-    args = [sb.bwrap or "bwrap", *_namespace_args(sb.disable_userns), *_system_binds()]
+        boot = _BOOT.format(limits=repr(profile.rlimits()), root=str(HARNESS_DIR.parent))
+        return [base_interpreter(), "-I", "-S", "-c", boot, *inner]
+    boot = _SANDBOX_BOOT.format(limits=repr(profile.rlimits()), root=_INSIDE_HARNESS, filtered=profile.seccomp)
+    args = [sb.bwrap or "bwrap", *_namespace_args(sb.disable_userns, pid1=True), *_system_binds()]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
-    for path in dict.fromkeys((os.path.realpath(sys.base_prefix), *profile.ro)):
+    ro = list(dict.fromkeys((os.path.realpath(sys.base_prefix), *profile.ro)))
+    args += _parents(*ro, *(inside for _, inside, _ in profile.binds), f"{_INSIDE_HARNESS}/_harness")
+    for path in ro:
         args += ["--ro-bind", path, path]
+    args += ["--ro-bind", str(HARNESS_DIR), f"{_INSIDE_HARNESS}/_harness"]
     for host, inside, writable in profile.binds:
         args += ["--bind" if writable else "--ro-bind", host, inside]
-    args += ["--size", str(profile.tmpfs_bytes), "--tmpfs", "/tmp",
-             "--size", str(64 << 20), "--tmpfs", "/work",
-             "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--clearenv",
+    for top, size in zip(_TOPS, (profile.tmpfs_bytes, 64 << 20), strict=True):
+        args += ["--size", str(size), "--tmpfs", top]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--clearenv",
              "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/work",
              "--setenv", "TMPDIR", "/tmp"]
     for key, value in profile.env:
         args += ["--setenv", key, value]
-    return args + [*boot, *inner]
+    return args + [base_interpreter(), "-I", "-S", "-c", boot, *inner]
 
 
 def inside(sb: Sandbox, host: str, mount: str) -> str:
@@ -110,7 +139,13 @@ async def _spawn(sb: Sandbox, profile: Profile, inner: Sequence[str], *, limit: 
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         for key, value in profile.env:  # a mount point named in the environment is the host path here
             env[key] = next((host for host, mount, _ in profile.binds if value == mount), value)
-    program = sb._seccomp if (profile.seccomp and not sb.unsafe) else None  # noqa: SLF001
+    # bubblewrap loads the fork server's program (pid 1 forks; so do compilers); the child of the run
+    # profile adds the batch's itself
+    program = None if sb.unsafe else seccomp.program(forks=True)
+    if not sb.unsafe and os.geteuid() == 0:
+        for host, _inside, writable in profile.binds:
+            if writable:
+                _hand_over(host)
     seccomp_fd = None
     try:
         if program is not None:
@@ -126,6 +161,17 @@ async def _spawn(sb: Sandbox, profile: Profile, inner: Sequence[str], *, limit: 
     finally:
         if seccomp_fd is not None:
             os.close(seccomp_fd)
+
+
+def _hand_over(path: str) -> None:
+    """Give a writable bind's host directory (and, once, what is in it) to host uid 65534, the sandbox's
+    user when calib is root."""
+    if os.lstat(path).st_uid == NOBODY:
+        return
+    for top, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(top, name), NOBODY, NOBODY)
+        os.lchown(top, NOBODY, NOBODY)
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

@@ -22,7 +22,6 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -113,10 +112,10 @@ class _Feed:
 class ForkServer:
     """One fork server: a ``bwrap`` process tree and the host's end of its control socket."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, errlog: object) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, errlog: int) -> None:
         self.proc = proc
         self.sock = sock
-        self._errlog = errlog
+        self._errlog = errlog  # the read end of the server's stderr until it is ready, then -1
         self.runs = 0
         self.broken = False
 
@@ -128,7 +127,8 @@ class ForkServer:
     async def start(cls, command: Callable[[int, int | None], list[str]], seccomp: bytes | None) -> ForkServer:
         """Start a server: ``command(control_fd, seccomp_fd)`` is its argv (bubblewrap and the boot lines)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        errlog = tempfile.TemporaryFile()  # noqa: SIM115 - read if the server fails, closed with it
+        # the server's stderr: a pipe (never a host file the sandbox could write), read only if it fails
+        errlog, err_w = os.pipe()
         seccomp_fd = None
         try:
             fds = [theirs.fileno()]
@@ -139,15 +139,16 @@ class ForkServer:
                 finally:
                     os.close(write_end)
                 fds.append(seccomp_fd)
-            # bubblewrap gets no environment either: its pid-1 init would show it as /proc/1/environ
+            # bubblewrap gets no environment either (nothing of the host's may reach the sandbox)
             proc = subprocess.Popen(command(theirs.fileno(), seccomp_fd), stdin=subprocess.DEVNULL,  # noqa: S603
-                                    stdout=subprocess.DEVNULL, stderr=errlog, start_new_session=True, env={},
+                                    stdout=subprocess.DEVNULL, stderr=err_w, start_new_session=True, env={},
                                     pass_fds=tuple(fds))
         except BaseException:
             ours.close()
-            errlog.close()
+            os.close(errlog)
             raise
         finally:
+            os.close(err_w)
             theirs.close()
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
@@ -159,17 +160,29 @@ class ForkServer:
             server.close()
             raise
         if message != READY:
-            why = message.decode("utf-8", "replace").removeprefix("error ").strip() or server._stderr_tail()
-            server.close()
+            why = message.decode("utf-8", "replace").removeprefix("error ").strip()
+            server.close(keep_stderr=True)
+            why = why or server._stderr_tail()
+            server._close_stderr()
             raise ForkServerError(f"the fork server did not start: {why or 'no reason given'}")
+        server._close_stderr()
         return server
 
     def _stderr_tail(self) -> str:
+        """The end of what the (stopped) server wrote on its stderr."""
+        data = b""
         try:
-            self._errlog.seek(0)  # type: ignore[attr-defined]
-            return self._errlog.read()[-2000:].decode("utf-8", "replace").strip()  # type: ignore[attr-defined]
-        except (OSError, ValueError):
-            return ""
+            os.set_blocking(self._errlog, False)
+            while chunk := os.read(self._errlog, 1 << 16):
+                data = (data + chunk)[-2000:]
+        except OSError:
+            pass
+        return data.decode("utf-8", "replace").strip()
+
+    def _close_stderr(self) -> None:
+        if self._errlog >= 0:
+            os.close(self._errlog)
+            self._errlog = -1
 
     def _kill_child(self) -> None:
         try:
@@ -242,7 +255,7 @@ class ForkServer:
         return SandboxRun(returncode=code, stdout=bytes(out.data), stderr=bytes(err.data), timed_out=timed_out,
                           output_exceeded=out.exceeded, seconds=time.monotonic() - started, cpu_seconds=cpu)
 
-    def close(self) -> None:
+    def close(self, *, keep_stderr: bool = False) -> None:
         """Kill the server's sandbox (and any child in it) and wait for it."""
         self.broken = True
         try:
@@ -254,7 +267,5 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             pass
         self.sock.close()
-        try:
-            self._errlog.close()  # type: ignore[attr-defined]
-        except OSError:
-            pass
+        if not keep_stderr:
+            self._close_stderr()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import secrets
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -94,9 +95,8 @@ class NativeExecutor:
         """Compile one variant into ``workdir``; (the directory, "") or (None, the compiler's complaint)."""
         lang, tools = self.lang, self.tools
         assert tools is not None
-        source = lang.template().replace("/*@CALIB_FUNCTION@*/", lang.prepare(function, sig)).replace(
-            "/*@CALIB_CALL@*/", lang.glue(sig))
-        Path(workdir, lang.source_name).write_text(source, encoding="utf-8")
+        for name, text in lang.sources(function, sig).items():
+            Path(workdir, name).write_text(text, encoding="utf-8")
         where = inside(self.sandbox, workdir, "/build")
         profile = Profile(memory_bytes=lang.build_memory, cpu_seconds=120, tmpfs_bytes=512 << 20,
                           file_bytes=256 << 20, open_files=1024, seccomp=False, ro=tools.ro,
@@ -124,12 +124,14 @@ class NativeExecutor:
         pending = list(range(len(args)))
         deaths = 0
         while pending:
+            key = secrets.token_hex(16)  # a new key per process: only lines carrying it are the harness's
             async with self._slots:
                 got = await run_lines(self.sandbox, profile, lang.run_argv(tools, where, c.memory_mb),
-                                      [args[i] for i in pending], first_seconds=lang.startup + c.input_timeout,
+                                      [key, *(args[i] for i in pending)], first_seconds=lang.startup + c.input_timeout,
                                       line_seconds=c.input_timeout)
+            events = [event for event in got.lines if event.get("key") == key]
             seen: set[int] = set()
-            for event in got.lines:
+            for event in events:
                 k = event.get("i")
                 if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(pending) or k in seen:
                     continue
@@ -142,7 +144,7 @@ class NativeExecutor:
             if not missing:
                 break
             why = got.died or "exited early"  # e.g. the function called exit()
-            if not any("ready" in event for event in got.lines) and got.stderr.strip():
+            if not any("ready" in event for event in events) and got.stderr.strip():
                 why = "harness failed: " + got.stderr.strip().splitlines()[-1][:200]
             results[missing[0]] = (False, why)
             pending = missing[1:]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -58,6 +59,25 @@ def _events(run: SandboxRun) -> list[dict[str, Any]]:
     return events
 
 
+def _nonce() -> str:
+    """A batch's nonce: the harness echoes it in every event, and lines without it are not the harness's."""
+    return secrets.token_hex(16)
+
+
+def _ours(events: list[dict[str, Any]], nonce: str) -> list[dict[str, Any]]:
+    """The events that carry the batch's nonce, up to its ``done``. This drops lines that code under
+    test writes blindly (on every descriptor, on stdout); it is not a proof of origin, since code in
+    the same interpreter can find the nonce (docs/executors.md, *What a batch can forge*)."""
+    kept = []
+    for event in events:
+        if event.get("nonce") != nonce:
+            continue
+        kept.append(event)
+        if event.get("event") == "done":
+            break
+    return kept
+
+
 def _index(value: Any, size: int) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size else None
 
@@ -70,13 +90,37 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
-def _well_formed_explore(event: dict[str, Any]) -> bool:
+#: Keys of an input state (docs/executors.md, "Input states").
+_STATE_KEYS = frozenset({"args", "self", "files", "seed", "standins"})
+
+
+def _well_formed_state(state: Any) -> bool:
+    if not isinstance(state, dict) or not set(state) <= _STATE_KEYS:
+        return False
+    args, files = state.get("args", {}), state.get("files", {})
+    return (isinstance(args, dict) and all(isinstance(v, str) for v in args.values())
+            and (files is None or isinstance(files, dict) and all(isinstance(v, str) for v in files.values())))
+
+
+def _explore_problem(event: dict[str, Any], n_inputs: int, given: list[dict[str, Any]] | None) -> str:
+    """Why an ``explore`` event cannot be x's report ('' when it can): the host checks what it can
+    by itself, whatever the batch claims: its shape, at most ``n_inputs`` inputs (exactly the given
+    inputs, in order, when the user gave them)."""
     chosen = event.get("chosen")
     if not isinstance(chosen, list) or not _ints(event.get("executable")):
-        return False
-    return all(isinstance(c, dict) and isinstance(c.get("state"), dict) and isinstance(c.get("valid"), bool)
-               and isinstance(c.get("status"), str) and isinstance(c.get("output"), str) and _ints(c.get("lines"))
-               for c in chosen)
+        return "no list of chosen inputs"
+    if given is not None and len(chosen) != len(given):
+        return f"{len(chosen)} inputs reported for {len(given)} given"
+    if given is None and len(chosen) > n_inputs:
+        return f"{len(chosen)} inputs reported, at most n_inputs={n_inputs}"
+    for i, c in enumerate(chosen):
+        if not (isinstance(c, dict) and _well_formed_state(c.get("state")) and isinstance(c.get("valid"), bool)
+                and isinstance(c.get("status"), str) and isinstance(c.get("output"), str)
+                and _ints(c.get("lines"))):
+            return f"input {i} is not an input state with its output state"
+        if given is not None and c["state"] != given[i]:
+            return f"input {i} is not the given input {i}"
+    return ""
 
 
 class SandboxExecutor:
@@ -107,7 +151,7 @@ class SandboxExecutor:
         async with self._slots:
             return await self.sandbox.run(json.dumps(job).encode("utf-8"), wall_seconds=wall)
 
-    async def _start_ahead(self, context: str, function: str) -> Batch | None:
+    async def _start_ahead(self, context: str, function: str) -> tuple[Batch, str] | None:
         """Start a replay batch of ``function`` now, to be given its input states later; None when
         ``workers`` batches are already waiting ahead (that replay then starts when its states are known)."""
         if self.sandbox.forks:  # a fork server starts a batch in milliseconds: nothing to win ahead
@@ -115,7 +159,8 @@ class SandboxExecutor:
         self._ahead = {b for b in self._ahead if not b.done}
         if len(self._ahead) + self._starting >= self.config.workers:
             return None
-        job = self._job("replay", context, function, wait=True)
+        nonce = _nonce()
+        job = self._job("replay", context, function, wait=True, nonce=nonce)
         self._starting += 1
         try:
             batch = await self.sandbox.start(json.dumps(job).encode("utf-8") + b"\n")
@@ -124,10 +169,11 @@ class SandboxExecutor:
         finally:
             self._starting -= 1
         self._ahead.add(batch)
-        return batch
+        return batch, nonce
 
-    async def _release(self, batch: Batch | None) -> None:
-        if batch is not None:
+    async def _release(self, started: tuple[Batch, str] | None) -> None:
+        if started is not None:
+            batch = started[0]
             try:
                 await batch.cancel()  # nothing to do when it has finished
             finally:
@@ -147,13 +193,17 @@ class SandboxExecutor:
         else:
             wall = _STARTUP_SLACK + c.budget_seconds + 2 * c.input_timeout
         died = ""
+        given = extra.get("inputs")
         for _ in range((len(inputs) if inputs is not None else _MAX_EXPLORE_RESTARTS) + 1):
-            run = await self._run(self._job("explore", context, truth, avoid=avoid, crashed=crashed, **extra), wall)
-            events = _events(run)
+            nonce = _nonce()
+            run = await self._run(self._job("explore", context, truth, avoid=avoid, crashed=crashed, nonce=nonce,
+                                            **extra), wall)
+            events = _ours(_events(run), nonce)
             for event in events:
                 if event.get("event") == "explore":
-                    if not _well_formed_explore(event):
-                        return None, "crashed: malformed harness output"
+                    problem = _explore_problem(event, c.n_inputs, given)
+                    if problem:
+                        return None, f"crashed: malformed harness output ({problem})"
                     return event, ""
                 if event.get("event") == "error":
                     return None, f"unparsable: {event.get('message', '')}"
@@ -166,7 +216,7 @@ class SandboxExecutor:
         return None, f"crashed: {died}"
 
     async def _replay(self, context: str, function: str, states: list[dict[str, Any]],
-                      wanted: set[int], ahead: Batch | None = None) -> _Replay:
+                      wanted: set[int], ahead: tuple[Batch, str] | None = None) -> _Replay:
         """Run ``function`` on the states whose index is in ``wanted`` (x's valid inputs); ``ahead`` is
         its first batch if it was started ahead (:meth:`_start_ahead`)."""
         c = self.config
@@ -178,17 +228,21 @@ class SandboxExecutor:
                 break
             wall = _STARTUP_SLACK + c.input_timeout * (len(pending) + 1)
             skip = sorted({*result.outputs, *done})
-            if ahead is not None and not ahead.done:
+            if ahead is not None and not ahead[0].done:
+                batch, nonce = ahead
                 async with self._slots:
                     try:
                         rest = json.dumps({"inputs": states, "skip": skip}).encode("utf-8") + b"\n"
-                        run = await ahead.finish(rest, wall_seconds=wall)
+                        run = await batch.finish(rest, wall_seconds=wall)
                     finally:
-                        self._ahead.discard(ahead)
+                        self._ahead.discard(batch)
             else:
-                run = await self._run(self._job("replay", context, function, inputs=states, skip=skip), wall)
+                nonce = _nonce()
+                run = await self._run(self._job("replay", context, function, inputs=states, skip=skip, nonce=nonce),
+                                      wall)
             started: int | None = None
-            for event in _events(run):
+            seen: set[int] = set()  # indices this batch reported
+            for event in _ours(_events(run), nonce):
                 kind = event.get("event")
                 if kind == "error":
                     result.error = f"unparsable: {event.get('message', '')}"
@@ -198,8 +252,12 @@ class SandboxExecutor:
                 elif kind == "result":
                     index = _index(event.get("index"), len(states))
                     output = event.get("output")
-                    if index is None or not isinstance(output, str):
+                    if index is None or not isinstance(output, str) or index in done:
                         continue  # forged or torn: the input counts as not finished
+                    if index in seen or index in result.outputs:  # the harness reports an input once
+                        result.outputs[index] = json.dumps({"outcome": "reported twice"})
+                        continue
+                    seen.add(index)
                     result.outputs[index] = output
                     started = None
             if started is None and run.returncode == THREADS_EXIT and not run.timed_out:

@@ -1,25 +1,28 @@
 """bubblewrap: the process sandbox every untrusted execution runs in (DESIGN.md, "Execution semantics").
 
-Each batch is a fresh ``bwrap`` process with: no network and no other namespaces shared (user, PID,
-IPC, UTS, cgroup, network), no capabilities, a read-only view of the system (``/usr``, the Python
-installation, the harness, and any import paths the user names) and nothing else of the host — no home
-directories, no run directory, no project; a private ``/tmp`` and working directory ``/work`` (tmpfs of
-bounded size); a cleared environment with ``PYTHONHASHSEED=0``. Limits: CPU time, address space, file
-size, open files and process count (rlimits, set by the batch's first lines, before it reads its
-job), a wall-clock timeout (the whole process group is killed), and a cap on the bytes read back.
-The root and ``/dev`` are read-only (both are unbounded tmpfs otherwise), and bubblewrap itself runs
-with an empty environment (its pid-1 init inside the sandbox would show the host's environment as
-``/proc/1/environ``).
+Each batch is a fresh ``bwrap`` process with: no network and no other namespaces shared (PID, IPC, UTS,
+cgroup, network; and user, unless calib is root: then no user namespace, and the first lines switch to
+host uid 65534, :func:`calib.executors._harness.drop_privileges`), no capabilities, calib's own
+non-dumpable interpreter as pid 1 (``--as-pid-1``; it forks the batch, :func:`zygote.oneshot`), a
+read-only view of the system (``/usr``, the Python installation, the harness, and any import paths the
+user names) and nothing else of the host — no home directories, no run directory, no project; a private
+``/tmp`` and working directory ``/work`` (tmpfs of bounded size); a cleared environment with
+``PYTHONHASHSEED=0``. Limits: CPU time, address space, file size, open files and process count (rlimits,
+set by the batch's process before it reads its job), a wall-clock timeout (the whole process group
+is killed), and a cap on the bytes read back. The root and ``/dev`` are read-only (both are unbounded
+tmpfs otherwise), and bubblewrap itself runs with an empty environment.
 
 A seccomp filter (x86-64 and aarch64) makes new processes impossible: ``fork``, ``vfork`` and a
-``clone`` without ``CLONE_THREAD`` fail with ``EPERM`` (threads still work; ``clone3`` says
-``ENOSYS`` so that the C library falls back to ``clone``), as do a few kernel interfaces no function
-needs (``ptrace``, ``mount``, ``unshare``, ``bpf``, ``io_uring`` ...) or that would hold memory outside
-the address-space limit (``memfd_create``, System V shared memory and message queues; the open-files
-limit bounds pipe and socket buffers). The filter is what stops a fork bomb:
-``RLIMIT_NPROC`` is not enforced for root (the kernel exempts uid 0 even inside a user namespace),
-and the harness's audit-hook policy (no process starts, no ctypes library loading) runs in the same
-interpreter as the code, so it is a convenience — a clear ``sandbox_denied`` — not a boundary.
+``clone`` without ``CLONE_THREAD`` fail with ``EPERM`` (threads still work; ``clone3`` says ``ENOSYS``
+so that the C library falls back to ``clone``), as do a few kernel interfaces no function needs
+(``ptrace``, ``mount``, ``unshare``, ``bpf``, ``io_uring`` ...) or that would hold memory outside the
+address-space limit (``memfd_create``, System V shared memory and message queues, inotify, growing a
+socket's buffers; the open-files limit bounds how many), or that would leave state for a later batch
+(extended attributes) or make the kernel signal another process (``F_SETOWN``, ``O_ASYNC`` ...;
+:mod:`calib.executors._harness.seccomp`). The filter is what stops a fork bomb: as root no per-batch
+``RLIMIT_NPROC`` is set (host uid 65534 is every batch's), and the harness's audit-hook policy (no
+process starts, no ctypes library loading) runs in the same interpreter as the code, so it is a
+convenience — a clear ``sandbox_denied`` — not a boundary.
 
 Without bubblewrap, :class:`Sandbox` refuses to run unless ``unsafe=True`` (``--unsafe-no-sandbox``):
 then code runs as a plain child process with the same rlimits, and a warning says so on every start.
@@ -42,6 +45,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -63,10 +67,11 @@ _INSIDE_HARNESS = "/calib_harness"
 # string-hash order (set iteration would then differ between x's two runs). The environment is
 # cleared anyway; -P keeps the working directory off sys.path, -s/-S keep site-packages out.
 _PYTHON_FLAGS = ("-P", "-s", "-S", "-B")
-# The batch's first lines: the rlimits (set here rather than between fork and exec, so that spawning
-# needs no Python in the forked child and can use vfork: forking the host, a large process, cost
-# milliseconds per batch), then the harness with the garbage collector off while it starts (its
-# imports allocate much and free little; runner.main() turns it on before any code under test runs).
+# The first lines of a batch without a sandbox (``unsafe``): the rlimits (set here rather than between
+# fork and exec, so that spawning needs no Python in the forked child and can use vfork: forking the
+# host, a large process, cost milliseconds per batch), then the harness with the garbage collector off
+# while it starts (its imports allocate much and free little; runner.main() turns it on before any code
+# under test runs).
 _BOOT = """import gc
 gc.disable()
 import sys
@@ -77,18 +82,34 @@ del gc, set_limits
 from _harness.runner import main
 main()
 """
-# A fork server's first lines: no rlimits of its own beyond no core files (each child sets the batch's),
-# the collector off while the harness loads (the server freezes what it loaded), then the server.
-_SERVER_BOOT = """import gc
+# A sandboxed batch's first lines: drop to nobody (before anything else), then a one-batch fork server:
+# this process is the sandbox's pid 1 (bubblewrap runs with --as-pid-1: no init of its own in there,
+# which would be dumpable and, without calib as root, run as the code's user) and forks the batch.
+_BATCH_BOOT = """import sys
+sys.path.insert(0, {root!r})
+from _harness import drop_privileges
+drop_privileges()
+import gc
+gc.disable()
+del gc, drop_privileges
+from _harness.zygote import oneshot
+oneshot({limits})
+"""
+# A fork server's first lines: nobody, no rlimits of its own beyond no core files (each child sets the
+# batch's), the collector off while the harness loads (the server freezes what it loaded), the server.
+_SERVER_BOOT = """import sys
+sys.path.insert(0, {root!r})
+from _harness import drop_privileges
+drop_privileges()
+import gc
 gc.disable()
 import resource
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-del gc, resource
-import sys
-sys.path.insert(0, {root!r})
+del gc, resource, drop_privileges
 from _harness.zygote import serve
-serve({control_fd}, {limits})
+serve({control_fd}, {limits}, {keep!r})
 """
+_TOPS = ("/tmp", "/work")  # the sandbox's own writable directories (bounded tmpfs)
 #: Set to 0 to start a sandbox per batch instead of forking batches from a fork server.
 FORK_SERVER_ENV = "CALIB_FORK_SERVER"
 _MAX_IDLE_SERVERS = 16
@@ -163,10 +184,55 @@ def _probe(bwrap: str, disable_userns: bool) -> tuple[bool, str]:
     return done.returncode == 0, done.stderr.decode("utf-8", "replace").strip()
 
 
-def _namespace_args(disable_userns: bool) -> list[str]:
-    args = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--uid", "65534", "--gid", "65534"]
-    return args + (["--disable-userns"] if disable_userns else [])
+def _namespace_args(disable_userns: bool, *, pid1: bool = False) -> list[str]:
+    """bubblewrap's namespace and privilege options; ``pid1``: the command is the sandbox's pid 1.
+
+    Not root: a user namespace where the sandbox's user, ``nobody``, is the host user. Root: no user
+    namespace (it would map ``nobody`` to host root, and ``/proc/sys`` would be writable); bubblewrap
+    keeps only ``CAP_CHOWN``, ``CAP_SETUID`` and ``CAP_SETGID`` for the sandbox's first lines, which give
+    ``/tmp`` and ``/work`` to nobody and switch to host uid 65534, which clears them
+    (:func:`calib.executors._harness.drop_privileges`)."""
+    if os.geteuid() == 0:
+        args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--cap-add", "CAP_CHOWN",
+                "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--uid", "65534", "--gid", "65534"] + (["--disable-userns"] if disable_userns else [])
+    return args + (["--as-pid-1"] if pid1 else [])
+
+
+def _parents(*paths: str) -> list[str]:
+    """``--dir`` (mode 0755) for every directory above the mount points ``paths`` that bubblewrap would
+    otherwise create with its source's mode (``/root`` 0700 above a Python under ``/root/.pyenv``: not
+    searchable by nobody), skipping those inside ``/usr`` and the like."""
+    args: list[str] = []
+    system = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+    seen = {"/"}
+    for path in paths:
+        parts = path.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            parent = "/" + "/".join(parts[:i])
+            if parent in seen or any(parent == top or parent.startswith(top + "/") for top in system):
+                continue
+            seen.add(parent)
+            args += ["--perms", "0755", "--dir", parent]
+    return args
+
+
+def _check_readable(path: str) -> None:
+    """Refuse an import path that nobody (host uid 65534, the sandbox's user when calib is root) cannot
+    list: its modules would be silently missing in the sandbox."""
+    st = os.stat(path)
+    if st.st_uid != 65534 and st.st_mode & 0o005 != 0o005:
+        raise CalibError(f"import path {path!r} is not readable in the sandbox: calib runs as root, so sandboxed "
+                         f"code runs as uid 65534, and the directory is mode {stat.S_IMODE(st.st_mode):o} (owner "
+                         f"uid {st.st_uid}); make it world-readable (chmod -R o+rX {path}) or run calib as a "
+                         "normal user")
+
+
+def _under_tops(path: str) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in _TOPS)
 
 
 def _system_binds() -> list[str]:
@@ -207,9 +273,15 @@ class Sandbox:
         if self.bwrap is None and not unsafe:
             raise SandboxUnavailable(
                 f"cannot execute untrusted code: bubblewrap does not work here ({why or 'unknown error'}); "
-                "install it (apt-get install bubblewrap) and allow unprivileged user namespaces, or pass "
-                "--unsafe-no-sandbox to run generated code with no isolation (only on a throw-away machine)")
+                + ("as root calib runs bubblewrap without a user namespace, which needs CAP_SYS_ADMIN (a "
+                   "privileged container): grant it or run calib as a normal user" if os.geteuid() == 0 else
+                   "install it (apt-get install bubblewrap) and allow unprivileged user namespaces")
+                + ", or pass --unsafe-no-sandbox to run generated code with no isolation (only on a throw-away "
+                "machine)")
         self.unsafe = self.bwrap is None
+        if not self.unsafe and os.geteuid() == 0:
+            for path in self.read_only:
+                _check_readable(path)
         self._seccomp = seccomp_filter()
         if fork_server is None:
             fork_server = os.environ.get(FORK_SERVER_ENV, "1").strip() != "0"
@@ -224,7 +296,7 @@ class Sandbox:
         return not self.unsafe
 
     def _rlimits(self) -> list[tuple[int, int, int]]:
-        """(resource, soft, hard) for each rlimit of a batch, applied by its first lines (``_BOOT``): a
+        """(resource, soft, hard) for each rlimit of a batch, applied by its process before the job: a
         hard limit the host already holds lower is kept (lowered, never raised)."""
         lim = self.limits
         out = [(resource.RLIMIT_CPU, lim.cpu_seconds, lim.cpu_seconds + 1),
@@ -232,31 +304,42 @@ class Sandbox:
                (resource.RLIMIT_FSIZE, lim.file_bytes, lim.file_bytes),
                (resource.RLIMIT_CORE, 0, 0),
                (resource.RLIMIT_NOFILE, lim.open_files, lim.open_files)]
-        if os.getuid() != 0:  # the host's uid: inside, the code runs as nobody
+        # not as root: nobody is the host user, whose own processes count. As root: host uid 65534, which
+        # every concurrent batch shares, so no per-batch count (the seccomp filter stops new processes)
+        if os.getuid() != 0:
             out.append((resource.RLIMIT_NPROC, lim.processes, lim.processes))
         return out
 
     def _boot(self, root: str) -> str:
+        """The first lines of a batch run without a sandbox (``unsafe``)."""
         return _BOOT.format(limits=repr(tuple(self._rlimits())), root=root)
 
     def command(self, seccomp_fd: int | None = None, *, control_fd: int | None = None) -> list[str]:
         """The argv of one batch (the harness reads its job on stdin; the seccomp program on ``seccomp_fd``),
         or with ``control_fd`` of a fork server (:mod:`calib.executors.forkserver`) on that socket."""
         python = base_interpreter()
+        limits = repr(tuple(self._rlimits()))
         if self.unsafe:
             return [python, *_PYTHON_FLAGS, "-c", self._boot(str(HARNESS_DIR.parent))]
-        boot = (self._boot(_INSIDE_HARNESS) if control_fd is None else
-                _SERVER_BOOT.format(root=_INSIDE_HARNESS, control_fd=control_fd, limits=repr(tuple(self._rlimits()))))
-        args = [self.bwrap or "bwrap", *_namespace_args(self.disable_userns), *_system_binds()]
+        # import paths inside /tmp or /work are bound after those tmpfs, or they would hide them
+        late = tuple(p for p in self.read_only if _under_tops(p))
+        early = [p for p in dict.fromkeys((os.path.realpath(sys.base_prefix), *self.read_only)) if p not in late]
+        boot = (_BATCH_BOOT.format(root=_INSIDE_HARNESS, limits=limits) if control_fd is None else
+                _SERVER_BOOT.format(root=_INSIDE_HARNESS, control_fd=control_fd, limits=limits, keep=late))
+        args = [self.bwrap or "bwrap", *_namespace_args(self.disable_userns, pid1=True), *_system_binds()]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
-        for path in dict.fromkeys((os.path.realpath(sys.base_prefix), *self.read_only)):
+        args += _parents(*early, f"{_INSIDE_HARNESS}/_harness")
+        for path in early:
             args += ["--ro-bind", path, path]
-        args += ["--ro-bind", str(HARNESS_DIR), f"{_INSIDE_HARNESS}/_harness",
-                 "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/tmp",
-                 "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/work",
-                 # the root and /dev are unbounded tmpfs: read-only, or code fills the host's memory
-                 "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work",
+        args += ["--ro-bind", str(HARNESS_DIR), f"{_INSIDE_HARNESS}/_harness"]
+        for top in _TOPS:  # nobody's (host uid 65534 when calib is root: the first lines chown them)
+            args += ["--size", str(self.limits.tmpfs_bytes), "--tmpfs", top]
+        args += _parents(*late)
+        for path in late:
+            args += ["--ro-bind", path, path]
+        # the root and /dev are unbounded tmpfs: read-only, or code fills the host's memory
+        args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work",
                  "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PATH", "/usr/bin:/bin",
                  "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/tmp",
                  "--setenv", "PYTHONIOENCODING", "utf-8"]
@@ -323,8 +406,8 @@ class Sandbox:
         early only lets its interpreter start while the host is still busy. The caller must
         :meth:`Batch.finish` or :meth:`Batch.cancel` it."""
         workdir = None
-        # bwrap itself gets no environment either: its pid-1 init inside the sandbox keeps bwrap's
-        # environment, readable there as /proc/1/environ (API keys and the like)
+        # bwrap itself gets no environment either: nothing of the host's (API keys and the like) may
+        # reach the sandbox, whatever bubblewrap passes on
         env: dict[str, str] | None = {}
         if self.unsafe:
             warnings.warn("calib: running untrusted code WITHOUT a sandbox (--unsafe-no-sandbox)",
@@ -333,7 +416,8 @@ class Sandbox:
             os.mkdir(os.path.join(workdir, "work"))
             env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir,
                    "CALIB_WORKDIR": os.path.join(workdir, "work"), "CALIB_CAPTURE": os.path.join(workdir, "fd")}
-        program = None if self.unsafe else self._seccomp
+        # the sandbox's pid 1 forks the batch, which loads its own program (:func:`zygote.oneshot`)
+        program = None if self.unsafe else _seccomp.program(forks=True)
         seccomp_fd = None
         started = time.monotonic()
         try:

@@ -15,6 +15,12 @@ candidate and language):
   replaces a data-flow score of 0 by 1 (``dataflow or 1``) both when there is no data flow and when
   none of the reference's data flow is matched; where the data-flow score is positive the two agree.
 
+codebleu 0.7 collects the variables a data-flow edge comes from in Python sets, whose order follows
+the string hash and so changes with ``PYTHONHASHSEED``; that order numbers the variables when data
+flows are compared, so the package's data-flow score of one pair differs between processes (and can
+drop below 1 for code that only renames identifiers). Here those sets keep first-seen order (the
+order of the code), which makes every value a pure function of the two texts.
+
 TSED (Song et al., 2024, ACL short): both codes are parsed with tree-sitter; the labels are the node
 types of every node, named and anonymous (``ERROR`` and missing-token nodes included), the root
 included; δ is the tree edit distance with costs ``delete``, ``insert``, ``rename`` (1, 1, 1 by
@@ -64,11 +70,30 @@ class _NoWarnings:
         return None
 
 
+class _FirstSeenSet(dict):
+    """Stands in for ``set`` inside codebleu's data-flow code: a set that iterates in first-seen order.
+
+    codebleu 0.7 merges the variables a variable comes from with ``list(set(...))``. A set of strings
+    iterates in hash order, which changes with ``PYTHONHASHSEED``; the order then decides how variables
+    are numbered when data flows are normalised, so the data-flow match (and CodeBLEU) of one pair
+    changed from process to process, and renamed code could lose its data-flow match. In first-seen
+    order (the order of the code) the value is a pure function of the two texts.
+    """
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(dict.fromkeys(items))
+
+    def add(self, item: Any) -> None:
+        self[item] = None
+
+
 @functools.cache
 def _codebleu() -> Any:
-    """``calc_codebleu`` with the data-flow warning silenced (imported on first use)."""
+    """``calc_codebleu`` with its data flow in code order and its warning silenced (imported on first use)."""
     dataflow_match = import_module("codebleu.dataflow_match")
     dataflow_match.logging = _NoWarnings
+    for module in (dataflow_match, import_module("codebleu.parser.DFG")):
+        module.set = _FirstSeenSet  # module globals come before builtins: the library's own code is unchanged
     return import_module("codebleu").calc_codebleu
 
 
@@ -117,6 +142,7 @@ class CodeBLEUParts(NamedTuple):
 
 def _reference_has_dataflow(reference_code: str, language: str) -> bool:
     """Whether codebleu extracts any data flow from the reference (its own steps, as in ``calc_codebleu``)."""
+    _codebleu()
     dataflow_match = import_module("codebleu.dataflow_match")
     utils = import_module("codebleu.utils")
     code = reference_code.strip()
@@ -163,7 +189,8 @@ class CodeBLEU:
     """
 
     kind = "structural"
-    version = "1"
+    #: 2: data flow in code order (1 took codebleu's hash order, which changed with PYTHONHASHSEED).
+    version = "2"
 
     def __init__(self, part: str = "codebleu") -> None:
         names = {value: key for key, value in _CODEBLEU_PARTS.items()}
@@ -188,7 +215,7 @@ class CodeBLEU:
         """Name, version, the packages and the weighting."""
         return {"name": self.name, "version": self.version, "packages": _versions(),
                 "weights": [0.25, 0.25, 0.25, 0.25], "tokenizer": "whitespace",
-                "no_dataflow": "mean of the other three parts"}
+                "no_dataflow": "mean of the other three parts", "dataflow_order": "code order"}
 
 
 @register("codebleu")

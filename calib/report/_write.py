@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from calib._exceptions import InputError
 from calib._files import atomic_write_text
 from calib.report._analysis import analyze_run
 from calib.report._census import Markup, census_report
@@ -88,6 +89,13 @@ def _content(run_dir: str | Path) -> tuple[Path, dict[str, Any], list[Any]]:
     return run.root, summary, blocks
 
 
+def _check_folder(folder: Path) -> None:
+    """Raise a one-line InputError when ``folder`` exists as something other than a folder."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError("is a file, where the report's folder goes; move or delete it, then run "
+                         "`calib report RUN` again", path=str(folder))
+
+
 def write_report(run_dir: str | Path) -> dict[str, Path]:
     """Render the audit report of the study in ``run_dir`` from its tables.
 
@@ -113,10 +121,13 @@ def write_report(run_dir: str | Path) -> dict[str, Path]:
     Raises
     ------
     InputError
-        One line, when the directory, ``spec.json`` or a table is missing or unreadable.
+        One line, when the directory, ``spec.json`` or a table is missing or unreadable, or when
+        ``RUN/report`` (or ``RUN/report/figures``) exists as a file.
     """
     root, summary, blocks = _content(run_dir)
     out = root / "report"
+    _check_folder(out)
+    _check_folder(out / "figures")
     figures = _figures(blocks)
     summary["figures"] = {f.name: f"figures/{f.name}.svg" for f in figures}
     for figure in figures:

@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from calib._exceptions import InvalidParameterError
-from calib.servers.base import ServerError
+from calib.servers.base import ServerError, normal_dtype
 from calib.servers.cache import RequestCache
 
-__all__ = ["api_key_from_env", "boundary_error", "check_config", "first_mismatch", "limit_from", "positive"]
+__all__ = ["api_key_from_env", "boundary_error", "check_config", "checked_dtype", "first_mismatch", "limit_from",
+           "positive", "stated_dtype"]
 
 _LIMIT = re.compile(r"(?:max(?:imum)?(?: allowed)?|at most|<=|less than or equal to)\D{0,12}?(\d+)", re.I)
 
@@ -85,3 +86,28 @@ def limit_from(error: str, asked: int) -> int | None:
         if 0 <= value < asked:
             return value
     return None
+
+
+def stated_dtype(name: str, config: Mapping[str, Any]) -> str | None:
+    """The ``dtype`` a spec states for a server's weights (``bfloat16``, ``torch.float16``), as a plain name."""
+    value = config.get("dtype")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"(torch\.)?[a-z][a-z0-9_]*", value.strip()):
+        raise InvalidParameterError(f"server {name!r}: dtype must name the weights' dtype as the server was started "
+                                    f"with it, e.g. dtype = \"bfloat16\" (vLLM's --dtype); got {value!r}")
+    return normal_dtype(value)
+
+
+def checked_dtype(name: str, stated: str | None, reported: Any, source: str) -> tuple[str | None, str]:
+    """``(dtype, note)`` for a server's provenance: the server's own dtype where it reports one (it must
+    equal a stated one), else the spec's, else None with the reason."""
+    dtype = normal_dtype(reported)
+    if dtype is not None:
+        if stated is not None and stated != dtype:
+            raise InvalidParameterError(f"server {name!r}: the spec states dtype = {stated!r} but the server reports "
+                                        f"{dtype!r} ({source}); correct dtype in the server's spec table")
+        return dtype, source
+    if stated is not None:
+        return stated, "spec dtype (stated, not reported by the server)"
+    return None, f"the server does not report it ({source} absent) and the spec states no dtype"

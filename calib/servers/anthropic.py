@@ -16,6 +16,9 @@ Config keys: ``model`` (required), ``api_key_env`` (the environment variable hol
 ``max_in_flight`` (8), ``revision`` (part of the cache identity), ``cache`` (a
 :class:`~calib.servers.cache.RequestCache`) and ``http_client`` (an ``httpx2.AsyncClient`` to send
 requests through, e.g. a mock transport in tests).
+
+Provenance (:meth:`AnthropicServer.provenance`): the spec's model and the ``model`` each answer names;
+the API reports no revision, dtype or server version, so they are recorded as null with that reason.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from calib.servers.base import (
     ScoredContinuation,
     Tool,
     ToolCall,
+    server_record,
 )
 from calib.servers.cache import cache_key
 from calib.servers.registry import register
@@ -112,6 +116,7 @@ class AnthropicServer:
         self.cache = config.get("cache")
         self.identity = {"kind": self.kind, "model": self.model, "revision": self.revision}
         self.stats = HttpStats()
+        self._answered: set[str] = set()  # the model each answer names (provenance)
 
     def __repr__(self) -> str:
         return f"AnthropicServer(name={self.name!r}, model={self.model!r})"
@@ -121,6 +126,15 @@ class AnthropicServer:
         return Capabilities(kind=self.kind, name=self.name, model=self.model, chat=True, tools=True,
                             notes=("chat only: no completions, scoring, tokenizer or embeddings",
                                    "the Messages API takes no temperature or seed"))
+
+    def provenance(self) -> dict[str, Any]:
+        """The spec's model and the models the answers named; the API reports no revision, dtype or version."""
+        hosted = "the Anthropic API does not report it"
+        revision = ((self.revision, "spec revision (stated, not reported by the API)") if self.revision else
+                    (None, f"{hosted} and the spec states no revision"))
+        return server_record(self.kind, {"model": (self.model, "spec model"), "revision": revision,
+                                         "dtype": (None, hosted), "server_version": (None, hosted)},
+                             response_models=sorted(self._answered))
 
     def _chat_only(self, what: str) -> CapabilityError:
         return CapabilityError(f"server {self.name!r} (anthropic, model {self.model!r}) lacks {what}: it is chat "
@@ -159,6 +173,8 @@ class AnthropicServer:
                                    status) from exc
             except anthropic.APIConnectionError as exc:
                 raise self._failed(self.max_retries + 1, f"{type(exc).__name__}: {exc}") from exc
+        if isinstance(message.model, str) and message.model and len(self._answered) < 50:
+            self._answered.add(message.model)
         content = "".join(b.text for b in message.content if b.type == "text")
         calls = tuple(ToolCall(id=b.id, name=b.name, arguments=dict(b.input))
                       for b in message.content if b.type == "tool_use")

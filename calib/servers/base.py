@@ -27,6 +27,7 @@ __all__ = [
     "ChatResponse",
     "Chatting",
     "Completion",
+    "Describing",
     "Embedding",
     "RequestFailed",
     "SamplingParams",
@@ -38,7 +39,9 @@ __all__ = [
     "Tokenizing",
     "Tool",
     "ToolCall",
+    "normal_dtype",
     "require",
+    "server_record",
 ]
 
 
@@ -285,6 +288,44 @@ class Server(Protocol):
     async def aclose(self) -> None:
         """Release connections and worker threads."""
         ...
+
+
+@runtime_checkable
+class Describing(Protocol):
+    """A server that says what it runs, for the run's provenance record (``manifest.json``)."""
+
+    def provenance(self) -> dict[str, Any]:
+        """What the server reported about itself (see :func:`server_record`), from its capability probe.
+
+        Never sends a request: a server not yet probed reports its fields as null with that reason.
+        """
+        ...
+
+
+def normal_dtype(value: Any) -> str | None:
+    """A dtype as a plain name (``torch.bfloat16`` -> ``bfloat16``), or None for no value."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    return text[len("torch."):] if text.startswith("torch.") else text
+
+
+def server_record(kind: str, facts: dict[str, tuple[Any, str]], **extra: Any) -> dict[str, Any]:
+    """One server's provenance record: each fact's value, with where it came from or why it is null.
+
+    ``facts`` maps a field (``model``, ``revision``, ``dtype``, ``server_version``, ...) to ``(value,
+    note)``: the note is the value's source (``"GET /info model_sha"``) when there is a value, else the
+    reason there is none; the record keeps them apart in ``sources`` and ``missing``. ``extra`` adds
+    fields as they are (lists of what responses said, e.g. ``system_fingerprints``).
+    """
+    out: dict[str, Any] = {"kind": kind}
+    sources: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    for field_name, (value, note) in facts.items():
+        empty = value is None or value == ""
+        out[field_name] = None if empty else value
+        (missing if empty else sources)[field_name] = note
+    return {**out, **extra, "sources": sources, "missing": missing}
 
 
 @runtime_checkable

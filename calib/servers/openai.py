@@ -31,7 +31,13 @@ Config keys: ``base_url`` or ``base_urls``, ``model`` (default: the first one ``
 ``api_key_env`` (the name of an environment variable holding the key, sent only in the
 ``Authorization`` header), ``max_in_flight`` (32), ``timeout`` (seconds per attempt, 600),
 ``max_retries`` (5), ``revision`` (part of the cache identity), ``batch_size`` (prompts per
-``/v1/completions`` request, 32) and ``cache`` (a :class:`~calib.servers.cache.RequestCache`).
+``/v1/completions`` request, 32), ``dtype`` (the weights' dtype the server was started with, e.g.
+vLLM's ``--dtype``: recorded in the run, checked against ``GET /info`` where the server has it) and
+``cache`` (a :class:`~calib.servers.cache.RequestCache`).
+
+Provenance (:meth:`OpenAIServer.provenance`): the model and ``root`` of ``/v1/models``, ``/version``,
+TGI's ``GET /info`` where the server offers it (its ``model_sha`` and ``model_dtype``; vLLM has no
+such route and reports neither), and the ``model`` and ``system_fingerprint`` of every answer.
 
 The request cache keys on kind, model, revision and the request body; without a ``revision`` the base
 URLs stand in for it, so that two servers that give the same name to different weights never share
@@ -47,7 +53,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from calib._exceptions import InvalidParameterError
-from calib.servers._config import api_key_from_env, boundary_error, check_config, first_mismatch, limit_from, positive
+from calib.servers._config import (
+    api_key_from_env,
+    boundary_error,
+    check_config,
+    checked_dtype,
+    first_mismatch,
+    limit_from,
+    positive,
+    stated_dtype,
+)
 from calib.servers._http import HttpClient, RetryPolicy
 from calib.servers.base import (
     Capabilities,
@@ -62,13 +77,14 @@ from calib.servers.base import (
     Tool,
     ToolCall,
     require,
+    server_record,
 )
 from calib.servers.registry import register
 
 __all__ = ["OpenAIServer"]
 
 _KEYS = frozenset({"kind", "base_url", "base_urls", "model", "api_key_env", "max_in_flight", "timeout",
-                   "max_retries", "revision", "batch_size", "cache"})
+                   "max_retries", "revision", "batch_size", "dtype", "cache"})
 _PROBE_TEXT = "def add(a, b):\n    return a + b\n"
 # A large request whose refusal names the server's limit (vLLM: "... greater than max allowed: 20").
 _PROBE_TOP = 1000
@@ -94,6 +110,11 @@ class OpenAIServer:
         self.name = name
         self.model: str | None = config.get("model")
         self.revision: str | None = config.get("revision")
+        self.dtype = stated_dtype(name, config)
+        # What the probe and the answers said about the server (provenance): /v1/models' entry,
+        # /version, /info, and each answer's model and system_fingerprint.
+        self._about: dict[str, Any] = {}
+        self._answered: dict[str, set[str]] = {"model": set(), "system_fingerprint": set()}
         self.batch_size = positive(name, "batch_size", config.get("batch_size", 32))
         max_in_flight = positive(name, "max_in_flight", config.get("max_in_flight", 32))
         max_retries = config.get("max_retries", 5)
@@ -152,6 +173,10 @@ class OpenAIServer:
 
         version, _ = await self._http.probe("GET", "/version")
         server_version = version.get("version") if isinstance(version, dict) else None
+        info, _ = await self._http.probe("GET", "/info")  # TGI's Messages API and calib serve have it, vLLM not
+        info = info if isinstance(info, dict) else {}
+        self._about = {"entry": entry, "server_version": server_version, "info": info,
+                       "dtype": checked_dtype(self.name, self.dtype, info.get("model_dtype"), "GET /info model_dtype")}
         tok, _ = await self._http.probe("POST", "/tokenize", {"model": self.model, "prompt": _PROBE_TEXT,
                                                        "add_special_tokens": True})
         ids = tok.get("tokens") if isinstance(tok, dict) else None
@@ -306,6 +331,7 @@ class OpenAIServer:
             elif self._ids_as_tokens:
                 body["return_tokens_as_token_ids"] = True
         answer = await self._http.post_json("/v1/completions", body)
+        self._note(answer)
         choices = sorted(_choices(self.name, answer, "/v1/completions"), key=lambda c: c.get("index", 0))
         if len(choices) != len(prompts) * params.n:
             raise ServerError(f"server {self.name!r}: /v1/completions answered {len(choices)} choices for "
@@ -457,6 +483,7 @@ class OpenAIServer:
             body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                                "parameters": t.parameters}} for t in tools]
         answer = await self._http.post_json("/v1/chat/completions", body)
+        self._note(answer)
         choice = _choices(self.name, answer, "/v1/chat/completions")[0]
         message = choice.get("message") or {}
         calls = tuple(self._tool_call(c) for c in message.get("tool_calls") or [])
@@ -487,6 +514,39 @@ class OpenAIServer:
             raise ServerError(f"server {self.name!r}: /v1/embeddings answered {len(data)} vectors for "
                               f"{len(texts)} texts")
         return [[float(x) for x in d["embedding"]] for d in data]
+
+    def _note(self, answer: Any) -> None:
+        """Keep the ``model`` and ``system_fingerprint`` an answer names (OpenAI's dated snapshot, its backend)."""
+        if isinstance(answer, dict):
+            for key, seen in self._answered.items():
+                if isinstance(answer.get(key), str) and answer[key] and len(seen) < 50:
+                    seen.add(answer[key])
+
+    def provenance(self) -> dict[str, Any]:
+        """The model, revision, dtype and server version, each with its source or why it is null."""
+        if not self._about:
+            why = "the server was not probed in this run"
+            return server_record(self.kind, {k: (None, why) for k in ("model", "revision", "dtype", "server_version")},
+                                 base_urls=self.base_urls)
+        entry, info = self._about["entry"], self._about["info"]
+        if info.get("model_sha"):
+            revision = (info["model_sha"], "GET /info model_sha")
+        elif self.revision:
+            revision = (self.revision, "spec revision (stated, not reported by the server)")
+        else:
+            revision = (None, "the server does not report it (no model_sha in GET /info) and the spec states no "
+                              "revision")
+        return server_record(self.kind, {
+            "model": (self.model, "GET /v1/models" if entry else "spec model"),
+            "root": (entry.get("root"), "GET /v1/models root" if entry.get("root") else
+                     "GET /v1/models names no root (vLLM's model path)"),
+            "revision": revision,
+            "dtype": self._about["dtype"],
+            "server_version": ((self._about["server_version"], "GET /version") if self._about["server_version"] else
+                               (info.get("version"), "GET /info version") if info.get("version") else
+                               (None, "neither GET /version nor GET /info answered a version")),
+        }, base_urls=self.base_urls, response_models=sorted(self._answered["model"]),
+            system_fingerprints=sorted(self._answered["system_fingerprint"]))
 
     async def aclose(self) -> None:
         """Close the connection pool."""

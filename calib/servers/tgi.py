@@ -27,7 +27,11 @@ study that scores stops before any work, saying so. TGI has no ``/detokenize``.
 
 Config keys: ``base_url``, ``max_in_flight`` (32), ``timeout`` (seconds per attempt, 600),
 ``max_retries`` (5), ``api_key_env`` (sent as ``Authorization: Bearer``), ``revision`` (part of the
-cache identity) and ``cache`` (a :class:`~calib.servers.cache.RequestCache`).
+cache identity), ``dtype`` (checked against ``/info``'s ``model_dtype``; recorded where ``/info`` has
+none) and ``cache`` (a :class:`~calib.servers.cache.RequestCache`).
+
+Provenance (:meth:`TGIServer.provenance`) comes from ``GET /info``: ``model_id``, ``model_sha`` (the
+weights' commit), ``model_dtype``, ``model_device_type``, ``version`` and the router's ``sha``.
 """
 
 from __future__ import annotations
@@ -44,7 +48,16 @@ from text_generation import errors as tgi_errors
 from text_generation.types import Response
 
 from calib._exceptions import InvalidParameterError
-from calib.servers._config import api_key_from_env, boundary_error, check_config, first_mismatch, limit_from, positive
+from calib.servers._config import (
+    api_key_from_env,
+    boundary_error,
+    check_config,
+    checked_dtype,
+    first_mismatch,
+    limit_from,
+    positive,
+    stated_dtype,
+)
 from calib.servers._http import HttpClient, RetryPolicy, classify_error, with_retries
 from calib.servers.base import (
     Capabilities,
@@ -56,6 +69,7 @@ from calib.servers.base import (
     ServerError,
     TokenLogprob,
     require,
+    server_record,
 )
 from calib.servers.cache import cache_key
 from calib.servers.registry import register
@@ -63,7 +77,7 @@ from calib.servers.registry import register
 __all__ = ["TGIServer"]
 
 _KEYS = frozenset({"kind", "base_url", "max_in_flight", "timeout", "max_retries", "api_key_env", "revision",
-                   "cache"})
+                   "dtype", "cache"})
 _PROBE_TEXT = "def add(a, b):\n    return a + b\n"
 _PROBE_TOP = 1000
 PREFILL_FIX = ("TGI returned no prefill log-probs: TGI 3 computes them only when started with "
@@ -105,6 +119,8 @@ class TGIServer:
         self.base_url = base_url.rstrip("/")
         self.revision: str | None = config.get("revision")
         self.model: str | None = None
+        self.dtype = stated_dtype(name, config)
+        self._info: dict[str, Any] | None = None  # GET /info, kept for provenance
         max_in_flight = positive(name, "max_in_flight", config.get("max_in_flight", 32))
         max_retries = config.get("max_retries", 5)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -194,6 +210,8 @@ class TGIServer:
             raise ServerError(f"server {self.name!r}: GET {self.base_url}/info failed ({failure.error}); start TGI "
                               f"or correct base_url")
         self.model = str(info.get("model_id") or "")
+        self._info = {**info, "dtype": checked_dtype(self.name, self.dtype, info.get("model_dtype"),
+                                                     "GET /info model_dtype")}
         self._http.identity["model"] = self.model
         if info.get("model_sha"):
             self._http.identity["model_sha"] = info["model_sha"]
@@ -210,6 +228,32 @@ class TGIServer:
             kind=self.kind, name=self.name, model=self.model, server_version=info.get("version"),
             max_context=max_context if isinstance(max_context, int) else None, prompt_logprobs=prefill,
             max_top_logprobs=max_top, tokenize=tokenize, notes=tuple(notes))
+
+    def provenance(self) -> dict[str, Any]:
+        """The model, revision, dtype and server version from ``GET /info``, each with its source or why null."""
+        info = self._info
+        if info is None:
+            why = "the server was not probed in this run"
+            return server_record(self.kind, {k: (None, why) for k in ("model", "revision", "dtype", "server_version")},
+                                 base_url=self.base_url)
+        if info.get("model_sha"):
+            revision = (info["model_sha"], "GET /info model_sha")
+        elif self.revision:
+            revision = (self.revision, "spec revision (stated; GET /info has no model_sha)")
+        else:
+            revision = (None, "GET /info has no model_sha (a local model directory) and the spec states no revision")
+        return server_record(self.kind, {
+            "model": (info.get("model_id"), "GET /info model_id" if info.get("model_id") else
+                      "GET /info has no model_id"),
+            "revision": revision,
+            "dtype": info["dtype"],
+            "device": (info.get("model_device_type"), "GET /info model_device_type" if info.get("model_device_type")
+                       else "GET /info has no model_device_type"),
+            "server_version": (info.get("version"), "GET /info version" if info.get("version") else
+                               "GET /info has no version"),
+            "server_sha": (info.get("sha"), "GET /info sha (the server's build commit)" if info.get("sha") else
+                           "GET /info has no sha (the server's build commit)"),
+        }, base_url=self.base_url)
 
     async def _probe_prefill(self) -> bool:
         answer, _ = await self._probe_request("/generate", lambda: self._client.generate(

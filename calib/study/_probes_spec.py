@@ -19,16 +19,17 @@ ISO_CONDITIONS: tuple[str, ...] = ("iso", "iso_enc", "iso_dec")
 FAMILIES: tuple[str, ...] = ("affine", "base", "cubic")
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # as in calib.study.spec: no nan or inf, and every integer range-checked with its key named
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class BijectionSettings(_Section):
     """``[probes.bijection]``: the parameters of the three families (paper §5.4, §7.1)."""
 
-    affine_a: int = 3
-    affine_b: int = 5
+    affine_a: int = Field(default=3, ge=-10**9, le=10**9)
+    affine_b: int = Field(default=5, ge=-10**9, le=10**9)
     base: int = Field(default=7, ge=2, le=36)
-    cubic_c: int = 1
+    cubic_c: int = Field(default=1, ge=-10**9, le=10**9)
 
     @model_validator(mode="after")
     def _valid(self) -> BijectionSettings:
@@ -46,16 +47,16 @@ class CodecDataset(_Section):
     source: str = Field(min_length=1)
     seen: bool
     text_column: str = "text"
-    limit: int = Field(default=0, ge=0)
+    limit: int = Field(default=0, ge=0, le=10**9)
 
 
 class CodecSection(_Section):
     """``[probes.codec]``: the decoder-side likelihood probe (Zawalski et al. 2025; paper §5.3)."""
 
     datasets: tuple[CodecDataset, ...] = Field(min_length=2)
-    n_context: int = Field(default=3, ge=1)
+    n_context: int = Field(default=3, ge=1, le=1_000)
     separator: str = "\n\n"
-    concurrency: int = Field(default=4, ge=1)
+    concurrency: int = Field(default=4, ge=1, le=4_096)
 
     @model_validator(mode="after")
     def _both_sides(self) -> CodecSection:
@@ -71,23 +72,23 @@ class ProbesSection(_Section):
     """``[probes]``: tasks, conditions, generation and measures of a probes study."""
 
     tasks: str = "mbpp"
-    limit: int = Field(default=0, ge=0)
+    limit: int = Field(default=0, ge=0, le=10**9)
     conditions: tuple[Literal["original", "syn20", "syn40", "dead_code", "iso", "iso_enc", "iso_dec"], ...] = \
         CONDITIONS  # type: ignore[assignment]
     families: tuple[Literal["affine", "base", "cubic"], ...] = ("affine",)
     bijection: BijectionSettings = BijectionSettings()
     style: Literal["mbpp", "completion"] = "mbpp"
-    shown_tests: int = Field(default=3, ge=0)
-    n: int = Field(default=5, ge=1)
+    shown_tests: int = Field(default=3, ge=0, le=1_000)
+    n: int = Field(default=5, ge=1, le=10_000)
     k: tuple[int, ...] = (1,)
-    temperature: float = Field(default=0.0, ge=0.0)
-    max_tokens: int = Field(default=512, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0, le=100.0)
+    max_tokens: int = Field(default=512, ge=1, le=1_000_000)
     stop: tuple[str, ...] = ()
-    bootstrap: int = Field(default=10_000, ge=100)
+    bootstrap: int = Field(default=10_000, ge=100, le=10_000_000)
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
-    test_timeout: float = Field(default=5.0, gt=0.0)
-    workers: int = Field(default=0, ge=0)
-    concurrency: int = Field(default=8, ge=1)
+    test_timeout: float = Field(default=5.0, gt=0.0, le=3_600.0)
+    workers: int = Field(default=0, ge=0, le=4_096)
+    concurrency: int = Field(default=8, ge=1, le=4_096)
     unsafe_no_sandbox: bool = False
     codec: CodecSection | None = None
 

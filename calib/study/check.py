@@ -6,7 +6,7 @@ from typing import Any
 
 from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
 
-__all__ = ["check", "needs", "top_logprobs_needed"]
+__all__ = ["check", "needs", "top_logprobs_needed", "unmatched_globs"]
 
 
 def top_logprobs_needed(spec: StudySpec) -> int:
@@ -80,12 +80,46 @@ def _organism_built(spec: StudySpec) -> bool:
     return (organism_folder(org.preset, seed=org.seed, cache_dir=org.cache_dir) / "organism.json").is_file()
 
 
+def _extra_controls(spec: StudySpec, truth_sources: set[str]) -> int:
+    """How many ``[organism] extra_controls`` an extraction study adds: the number asked, at most the pool.
+
+    Counted by the extraction stage's own draw, so the check and the run cannot disagree.
+    """
+    if spec.study.kind != "extraction" or spec.organism is None or not spec.organism.extra_controls:
+        return 0
+    from types import SimpleNamespace
+
+    from calib.study.extraction import _extra_controls as draw
+
+    return len(draw(SimpleNamespace(spec=spec), truth_sources))  # type: ignore[arg-type]
+
+
+def unmatched_globs(spec: StudySpec) -> None:
+    """Raise a one-line InputError for a ``data.paths`` or ``dedup.paths`` glob that matches no file.
+
+    The spec loads without its data (it may be downloaded later); the check says whether the study can run.
+    """
+    import glob
+
+    from calib._exceptions import InputError
+
+    sections = [("data", spec.data.paths if spec.data.source != "organism" and spec.data.hub is None else ())]
+    if spec.dedup is not None:
+        sections.append(("dedup", spec.dedup.paths))
+    for section, paths in sections:
+        for item in paths:
+            if glob.has_magic(item) and next(glob.iglob(item, recursive=True), None) is None:
+                raise InputError(f"{section}.paths: the glob {item!r} matches no file; fix the pattern (relative "
+                                 "paths are read from the spec's folder) or fetch the data first")
+
+
 async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
     """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability."""
     from calib.servers.base import CapabilityError, ServerError, require
     from calib.study import stages_of
     from calib.study.functional import Resources
 
+    unmatched_globs(spec)
     report: dict[str, Any] = {"study": spec.study.name, "kind": spec.study.kind,
                               "stages": [s.name for s in stages_of(spec)], "servers": {}, "ok": True,
                               **_measures(spec)}
@@ -116,8 +150,10 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
         if spec.data.source == "organism" and built and spec.study.kind != "probes":
             import polars as pl
 
-            truth = pl.read_parquet(resources.organism().truth).filter(pl.col("kind").is_in(list(spec.data.kinds)))
-            report["samples"] = truth.height if not spec.data.limit else min(truth.height, spec.data.limit)
+            truth = pl.read_parquet(resources.organism().truth)
+            total = truth.filter(pl.col("kind").is_in(list(spec.data.kinds))).height
+            total += _extra_controls(spec, set(truth["source"]))
+            report["samples"] = total if not spec.data.limit else min(total, spec.data.limit)
     finally:
         await resources.aclose()
     return report

@@ -82,6 +82,10 @@ class Resources:
         info["counts"].update(_table_counts(run))
         return info
 
+    def started_servers(self) -> dict[str, Any]:
+        """The servers this run built so far, by name (their provenance goes into the manifest)."""
+        return dict(self._servers)
+
     async def probe(self, name: str) -> dict[str, Any]:
         caps = (await self.server(name).capabilities()).to_dict()
         self.capabilities[name] = caps

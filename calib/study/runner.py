@@ -10,12 +10,22 @@ Long stages work in chunks (:meth:`StageContext.chunked`): each finished chunk i
 ``RUN/chunks/STAGE-FINGERPRINT/`` at once, so a run killed mid-stage resumes with the chunks it has not
 finished; the stage's table is assembled from its chunks in order, which makes a resumed run's tables
 equal to an uninterrupted run's.
+
+A stage is skipped only over a table that is intact: the manifest records each table's sha256 when it
+is written, and a table whose bytes differ (or that is missing) makes its stage run again, with a
+one-line warning on stderr. A ``manifest.json`` that is not a JSON object is set aside with a warning;
+each table then written under the stage fingerprint the spec gives now (recorded in the table's
+Parquet metadata) is adopted as it is, and only the other stages run again.
+
+Progress goes to stderr: rich bars on a terminal, else lines (:class:`calib._progress.LineProgress`)
+at least every ``$CALIB_PROGRESS_SECONDS`` seconds per stage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from calib._exceptions import InvalidParameterError
+from calib._progress import LineProgress, use_lines
 from calib._version import __version__
-from calib.study.rundir import RunDir, now_iso
+from calib.study.provenance import collect as collect_provenance
+from calib.study.rundir import RunDir, file_sha256, now_iso
 from calib.study.spec import StudySpec, spec_hash
 
 __all__ = ["RunOptions", "RunResult", "Stage", "StageContext", "run_stages"]
@@ -67,6 +80,7 @@ class RunResult:
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
 
 class StageContext:
@@ -114,7 +128,7 @@ class StageContext:
         task = self._progress.add(label or self.stage, len(items)) if self._progress is not None else None
         for index in done:
             if index < len(chunks) and task is not None:
-                self._progress.advance(task, len(chunks[index]))
+                self._progress.advance(task, len(chunks[index]), resumed=True)
         if done:
             self.event("resume", chunks_done=len(done), chunks=len(chunks))
         semaphore = asyncio.Semaphore(max(1, concurrency))
@@ -136,9 +150,19 @@ class StageContext:
 
 
 class _Progress:
-    """Rich progress bars on stderr (counts, rate, ETA), one per long stage."""
+    """Progress on stderr (counts, rate, ETA), one bar or line series per long stage.
+
+    Rich bars on a terminal; without one (``nohup``, CI, a pipe) :class:`~calib._progress.LineProgress`
+    lines, which take the same calls.
+    """
 
     def __init__(self, enabled: bool) -> None:
+        self.lines: LineProgress | None = None
+        self.started: dict[Any, float] = {}
+        self.bar: Any
+        if enabled and use_lines():
+            self.bar = self.lines = LineProgress(prefix="calib study: ")
+            return
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -153,7 +177,6 @@ class _Progress:
                             TextColumn("{task.fields[rate]}"),
                             TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                             console=Console(stderr=True), disable=not enabled, transient=False)
-        self.started: dict[Any, float] = {}
 
     def __enter__(self) -> _Progress:
         self.bar.__enter__()
@@ -167,7 +190,10 @@ class _Progress:
         self.started[task] = time.monotonic()
         return task
 
-    def advance(self, task: Any, n: int) -> None:
+    def advance(self, task: Any, n: int, *, resumed: bool = False) -> None:
+        if self.lines is not None:
+            self.lines.update(task, advance=n, resumed=n if resumed else None)
+            return
         self.bar.advance(task, n)
         done = self.bar.tasks[task].completed if isinstance(task, int) else 0
         seconds = max(1e-9, time.monotonic() - self.started[task])
@@ -176,8 +202,19 @@ class _Progress:
     def finish(self, task: Any) -> None:
         self.bar.update(task, completed=self.bar.tasks[task].total)
 
+    def begin_stage(self, name: str) -> Any:
+        """Lines only: a ``NAME: running`` line now, and again whenever no other line came for a while."""
+        return self.lines.add_task(name) if self.lines is not None else None
+
+    def end_stage(self, task: Any) -> None:
+        if task is not None and self.lines is not None:
+            self.lines.stop_task(task)
+
     def note(self, text: str) -> None:
-        self.bar.console.print(text)
+        if self.lines is not None:
+            self.lines.note(text)
+        else:
+            self.bar.console.print(text)
 
 
 def _fingerprint(stage: Stage, spec: StudySpec, options: RunOptions, manifest: dict[str, Any]) -> str:
@@ -198,13 +235,16 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
     run.root.mkdir(parents=True, exist_ok=True)
     (run.root / "study.toml").write_text(spec_text, encoding="utf-8")
     run.write_json("spec.json", spec.public())
-    manifest = run.read_json("manifest.json")
-    manifest.setdefault("stages", {})
-    manifest.setdefault("tables", {})
+    result = RunResult(run_dir=run.root)
+    manifest, damaged = run.read_manifest()
+    if damaged is not None:
+        _warn(run, result, f"{run.root / 'manifest.json'} is {damaged}; the stages whose tables cannot be "
+                           "verified run again")
+    for key in ("stages", "tables", "checksums"):
+        manifest.setdefault(key, {})
     manifest.update({"calib_version": __version__, "study": {"name": spec.study.name, "kind": spec.study.kind,
                                                              "description": spec.study.description}})
     manifest.setdefault("started_at", now_iso())
-    result = RunResult(run_dir=run.root)
     started = time.monotonic()
     run.event("run_start", spec=spec.study.name, until=options.until, limit=options.limit, jobs=options.jobs)
     def save_manifest(**fields: Any) -> None:
@@ -215,6 +255,7 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
                 manifest[key].update(value)
             else:
                 manifest[key] = value
+        manifest["provenance"] = collect_provenance(spec, resources, run, manifest.get("provenance"))
         run.write_json("manifest.json", manifest)
 
     # One event loop for the whole run: server clients made in one stage are used in the next ones,
@@ -222,17 +263,18 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
     with _Progress(options.progress) as progress, asyncio.Runner() as loop:
         ctx = StageContext(spec, run, options, resources, progress)
         ctx.save_manifest = save_manifest
+        changed: set[str] = set()
         try:
             for stage in stages:
                 fingerprint = _fingerprint(stage, spec, options, manifest)
-                previous = manifest["stages"].get(stage.name, {})
-                finished = stage.done(run) if stage.done is not None else (
-                    stage.writes is None or run.has_table(stage.writes))
-                if previous.get("fingerprint") == fingerprint and finished:
+                if _up_to_date(stage, fingerprint, manifest, run, result, changed):
                     result.skipped.append(stage.name)
                     run.event("stage_skip", stage=stage.name, fingerprint=fingerprint)
                 else:
+                    before = manifest["checksums"].get(stage.writes)
                     _run_one(stage, ctx, fingerprint, manifest, run, progress, loop)
+                    if before is not None and manifest["checksums"].get(stage.writes) != before:
+                        changed.add(stage.writes)  # its readers' tables were computed from other content
                     result.ran.append(stage.name)
                 if stage.name == options.until:
                     break
@@ -252,6 +294,48 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
     return result
 
 
+def _warn(run: RunDir, result: RunResult, text: str) -> None:
+    """One warning line on stderr (and in events.jsonl and :attr:`RunResult.warnings`)."""
+    result.warnings.append(text)
+    run.event("warning", message=text)
+    print(f"calib study: warning: {text}", file=sys.stderr, flush=True)
+
+
+def _up_to_date(stage: Stage, fingerprint: str, manifest: dict[str, Any], run: RunDir, result: RunResult,
+                changed: set[str]) -> bool:
+    """Whether ``stage`` can be skipped: done under ``fingerprint``, its table intact (else a warning).
+
+    ``changed``: tables this run rewrote with other content than the manifest recorded (a damaged
+    table whose stage gave another result); a stage reading one runs again.
+    """
+    if changed.intersection(stage.reads):
+        run.event("inputs_changed", stage=stage.name, tables=sorted(changed.intersection(stage.reads)))
+        return False
+    recorded = manifest["stages"].get(stage.name, {}).get("fingerprint") == fingerprint
+    if stage.done is not None:
+        return recorded and stage.done(run)
+    if stage.writes is None:
+        return recorded
+    name = stage.writes
+    if not recorded:
+        # Not in the manifest (a damaged one, or a kill between writing the table and the manifest):
+        # a whole table written under this very fingerprint is still this stage's result.
+        if run.table_fingerprint(name) != fingerprint:
+            return False
+        rows = pq.read_metadata(run.table_path(name)).num_rows
+        manifest["stages"][stage.name] = {"fingerprint": fingerprint, "rows": rows, "recovered_at": now_iso()}
+        manifest["tables"][name] = fingerprint
+        manifest["checksums"][name] = file_sha256(run.table_path(name))
+        run.write_json("manifest.json", manifest)
+        run.event("table_recovered", stage=stage.name, table=name, rows=rows)
+        return True
+    problem = run.check_table(name, manifest["checksums"].get(name))
+    if problem is None:
+        return True
+    _warn(run, result, f"{run.table_path(name)}: {problem}; running the {stage.name} stage again")
+    return False
+
+
 def _run_one(stage: Stage, ctx: StageContext, fingerprint: str, manifest: dict[str, Any], run: RunDir,
              progress: _Progress, loop: asyncio.Runner) -> None:
     ctx.stage, ctx.fingerprint = stage.name, fingerprint
@@ -260,10 +344,14 @@ def _run_one(stage: Stage, ctx: StageContext, fingerprint: str, manifest: dict[s
             shutil.rmtree(folder, ignore_errors=True)  # chunks of an older spec: useless now
     run.event("stage_start", stage=stage.name, fingerprint=fingerprint)
     began = time.monotonic()
-    frame = loop.run(stage.run(ctx))
+    stage_task = progress.begin_stage(stage.name)
+    try:
+        frame = loop.run(stage.run(ctx))
+    finally:
+        progress.end_stage(stage_task)
     rows = 0
     if stage.writes is not None and frame is not None:
-        run.write_table(stage.writes, frame)
+        manifest["checksums"][stage.writes] = run.write_table(stage.writes, frame, fingerprint=fingerprint)
         rows = frame.height
         manifest["tables"][stage.writes] = fingerprint
     run.clear_chunks(stage.name)

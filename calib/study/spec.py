@@ -13,6 +13,7 @@ the study runs.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import re
@@ -40,8 +41,18 @@ DEFAULT_ALPHAS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
 DEFAULT_METRICS = ("exact", "bleu", "edit", "lcs", "codebleu", "codebleu_syntax", "codebleu_dataflow", "tsed")
 
 
+#: Upper bounds of the spec's integers: each key is range-checked, so a typo such as ``n_inputs = 10e20``
+#: (or 10^20 written out) is refused with the key named, never run (docs/study-spec.md lists the ranges).
+SEED_MAX = 2**63 - 1  # seeds go to numpy and torch as 64-bit integers
+COUNT_MAX = 10**9  # samples, rows, offsets
+LINES_MAX = 100_000  # function body lines
+TOKENS_MAX = 1_000_000  # tokens of a prompt, a window or a generation
+CONCURRENCY_MAX = 4_096  # requests in flight, worker processes
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: TOML has nan and inf, and no key of a spec means anything with them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class StudySection(_Section):
@@ -49,7 +60,7 @@ class StudySection(_Section):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     kind: Literal["functional", "extraction", "census", "probes"] = "functional"
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     description: str = ""
 
 
@@ -57,9 +68,9 @@ class OrganismSection(_Section):
     """``[organism]``: build the model organism and audit its planted members and controls."""
 
     preset: Literal["tiny", "demo"] = "demo"
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     cache_dir: Path | None = None
-    extra_controls: int = Field(default=0, ge=0)
+    extra_controls: int = Field(default=0, ge=0, le=100_000)
 
 
 class ModelsSection(_Section):
@@ -109,9 +120,9 @@ class DataSection(_Section):
     content_column: str = "content"
     extensions: tuple[str, ...] = ()
     language: Literal["python", "c", "cpp", "java", "rust", "go"] = "python"
-    min_lines: int = Field(default=10, ge=0)
-    max_lines: int = Field(default=50, ge=1)
-    limit: int = Field(default=0, ge=0)
+    min_lines: int = Field(default=10, ge=0, le=LINES_MAX)
+    max_lines: int = Field(default=50, ge=1, le=LINES_MAX)
+    limit: int = Field(default=0, ge=0, le=COUNT_MAX)
     kinds: tuple[Literal["verbatim", "business_rule", "near_duplicate"], ...] = (
         "verbatim", "business_rule", "near_duplicate")
 
@@ -136,16 +147,16 @@ class DataSection(_Section):
 class PromptSection(_Section):
     """``[prompt]``: how prompts are built (the paper: up to P = 250 context tokens, then the signature)."""
 
-    max_context_tokens: int = Field(default=250, ge=0)
+    max_context_tokens: int = Field(default=250, ge=0, le=TOKENS_MAX)
 
 
 class GenerationSection(_Section):
     """``[generation]``: decoding, the same for target and reference (the paper: greedy, 500 tokens)."""
 
-    max_tokens: int = Field(default=500, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: int = Field(default=500, ge=1, le=TOKENS_MAX)
+    temperature: float = Field(default=0.0, ge=0.0, le=100.0)
     stop: tuple[str, ...] = ()
-    concurrency: int = Field(default=8, ge=1)
+    concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
 
 
 class ExecuteSection(_Section):
@@ -154,23 +165,26 @@ class ExecuteSection(_Section):
     executor: Literal["sandbox", "llm", "agent"] = "sandbox"
     server: str | None = Field(default=None, min_length=1)
     level: Literal["bare", "common_imports", "preamble", "preamble_retry"] = "preamble_retry"
-    agent_max_turns: int = Field(default=20, ge=1)
-    agent_max_seconds: float = Field(default=600.0, gt=0.0)
-    n_inputs: int = Field(default=10, ge=1)
-    min_valid: int = Field(default=8, ge=1)
+    agent_max_turns: int = Field(default=20, ge=1, le=1_000)
+    agent_max_seconds: float = Field(default=600.0, gt=0.0, le=7 * 86_400.0)
+    n_inputs: int = Field(default=10, ge=1, le=10_000)
+    min_valid: int = Field(default=8, ge=1, le=10_000)
     coverage: float = Field(default=0.8, ge=0.0, le=1.0)
-    min_distinct: int = Field(default=2, ge=1)
-    input_timeout: float = Field(default=1.0, gt=0.0)
-    budget_runs: int = Field(default=200, ge=1)
-    budget_seconds: float = Field(default=4.0, gt=0.0)
-    memory_mb: int = Field(default=1024, ge=64)
-    workers: int = Field(default=0, ge=0)
+    min_distinct: int = Field(default=2, ge=1, le=10_000)
+    input_timeout: float = Field(default=1.0, gt=0.0, le=3_600.0)
+    budget_runs: int = Field(default=200, ge=1, le=1_000_000)
+    budget_seconds: float = Field(default=4.0, gt=0.0, le=86_400.0)
+    memory_mb: int = Field(default=1024, ge=64, le=1_048_576)
+    workers: int = Field(default=0, ge=0, le=CONCURRENCY_MAX)
     unsafe_no_sandbox: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> ExecuteSection:
         if self.min_valid > self.n_inputs:
             raise ValueError(f"min_valid ({self.min_valid}) exceeds n_inputs ({self.n_inputs})")
+        if self.min_distinct > self.n_inputs:
+            raise ValueError(f"min_distinct ({self.min_distinct}) exceeds n_inputs ({self.n_inputs}): no function "
+                             "could show that many distinct outputs")
         if self.executor in ("llm", "agent") and self.server is None:
             raise ValueError(f"executor = {self.executor!r} needs server = \"NAME\" (a chat server's [servers.NAME])")
         return self
@@ -182,8 +196,8 @@ class MeasureSection(_Section):
     metrics: tuple[str, ...] = DEFAULT_METRICS
     judge_server: str | None = None
     embedding_server: str | None = None
-    judge_max_tokens: int = Field(default=512, ge=1)
-    workers: int = Field(default=0, ge=0)
+    judge_max_tokens: int = Field(default=512, ge=1, le=TOKENS_MAX)
+    workers: int = Field(default=0, ge=0, le=CONCURRENCY_MAX)
 
     @field_validator("metrics")
     @classmethod
@@ -216,7 +230,7 @@ class AnalyzeSection(_Section):
     budgets: tuple[float, ...] = (1e5,)
     budget_confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
     decontaminate: tuple[str, ...] = ()
-    review: int = Field(default=10, ge=0)
+    review: int = Field(default=10, ge=0, le=100_000)
 
     @field_validator("alpha")
     @classmethod
@@ -262,21 +276,21 @@ CENSUS_PROCEDURES = ("base", "near_verbatim")
 class ExtractionSection(_Section):
     """``[extraction]``: windows and scoring procedures of extraction and census studies."""
 
-    prefix_tokens: int = Field(default=50, ge=1)
+    prefix_tokens: int = Field(default=50, ge=1, le=TOKENS_MAX)
     suffix_tokens: tuple[int, ...] = (50,)
     procedures: tuple[Literal["greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim"], ...] = PROCEDURES
-    top_k: int = Field(default=40, ge=1)
+    top_k: int = Field(default=40, ge=1, le=10_000)
     temperatures: tuple[float, ...] = (1.0,)
-    epsilon: int = Field(default=5, ge=0)
-    offset: int = Field(default=0, ge=0)
-    stride: int = Field(default=1, ge=1)
-    concurrency: int = Field(default=8, ge=1)
+    epsilon: int = Field(default=5, ge=0, le=TOKENS_MAX)
+    offset: int = Field(default=0, ge=0, le=COUNT_MAX)
+    stride: int = Field(default=1, ge=1, le=COUNT_MAX)
+    concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
 
     @field_validator("suffix_tokens")
     @classmethod
     def _suffixes(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value or any(v < 1 for v in value) or len(set(value)) != len(value):
-            raise ValueError("suffix_tokens must list distinct suffix lengths, each >= 1 token")
+        if not value or any(not 1 <= v <= TOKENS_MAX for v in value) or len(set(value)) != len(value):
+            raise ValueError(f"suffix_tokens must list distinct suffix lengths, each from 1 to {TOKENS_MAX} tokens")
         return value
 
     @field_validator("procedures")
@@ -348,10 +362,10 @@ class DedupSection(_Section):
     format: Literal["files", "jsonl", "parquet", "csv"] | None = None
     content_column: str = "content"
     extensions: tuple[str, ...] = ()
-    min_lines: int = Field(default=1, ge=0)
+    min_lines: int = Field(default=1, ge=0, le=LINES_MAX)
     jaccard: float = Field(default=0.4, gt=0.0, le=1.0)
-    num_perm: int = Field(default=128, ge=16)
-    shingle_tokens: int = Field(default=5, ge=1)
+    num_perm: int = Field(default=128, ge=16, le=65_536)
+    shingle_tokens: int = Field(default=5, ge=1, le=10_000)
     semantic: bool = True
     cosine: float = Field(default=0.9, gt=-1.0, le=1.0)
     embedding_server: str | None = None
@@ -371,7 +385,7 @@ class DedupSection(_Section):
 class ReportSection(_Section):
     """``[report]``: what the report shows."""
 
-    examples: int = Field(default=5, ge=0)
+    examples: int = Field(default=5, ge=0, le=10_000)
 
 
 class StudySpec(_Section):
@@ -414,9 +428,13 @@ class StudySpec(_Section):
             if name is not None and name not in self.servers:
                 defined = ", ".join(sorted(self.servers)) or "none"
                 raise ValueError(f"{key} = {name!r} names no [servers.{name}] table (servers defined: {defined})")
+        kinds = _server_kinds() if self.servers else ()
         for name, table in self.servers.items():
             if not isinstance(table.get("kind"), str):
                 raise ValueError(f"[servers.{name}] needs kind = \"openai\" | \"tgi\" | \"anthropic\" | \"embedded\"")
+            if table["kind"] not in kinds:
+                raise ValueError(f"[servers.{name}] kind = {table['kind']!r} is not a server kind; use one of "
+                                 f"{', '.join(kinds)} (docs/servers.md)")
             model_dir = table.get("model_dir")
             if isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX):
                 if self.organism is None:
@@ -480,6 +498,19 @@ class StudySpec(_Section):
         return json.loads(self.model_dump_json())
 
 
+def _server_kinds() -> tuple[str, ...]:
+    """The server kinds a spec may name: the built-in ones and those of installed plugins (by entry point).
+
+    Read from the registry without importing any kind's module (the embedded kind would load torch).
+    """
+    from importlib.metadata import entry_points
+
+    from calib.servers import registry
+
+    return tuple(sorted(set(registry._BUILTIN) | set(registry.KINDS)
+                        | {ep.name for ep in entry_points(group="calib.servers")}))
+
+
 def spec_hash(data: Any) -> str:
     """SHA-256 (16 hex digits) of canonical JSON: what a stage's fingerprint is built from."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
@@ -533,6 +564,32 @@ def _message(error: dict[str, Any]) -> tuple[tuple[str, ...], str]:
     return loc, msg
 
 
+def _read_spec_text(path: Path) -> str:
+    """The spec's text; a folder, a FIFO or device, an unreadable or non-UTF-8 file raise one-line InputErrors."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise InputError(f"cannot read the study spec: {exc.strerror or exc}; check the path", path=str(path)) from exc
+    if stat.S_ISDIR(mode):
+        raise InputError("is a folder, not a study spec; give the spec's TOML file", path=str(path))
+    if not stat.S_ISREG(mode):
+        raise InputError("is not a regular file (a FIFO, socket or device); give the spec's TOML file",
+                         path=str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the study spec: {exc.strerror or exc}; check its permissions",
+                         path=str(path)) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); a study spec is "
+                         "a TOML text file saved as UTF-8", path=str(path), line=line) from None
+
+
 def load_spec(path: str | Path) -> StudySpec:
     """Read and validate the study spec at ``path``.
 
@@ -543,10 +600,7 @@ def load_spec(path: str | Path) -> StudySpec:
         type or value, a server name no table defines, or a path that does not exist.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the study spec: {exc.strerror or exc}", path=str(path)) from exc
+    text = _read_spec_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -568,12 +622,13 @@ def load_spec(path: str | Path) -> StudySpec:
 
 
 def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudySpec:
-    """Relative paths against the spec's folder; named files must exist (globs are expanded later)."""
+    """Relative paths against the spec's folder; named files must exist (globs are expanded later: a spec may
+    name data still to be downloaded; ``calib check`` refuses a glob that matches nothing)."""
     def corpus_paths(section: str, paths: tuple[str, ...]) -> tuple[str, ...]:
         resolved = []
         for item in paths:
             full = item if Path(item).is_absolute() else str(base / item)
-            if not any(ch in item for ch in "*?[") and not Path(full).exists():
+            if not glob.has_magic(item) and not Path(full).exists():
                 raise InputError(f"{section}.paths: {item!r} does not exist (relative paths are read from the "
                                  "spec's folder)", path=where, line=locate_key(text, (section, "paths")))
             resolved.append(full)

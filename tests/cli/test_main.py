@@ -43,7 +43,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Compl
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     done = {}
     for name, proc in started.items():
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=600)  # a guard against a hang, not a time bound
         done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     return done
 
@@ -162,7 +162,8 @@ def test_usage_errors_are_one_line_naming_the_problem(calib, args, needle, comma
 )
 def test_bad_values_from_the_statistics_are_one_line(calib, args):
     err = calib(*args).one_line_error()
-    assert err.startswith("calib: error: ")
+    # the option types refuse a confidence outside (0, 1) and N = 0 themselves; k > n only the statistic can
+    assert err.startswith(("calib: error: ", f"calib stats {args[1]}: error: Invalid value for '--"))
 
 
 # --- CalibError and --debug ------------------------------------------------------------------------
@@ -178,6 +179,16 @@ def _boom(kind: str) -> None:
         raise InputError("score 'x' is not a number", path="scores.txt", line=7)
     if kind == "click":
         raise click.ClickException("a click error")
+    if kind == "permission":
+        raise PermissionError(13, "Permission denied", "/data/out.parquet")
+    if kind == "rename":
+        raise IsADirectoryError(21, "Is a directory", "run/.tmp123", "run/report")
+    if kind == "disk":
+        raise OSError(28, "No space left on device", "run/tables/x.parquet")
+    if kind == "decode":
+        b"score\n\x81".decode("utf-8")
+    if kind == "valueerror":
+        raise ValueError("an internal inconsistency")
     raise RuntimeError("a bug, not a user error")
 
 
@@ -201,6 +212,34 @@ def test_click_exception_exits_two_not_one(calib, boom):
     # click's own exit code for a ClickException is 1; calib promises 2 for every user error.
     err = calib("boom", "--kind", "click").one_line_error()
     assert err == "calib: error: a click error"
+
+
+@pytest.mark.parametrize(
+    ("kind", "line"),
+    [
+        ("permission", "calib: error: /data/out.parquet: Permission denied; check its permissions or choose another "
+                       "path"),
+        ("rename", "calib: error: run/.tmp123 -> run/report: Is a directory; it is a folder; give a file"),
+        ("disk", "calib: error: run/tables/x.parquet: No space left on device; the disk is full; free space or "
+                 "choose another path"),
+        ("decode", "calib: error: an input file is not UTF-8 text (byte 0x81 at offset 6); give a text file saved "
+                   "as UTF-8 (--debug shows which file was being read)"),
+    ],
+)
+def test_os_and_decoding_errors_are_one_line_naming_the_path(calib, boom, kind, line):
+    assert calib("boom", "--kind", kind).one_line_error() == line
+
+
+@pytest.mark.parametrize(("kind", "error"), [("bug", RuntimeError), ("valueerror", ValueError)])
+def test_other_exceptions_are_bugs_and_keep_their_traceback(boom, kind, error):
+    # not swallowed into one line: main() lets them through, so Python prints the traceback (exit code 1)
+    with pytest.raises(error):
+        main(["boom", "--kind", kind])
+
+
+def test_debug_flag_reraises_os_errors(boom):
+    with pytest.raises(PermissionError):
+        main(["--debug", "boom", "--kind", "permission"])
 
 
 def test_debug_flag_reraises_the_calib_error(boom):

@@ -113,7 +113,8 @@ def test_interval_summary_mentions_the_numbers(calib):
 )
 def test_interval_rejects_bad_values(calib, args, needle):
     err = calib("stats", "interval", *args).one_line_error()
-    assert needle in err.removeprefix("calib: error: ").split()[0]
+    # a value the option's type refuses names the option; one only the statistic refuses names its parameter
+    assert f"Invalid value for '--{needle}'" in err or needle in err.removeprefix("calib: error: ").split()[0]
 
 
 # --- beta-law ---------------------------------------------------------------------------------------
@@ -610,7 +611,8 @@ def test_budget_needs_exactly_one_of_confidence_and_attempts(calib, args):
 )
 def test_budget_rejects_bad_values(calib, args, needle):
     err = calib("stats", "budget", *args).one_line_error()
-    assert err.removeprefix("calib: error: ").startswith(needle)
+    # a value the option's type refuses names the option; one only the statistic refuses names its parameter
+    assert f"Invalid value for '--{needle}'" in err or err.removeprefix("calib: error: ").startswith(needle)
 
 
 # --- plan -------------------------------------------------------------------------------------------
@@ -719,7 +721,44 @@ def test_plan_beta_law_example_in_closed_form(calib):
     ],
 )
 def test_plan_rejects_wrong_combinations(calib, args):
-    assert calib("stats", "plan", *args).one_line_error().startswith("calib: error: ")
+    err = calib("stats", "plan", *args).one_line_error()
+    assert err.startswith(("calib: error: ", "calib stats plan: error: Invalid value for '--"))
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "needle"),
+    [
+        # counts beyond 10^12: scipy's Beta law returns NaN quantiles past about 10^15 (fpr_law(10**18, ...)
+        # gives interval (nan, nan)), and planning 10^14 candidates takes tens of seconds
+        ("beta-law", ["--n", "1e22", "--alpha", "0.1"], "'--n': '1e22' is above 1e12"),
+        ("beta-law", ["--n", "10000000000000000000000", "--alpha", "0.1"], "'--n'"),
+        ("interval", ["--k", "1", "--n", str(10**12 + 1)], "'--n'"),
+        ("plan", ["--candidates", "1e23", "--fwer", "0.05"], "'--candidates'"),
+        ("plan", ["--controls", "2e12", "--fwer", "0.05"], "'--controls'"),
+        ("census", ["--scores", "s.csv", "--controls", "c.txt", "--length", "1e13"], "'--length'"),
+        ("beta-law", ["--n", "2.5e0", "--alpha", "0.1"], "'2.5e0' is not a whole number"),
+        ("beta-law", ["--n", "nan", "--alpha", "0.1"], "'nan' is not a whole number"),
+        ("interval", ["--k", "1", "--n", "10", "--confidence", "nan"], "'--confidence': 'nan' is not in (0, 1)"),
+        ("budget", ["--p", "nan", "--attempts", "10"], "'--p': 'nan' is not in (0, 1]"),
+        ("plan", ["--controls", "100", "--fwer", "inf"], "'--fwer': 'inf'"),
+    ],
+)
+def test_counts_and_probabilities_are_bounded_by_the_option_types(calib, command, args, needle):
+    err = calib("stats", command, *args).one_line_error()
+    assert err.startswith(f"calib stats {command}: error: Invalid value for ")
+    assert needle in err
+
+
+def test_counts_may_be_written_in_e_notation_up_to_the_bound(calib):
+    assert calib("stats", "beta-law", "--n", "5e3", "--alpha", "0.001", "--json").json()["n"] == 5000
+    assert calib("stats", "interval", "--k", "0", "--n", "1e12", "--json").json()["n"] == 10**12
+
+
+def test_plan_refuses_candidates_needing_more_than_the_bound_of_controls(calib):
+    # 10^11 candidates at FWER 0.05 need about 2e12 controls (Bonferroni: N = ceil(m/delta) - 1)
+    err = calib("stats", "plan", "--candidates", "1e11", "--fwer", "0.05").one_line_error()
+    assert err.startswith("calib: error: --candidates 100000000000 at --fwer 0.05 needs about 2e+12 controls")
+    assert "lower --candidates or raise --fwer" in err
 
 
 # --- census -----------------------------------------------------------------------------------------

@@ -200,9 +200,11 @@ def test_cli_writes_the_functions_table(tmp_path, capsys):
     code, stdout, stderr = _run(capsys, "extract", str(corpus), "--min-lines", "1", "--out", str(out), "--json")
     assert code == 0, stderr
     record = json.loads(stdout)
-    assert set(record) == {"kept", "dropped", "files", "seconds", "out"}
+    assert set(record) == {"kept", "dropped", "dropped_files", "files", "seconds", "out"}
     assert record["files"] == 5 and record["out"] == str(out)
     assert record["dropped"]["syntax_error"] == 1 and record["dropped"]["duplicate"] == 2
+    # the Python file that does not parse is dropped whole, and named (duplicates are single functions)
+    assert record["dropped_files"] == {str(corpus / "bad.py"): "syntax_error"}
     table = pl.read_parquet(out)
     assert dict(table.schema) == FUNCTIONS_SCHEMA
     assert table.height == record["kept"] > 0

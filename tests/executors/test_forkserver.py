@@ -6,7 +6,8 @@ What must hold is what held with a sandbox per batch, plus what sharing one sand
 - the seccomp programs say what they should (checked by evaluating them as the kernel does, on the
   ``struct seccomp_data`` layout of linux/seccomp.h, and by the kernel itself in real batches);
 - a batch never sees what an earlier batch of the same server left (files in /work and /tmp, even
-  after ``chmod 000``), cannot signal the server or read its memory or descriptors through /proc, and
+  after ``chmod 000``), cannot signal the server (the sandbox's pid 1: there is no bubblewrap init) or
+  read its memory or descriptors through /proc, and
   the server's memory never holds a job (read from the host through /proc/PID/mem);
 - the wall clock and the output cap kill the child, not the server, which serves the next batch; a
   cancelled batch takes its server down with it; ``close()`` leaves no process behind;
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import struct
 import textwrap
@@ -26,7 +28,7 @@ import uuid
 import pytest
 
 from calib.executors import forkserver
-from calib.executors._harness import seccomp
+from calib.executors._harness import seccomp, zygote
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox import FORK_SERVER_ENV, Limits, Sandbox
@@ -184,8 +186,8 @@ def test_a_batch_finds_nothing_an_earlier_batch_of_its_server_left():
 PROBE = """\
 import os, posix
 ppid = int(open("/proc/self/stat").read().rpartition(")")[2].split()[1])
-seen = {"ppid_is_server": ppid > 1}
-for label, pid in (("server", ppid), ("init", 1), ("group", 0), ("everyone", -1)):
+seen = {"server_is_pid_1": ppid == 1}  # bubblewrap runs it --as-pid-1: there is no init to reach
+for label, pid in (("server", ppid), ("group", 0), ("everyone", -1)):
     try:
         posix.kill(pid, 0)  # signal 0: the same checks, nothing sent (the filter does not read the signal)
         seen[label] = "sent"
@@ -222,8 +224,8 @@ def test_a_child_cannot_signal_its_server_or_read_it_through_proc():
     run, again = _in_one_server((_job(PROBE), 30), (_job("return n + 1\n"), 30))
     assert run.died is None, run.stderr.decode(errors="replace")
     seen = _value(_output(run)["return"])
-    assert seen["ppid_is_server"] is True
-    assert {seen[k] for k in ("server", "init", "group", "everyone")} == {"ProcessLookupError"}
+    assert seen["server_is_pid_1"] is True
+    assert {seen[k] for k in ("server", "group", "everyone")} == {"ProcessLookupError"}
     assert {seen[k] for k in ("affinity", "renice", "renice-all")} == {"ProcessLookupError"}
     assert seen["self"] == "sent"
     assert {seen[k] for k in ("mem", "environ", "fd")} == {"PermissionError"}
@@ -286,6 +288,32 @@ def test_the_server_never_holds_a_job_in_its_memory():
 
 
 @needs_bwrap
+def test_the_servers_stderr_is_no_host_file_and_a_failed_start_still_says_why(monkeypatch: pytest.MonkeyPatch):
+    sandbox = Sandbox(fork_server=True)
+    try:
+        done = asyncio.run(sandbox.run(_job("return n\n"), wall_seconds=30))
+        assert done.died is None
+        bwrap = _server_pid(sandbox)
+        server = _zygote(bwrap)
+        try:
+            ends = {pid: os.readlink(f"/proc/{pid}/fd/2") for pid in (bwrap, server)}
+        except PermissionError:
+            pytest.skip("this host may not read another process's descriptors")
+    finally:
+        sandbox.close()
+    # what a child could have reached through its server: /dev/null; bubblewrap's own (outside): a pipe
+    assert ends == {bwrap: ends[bwrap], server: "/dev/null"} and ends[bwrap].startswith("pipe:")
+    # a server that cannot start: what bubblewrap said on that pipe is the warning's reason
+    broken = Sandbox(fork_server=True)
+    command = broken.command
+    monkeypatch.setattr(broken, "command", lambda *a, **k: [command(*a, **k)[0], "--no-such-option",
+                                                             *command(*a, **k)[1:]])
+    with pytest.warns(RuntimeWarning, match="fork servers are unavailable here .*no-such-option"):
+        asyncio.run(broken._server())  # noqa: SLF001
+    assert not broken.forks
+
+
+@needs_bwrap
 def test_the_wall_clock_and_the_output_cap_kill_the_child_not_the_server():
     spin = _job("while True:\n    pass\n")
     # fds 1 and 2 are the code's capture file: the channel is one of the harness's high descriptors
@@ -338,8 +366,10 @@ def test_without_a_server_each_batch_gets_its_own_sandbox(monkeypatch: pytest.Mo
         run = asyncio.run(sandbox.run(_job(PROBE), wall_seconds=30))
     assert not sandbox.forks and sandbox.server_pids == ()
     seen = _value(_output(run)["return"])
-    assert seen["ppid_is_server"] is False  # its parent is bubblewrap's init, pid 1
-    assert seen["pid"] == [2, 1]
+    # its parent is the sandbox's pid 1 (zygote.oneshot), as out of reach as a fork server
+    assert seen["server_is_pid_1"] is True and seen["pid"] == [2, 1]
+    assert {seen[k] for k in ("server", "group", "everyone", "affinity", "renice")} == {"ProcessLookupError"}
+    assert {seen[k] for k in ("mem", "environ", "fd")} == {"PermissionError"}
 
 
 CASES = [
@@ -379,6 +409,6 @@ def test_a_child_that_cannot_set_itself_up_runs_nothing_and_ends_the_fork_server
     with pytest.warns(RuntimeWarning, match="could not set itself up in its fork server .*ValueError"):
         run = asyncio.run(sandbox.run(_job("open('/work/ran', 'w').write('x')\nreturn n\n"), wall_seconds=30))
     assert not sandbox.forks and sandbox.server_pids == ()
-    # the batch then ran in a sandbox of its own, whose first lines refuse the same limits: no result
-    assert b'"event":"result"' not in run.stdout and run.died == "exit 1"
+    # the batch then ran in a sandbox of its own, whose child refuses the same limits: no result
+    assert b'"event":"result"' not in run.stdout and run.died == f"exit {zygote.CHILD_FAILED}"
     assert b"ValueError" in run.stderr

@@ -8,12 +8,16 @@ execute the tests' own code.
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
+import json
 import math
 import pathlib
+import sys
 
 import pytest
 
-from calib.executors._harness import canon, scaffold
+from calib.executors._harness import canon, env, scaffold
 from calib.executors._harness.standins import LOG, CalibStandIn, is_standin, standin_name
 from calib.executors._harness.values import New, Obj, decode, encode
 
@@ -146,18 +150,134 @@ def test_cycles_are_marked_instead_of_recursing():
     assert canon.canonical(Node())["state"] == [["next", {"cycle": "Node"}]]
 
 
-def test_sizes_are_capped_and_the_caps_are_marked():
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()  # the reference: hashlib (OpenSSL), not the harness's module
+
+
+def test_what_a_size_bound_cuts_off_is_kept_as_a_digest():
     long_list = canon.canonical(list(range(canon.MAX_ITEMS + 10)))
-    assert len(long_list["list"]) == canon.MAX_ITEMS and long_list["truncated"] == canon.MAX_ITEMS + 10
-    long_text = canon.canonical("x" * (canon.MAX_STR + 1))
-    assert len(long_text["str"]) == canon.MAX_STR and long_text["truncated"] == canon.MAX_STR + 1
+    assert long_list["list"] == list(range(canon.MAX_ITEMS)) and long_list["truncated"] == canon.MAX_ITEMS + 10
+    assert long_list["sha256"] == _sha(json.dumps(list(range(canon.MAX_ITEMS, canon.MAX_ITEMS + 10)),
+                                              separators=(",", ":")).encode())
+    changed = list(range(canon.MAX_ITEMS + 10))
+    changed[-1] = -1
+    assert _same(changed) != _same(list(range(canon.MAX_ITEMS + 10)))  # a difference past the bound
+    text = "x" * canon.MAX_STR + "\udc80"  # a lone surrogate is str content too
+    long_text = canon.canonical(text)
+    assert long_text == {"str": "x" * canon.MAX_STR, "truncated": canon.MAX_STR + 1,
+                         "sha256": _sha(text.encode("utf-8", "surrogatepass"))}
+    raw = bytes(range(256)) * 100
+    assert canon.canonical(raw) == {"bytes": raw[:canon.MAX_STR].hex(), "truncated": len(raw), "sha256": _sha(raw)}
+    assert canon.CAPS == []  # none of these is a bound that hides behaviour
+
+
+def test_a_depth_or_size_bound_is_recorded_so_the_input_is_unobservable():
     deep: list = []
     cursor = deep
     for _ in range(canon.MAX_DEPTH + 5):
         cursor.append([])
         cursor = cursor[0]
+    canon.CAPS.clear()
     assert "depth_limit" in canon.dumps(canon.canonical(deep))
+    assert canon.CAPS == ["depth_limit"]
+    canon.CAPS.clear()
+    shared = [0] * 1000
+    assert "size_limit" in canon.dumps(canon.canonical([shared] * 300))  # 300,301 values > MAX_NODES
+    assert canon.CAPS == ["size_limit"]
+    canon.CAPS.clear()
+    assert canon.canonical(list(range(canon.MAX_NODES + 1))) == {"size_limit": "list"} and canon.CAPS == ["size_limit"]
+    canon.CAPS.clear()
+
+
+def test_integers_of_any_size_are_kept_by_value():
     assert canon.canonical(2**80) == {"int": str(2**80)}  # beyond what JSON readers keep exactly
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)  # the code under test may lower the limit: the form does not change
+    try:
+        big = 10**4500 + 7
+        assert canon.canonical(big) == canon.canonical(big)
+        sys.set_int_max_str_digits(0)
+        assert canon.canonical(big) == {"int": str(big)}
+    finally:
+        sys.set_int_max_str_digits(limit)
+    huge = -(10**100_000) - 3
+    out = canon.canonical(huge)
+    assert out["truncated"] == len(hex(huge)) and out["sha256"] == _sha(hex(huge).encode())
+    assert out["int_hex"] == hex(huge)[: canon.MAX_STR] and out != canon.canonical(huge - 1)
+    assert canon.canonical(2**20000) == {"int_hex": hex(2**20000)}
+
+
+def _adder(k, minus=False):
+    if minus:
+        def add(y):
+            return y - k
+    else:
+        def add(y):
+            return y + k
+    return add
+
+
+def test_functions_compare_by_code_defaults_and_captured_values():
+    assert _adder(1).__qualname__ == _adder(1, minus=True).__qualname__ == "_adder.<locals>.add"
+    assert _same(_adder(1)) == _same(_adder(1))
+    assert _same(_adder(1)) != _same(_adder(2))  # the same code over another value
+    assert _same(_adder(1)) != _same(_adder(1, minus=True))  # another code under the same name
+    assert canon.canonical(_adder(1))["closure"] == [1]
+    assert _same(lambda y: y + 1) != _same(lambda y: y - 1)
+    assert _same(lambda y: y + 1) != _same(lambda z: z + 1)  # a keyword call can tell them apart
+    assert _same(lambda y, d=1: y) != _same(lambda y, d=2: y)
+    assert _same(functools.partial(_adder(1), 2)) != _same(functools.partial(_adder(2), 2))
+    assert _same([1].append) != _same([2].append)  # a bound method is also its object
+    assert canon.canonical(len) == {"function": "len"}
+
+
+def test_classes_made_inside_a_function_compare_by_their_body():
+    def make(offset):
+        class Local:
+            def get(self):
+                return offset
+
+        return Local
+
+    def other():
+        class Local:
+            def get(self):
+                return 0
+
+        return Local
+
+    assert _same(make(1)) == _same(make(1)) and _same(make(1)) != _same(make(2))
+    assert _same(make(0)) != _same(other())
+
+
+def test_output_past_the_capture_bound_is_digested():
+    first, second = env.Capture(), env.Capture()
+    for capture, last in ((first, "a"), (second, "b")):
+        capture.write("x" * env.MAX_CAPTURE)
+        capture.write("y" * 10 + last)
+    assert first.value() != second.value()
+    tail = ("y" * 10 + "a").encode()
+    assert first.value() == "x" * env.MAX_CAPTURE + f"<... 11 more characters, sha256 {_sha(tail)}>"
+
+
+def test_files_past_the_size_bound_are_digested_and_too_many_files_are_unobservable(tmp_path):
+    big = b"z" * (env.MAX_FILE_BYTES + 5)
+    (tmp_path / "big.bin").write_bytes(big)
+    assert env.files_written(str(tmp_path), {}) == {
+        "big.bin": {"truncated": big[:env.MAX_FILE_BYTES].hex(), "sha256": _sha(big)}}
+    for i in range(env.MAX_FILES):
+        (tmp_path / f"f{i:03d}.txt").write_text("x")
+    with pytest.raises(env.TooManyFiles):
+        env.files_written(str(tmp_path), {})
+
+
+def test_event_encoding_does_not_go_through_json_s_replaceable_functions(monkeypatch):
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: "forged")
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    monkeypatch.setattr(json.encoder, "encode_basestring_ascii", lambda s: '"forged"')
+    event = {"event": "result", "output": "{\"a\": \"\u00e9\\udc80\"}", "index": 1}
+    assert json.loads(canon.encode_event(event)) == event and canon.encode_event(event).isascii()
+    assert canon.dumps({"b": 1, "a": [2.5, None]}) == '{"a":[2.5,null],"b":1}'
 
 
 def test_a_capped_mapping_or_set_does_not_depend_on_insertion_order():
@@ -165,6 +285,7 @@ def test_a_capped_mapping_or_set_does_not_depend_on_insertion_order():
     forward, backward = {i: i for i in range(n)}, {i: i for i in reversed(range(n))}
     assert _same(forward) == _same(backward)
     assert canon.canonical(forward)["truncated"] == n
+    assert canon.canonical(forward)["sha256"] == canon.canonical(backward)["sha256"]
     grown = set(range(4 * n))
     grown -= set(range(n, 4 * n))
     assert _same(grown) == _same(set(range(n)))
@@ -205,6 +326,18 @@ def test_stand_in_calls_are_logged_in_order_even_when_a_function_is_passed(monke
                                                     ["call", "bus.subscribe"]]
     assert LOG.entries[0][2:] == [{"list": ["https://a"]}, {"dict": [["timeout", 5]]}]
     LOG.reset()
+
+
+def test_calls_past_the_log_limit_are_kept_aside_not_dropped(monkeypatch):
+    monkeypatch.setattr(LOG, "canon", canon.canonical)
+    LOG.reset()
+    db = CalibStandIn("db")
+    for i in range(LOG.limit + 3):
+        db.put(i)
+    assert len(LOG.entries) == LOG.limit and [e[2] for e in LOG.overflow] == [
+        {"list": [i]} for i in range(LOG.limit, LOG.limit + 3)]
+    LOG.reset()
+    assert LOG.entries == [] and LOG.overflow == []
 
 
 # --- scaffold: the module x runs in --------------------------------------------------------------------

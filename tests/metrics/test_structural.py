@@ -359,5 +359,7 @@ def test_fingerprints_name_the_packages():
     for name in NAMES[:3]:
         fingerprint = create_metric(name).fingerprint()
         assert fingerprint["name"] == name and fingerprint["packages"]["codebleu"] == "0.7.0"
+        # Version 2 pins codebleu's data-flow order (values cached under version 1 are not reused).
+        assert fingerprint["version"] == "2" and fingerprint["dataflow_order"] == "code order"
     with pytest.raises(MetricUnavailable):
         codebleu_parts("", "x", "python")

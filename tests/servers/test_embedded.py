@@ -9,7 +9,10 @@ Reference values come from an independent computation: the model loaded with
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import importlib.metadata
 import math
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -141,6 +144,40 @@ def test_kind_registers_and_reports_its_capabilities(kind, tiny_model_dir):
     assert caps.batch_prompts and caps.echo_logprobs and caps.prompt_logprobs and caps.token_ids_in
     assert caps.full_distribution and caps.tokenize and caps.chat and caps.embeddings and not caps.tools
     assert caps.server_version
+
+
+def test_kind_provenance_names_the_dtype_the_weights_hash_and_the_version(kind, tiny_model_dir, served_model):
+    run(kind.capabilities())
+    record = kind.provenance()
+    weights = hashlib.sha256((tiny_model_dir / "model.safetensors").read_bytes()).hexdigest()
+
+    async def info():
+        async with aiohttp.ClientSession(served_model) as s, s.get("/info") as r:
+            return await r.json()
+
+    # The weights are loaded as float32 (docs/servers.md); TGI's /info of calib serve says the same.
+    assert record["dtype"] == "float32" and run(info())["model_dtype"] == "torch.float32"
+    assert (record["kind"], record["model"], record["device"]) == ("embedded", str(tiny_model_dir), "cpu")
+    assert record["weights_sha256"] == {"model.safetensors": weights}
+    assert record["server_version"] == importlib.metadata.version("calib")
+    assert record["revision"] is None and "no hub revision" in record["missing"]["revision"]
+    assert set(record["missing"]) == {"revision"}
+
+
+def test_kind_provenance_reads_the_commit_of_a_hub_cache_snapshot(tiny_model_dir, tmp_path):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = tmp_path / "models--org--tiny" / "snapshots" / commit
+    shutil.copytree(tiny_model_dir, snapshot)
+    server = create_server("snap", {"kind": "embedded", "model_dir": str(snapshot), "threads": 1})
+    try:
+        before = server.provenance()
+        run(server.capabilities())
+        record = server.provenance()
+    finally:
+        run(server.aclose())
+    assert before["dtype"] is None and before["missing"]["dtype"] == "the server was not probed in this run"
+    assert record["revision"] == commit
+    assert record["sources"]["revision"] == "model_dir is a Hugging Face cache snapshot"
 
 
 def test_kind_config_errors_name_the_server_and_the_key(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.metadata
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -316,7 +317,9 @@ class StrictServer:
                             "text_offset": list(range(len(chars)))}
             choices.append({"index": len(choices), "text": text + "ok", "logprobs": logprobs,
                             "finish_reason": "length"})
-        return web.json_response({"id": "cmpl-1", "object": "text_completion", "choices": choices})
+        # The OpenAI API names the dated snapshot that answered and the backend configuration.
+        return web.json_response({"id": "cmpl-1", "object": "text_completion", "model": "strict-model-2024-08-06",
+                                  "system_fingerprint": "fp_44709d6fcb", "choices": choices})
 
     async def chat(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -374,6 +377,40 @@ def test_the_probe_falls_back_where_the_server_is_strict(monkeypatch):
     for path, headers, _ in strict.requests:
         assert headers["Authorization"] == f"Bearer {SECRET}", path
     assert SECRET not in str(refused) and SECRET not in repr(server) and SECRET not in json.dumps(refused.to_dict())
+
+
+def test_provenance_keeps_the_snapshot_and_fingerprint_the_answers_name():
+    strict = StrictServer()
+
+    async def go():
+        async with strict.running() as url:
+            s = served(url, revision="2024-08-06", dtype="torch.bfloat16")
+            try:
+                await s.complete(["a", "b"], SamplingParams(max_tokens=2))
+                return s.provenance()
+            finally:
+                await s.aclose()
+
+    record = run(go())
+    assert (record["model"], record["revision"], record["dtype"], record["server_version"]) == (
+        "strict-model", "2024-08-06", "bfloat16", None)
+    assert record["response_models"] == ["strict-model-2024-08-06"]
+    assert record["system_fingerprints"] == ["fp_44709d6fcb"]
+    assert record["sources"]["dtype"] == "spec dtype (stated, not reported by the server)"
+    assert set(record["missing"]) == {"root", "server_version"}  # an OpenAI-like API has no /version, no root
+
+
+def test_provenance_of_calib_serve_and_a_dtype_the_server_contradicts(served_model, tiny_model_dir):
+    s = served(served_model)
+    run(_with(s, lambda s: s.complete(["def f():"], SamplingParams(max_tokens=2))))
+    record = s.provenance()
+    # vLLM's /v1/models root, its /version, and TGI's /info (calib serve has both route sets)
+    assert (record["model"], record["root"], record["dtype"]) == ("tiny", str(tiny_model_dir), "float32")
+    assert record["server_version"] == importlib.metadata.version("calib")
+    assert record["response_models"] == ["tiny"] and record["system_fingerprints"] == []
+    assert record["revision"] is None and "no model_sha" in record["missing"]["revision"]
+    with pytest.raises(InvalidParameterError, match="states dtype = 'bfloat16' but the server reports 'float32'"):
+        run(_with(served(served_model, dtype="bfloat16"), lambda s: s.capabilities()))
 
 
 def test_chat_sends_openai_tool_calls_and_decodes_their_arguments():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.metadata
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -230,8 +231,10 @@ class Tgi3Server:
 
     async def info(self, request: web.Request) -> web.Response:
         self.headers.append(dict(request.headers))
-        return web.json_response({"model_id": "org/model-7b", "model_sha": "abc123", "max_input_tokens": 4095,
-                                  "max_total_tokens": 4096, "version": "3.3.4", "router": "text-generation-router"})
+        # TGI 3's Info: the router's fields plus the backend's (model_dtype, model_device_type, flattened in).
+        return web.json_response({"model_id": "org/model-7b", "model_sha": "abc123", "model_dtype": "torch.bfloat16",
+                                  "model_device_type": "cuda", "max_input_tokens": 4095, "max_total_tokens": 4096,
+                                  "version": "3.3.4", "sha": "0ff5a2b9c1d3e4f5", "router": "text-generation-router"})
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[str]:
@@ -293,6 +296,41 @@ def test_prefill_logprobs_that_vanish_after_the_probe_raise_the_capability_error
                 await s.aclose()
 
     assert "--enable-prefill-logprobs" in str(run(go()))
+
+
+def test_provenance_records_what_info_reports_and_a_stated_dtype_must_agree():
+    fake = Tgi3Server()
+
+    async def go(**config: Any):
+        async with fake.running() as url:
+            s = tgi(url, **config)
+            try:
+                before = s.provenance()
+                await s.capabilities()
+                return before, s.provenance()
+            finally:
+                await s.aclose()
+
+    before, record = run(go(dtype="bfloat16"))
+    assert before["model"] is None and before["missing"]["dtype"] == "the server was not probed in this run"
+    assert {k: record[k] for k in ("kind", "model", "revision", "dtype", "device", "server_version", "server_sha")} == {
+        "kind": "tgi", "model": "org/model-7b", "revision": "abc123", "dtype": "bfloat16", "device": "cuda",
+        "server_version": "3.3.4", "server_sha": "0ff5a2b9c1d3e4f5"}
+    assert record["sources"]["revision"] == "GET /info model_sha" and record["missing"] == {}
+    with pytest.raises(InvalidParameterError, match="states dtype = 'float16' but the server reports 'bfloat16'"):
+        run(go(dtype="float16"))
+    with pytest.raises(InvalidParameterError, match="dtype must name the weights' dtype.*got 16"):
+        tgi("http://127.0.0.1:9", dtype=16)
+
+
+def test_provenance_of_calib_serve_names_the_dtype_of_the_loaded_weights(served_model):
+    s = tgi(served_model, revision="v1")
+    run(_with(s, lambda s: s.capabilities()))
+    record = s.provenance()
+    # calib serve runs the weights as float32 on the CPU (docs/servers.md), and its /info says so.
+    assert (record["model"], record["dtype"], record["device"]) == ("tiny", "float32", "cpu")
+    assert record["revision"] == "v1" and "stated" in record["sources"]["revision"]  # a local directory: no model_sha
+    assert record["server_version"] == importlib.metadata.version("calib")
 
 
 @pytest.mark.parametrize(("error", "retryable"), [

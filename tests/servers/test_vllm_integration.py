@@ -1,20 +1,15 @@
 """vLLM (CPU build) against calib's embedded server on the same tiny model.
 
-Runs when the venv that ``servers/vllm/build-venv.sh`` builds is present (or ``CALIB_VLLM_VENV``
-names one); otherwise it is skipped with the reason. vLLM takes about a minute to start on 2 cores.
-The checks are the conformance suite's: vLLM through the ``openai`` kind must give the same greedy
-text, the same token ids and the same teacher-forced log-probs (float32, within 1e-4) as the
-embedded model in-process.
+Runs when the venv that ``servers/vllm/build-venv.sh`` builds is present (``CALIB_VLLM_VENV`` names it,
+default ``servers/vllm/.venv``; ``.ci/run`` builds it); otherwise it is skipped with the reason. vLLM
+takes about a minute to start on 2 cores. The checks are the conformance suite's: vLLM through the
+``openai`` kind must give the same greedy text, the same token ids and the same teacher-forced
+log-probs (float32, within 1e-4) as the embedded model in-process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,53 +17,25 @@ import pytest
 from calib.servers.base import SamplingParams, require
 from calib.servers.registry import create_server
 from calib.servers.scoring import extraction_scores
+from tests._served import ROOT, free_port, needs_vllm, start_vllm, stop_vllm, wait_for_vllm
 
-ROOT = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("CALIB_VLLM_VENV", ROOT / "servers" / "vllm" / ".venv"))
-
-pytestmark = pytest.mark.skipif(
-    not (VENV / "bin" / "python").exists(),
-    reason=f"no vLLM venv at {VENV}: build it with servers/vllm/build-venv.sh (about 3.5 GB) to run this test",
-)
+pytestmark = needs_vllm()
 
 PROMPTS = ["def add(a, b):\n    return", "import json\n\ndef load(path):", "class Point:\n    def __init__(self"]
 SCORED = [("def add(a, b):\n", "    return a + b\n"), ("import os\n", "def main():\n    print(os.getcwd())\n")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def vllm_url(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    env = {**os.environ, "VLLM_VENV": str(VENV)}
-    with log.open("w") as out:
-        script = ROOT / "servers" / "vllm" / "serve-cpu.sh"
-        proc = subprocess.Popen(["bash", str(script), str(tiny_model_dir), str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = start_vllm(["bash", str(ROOT / "servers" / "vllm" / "serve-cpu.sh"), str(tiny_model_dir), str(port)], log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited {proc.returncode} before answering:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=5) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM did not answer /health within 300 s:\n{log.read_text()[-3000:]}")
-            time.sleep(2)
+        wait_for_vllm(proc, [url], log)
         yield url
     finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=60)
+        stop_vllm(proc)
 
 
 def test_vllm_agrees_with_the_embedded_model(vllm_url: str, tiny_model_dir: Path) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from calib.cli.stats._output import confidence_option, emit, json_option, pct, translate_errors
+from calib.cli.stats._output import Count, confidence_option, emit, json_option, pct, translate_errors
 from calib.stats.beta_law import FprLaw, fpr_law
 
 
@@ -44,7 +44,7 @@ def law_summary(r: dict[str, Any]) -> str:
 
 
 @click.command("beta-law")
-@click.option("--n", "n", type=int, required=True, help="Number of controls N.")
+@click.option("--n", "n", type=Count(minimum=1), required=True, help="Number of controls N (at most 1e12).")
 @click.option("--alpha", required=True, help="Target level: a decimal (0.001) or a fraction k/(N+1) (6/5001).")
 @confidence_option
 @json_option

@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from calib._exceptions import InvalidParameterError
-from calib.cli.stats._output import emit, json_option, pct, translate_errors
+from calib.cli.stats._output import Probability, emit, json_option, pct, translate_errors
 from calib.stats.budget import attempts_needed, generation_probability
 
 
 @click.command("budget")
-@click.option("--p", "p", type=float, required=True, help="Per-query generation probability, in (0, 1].")
-@click.option("--confidence", type=float, default=None, help="Wanted probability of at least one generation.")
+@click.option("--p", "p", type=Probability(one=True), required=True,
+              help="Per-query generation probability, in (0, 1].")
+@click.option("--confidence", type=Probability(), default=None, help="Wanted probability of at least one generation.")
 @click.option("--attempts", type=float, default=None, help="Number of queries n (may be written 1e21).")
 @json_option
 @translate_errors

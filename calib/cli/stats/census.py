@@ -9,7 +9,7 @@ import numpy as np
 
 from calib._exceptions import InputError
 from calib.cli._scorefiles import TABLE_SUFFIXES, column_values, read_scores, read_table
-from calib.cli.stats._output import emit, json_option, pct, translate_errors
+from calib.cli.stats._output import Count, Probability, emit, json_option, pct, translate_errors
 from calib.stats.census import census as run_census
 
 SCORE_COLUMNS = ("score", "log10_score")
@@ -66,9 +66,9 @@ def _summary(r: dict) -> str:
 @click.option("--controls", type=click.Path(path_type=Path), required=True,
               help="The matched control's (decontaminated) window scores: a table or one score per line.")
 @click.option("--budget", type=float, default=None, help="Query budget n (may be written 1e20).")
-@click.option("--budget-confidence", type=float, default=0.95, show_default=True,
+@click.option("--budget-confidence", type=Probability(), default=0.95, show_default=True,
               help="Wanted probability of generating a window within the budget.")
-@click.option("--length", "document_length", type=int, default=None,
+@click.option("--length", "document_length", type=Count(minimum=1), default=None,
               help="Document length in characters (default: the largest window end).")
 @click.option("--log10", "log10", is_flag=True,
               help="Scores in a 'score' column or a plain file are log10 probabilities.")

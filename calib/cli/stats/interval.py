@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from calib.cli.stats._output import confidence_option, emit, json_option, translate_errors
+from calib.cli.stats._output import Count, confidence_option, emit, json_option, translate_errors
 from calib.stats.intervals import clopper_pearson
 
 
 @click.command("interval")
-@click.option("--k", "k", type=int, required=True, help="Number of successes (e.g. claims).")
-@click.option("--n", "n", type=int, required=True, help="Number of trials (e.g. candidates).")
+@click.option("--k", "k", type=Count(), required=True, help="Number of successes (e.g. claims).")
+@click.option("--n", "n", type=Count(minimum=1), required=True,
+              help="Number of trials (e.g. candidates; at most 1e12).")
 @confidence_option
 @json_option
 @translate_errors

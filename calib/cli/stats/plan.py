@@ -5,18 +5,19 @@ from __future__ import annotations
 import click
 
 from calib._exceptions import InvalidParameterError
-from calib.cli.stats._output import emit, json_option, pct, translate_errors
+from calib.cli.stats._output import MAX_COUNT, Count, Probability, emit, json_option, pct, translate_errors
 from calib.stats.beta_law import plan_controls
 from calib.stats.multiple import bonferroni_max_candidates, bonferroni_min_controls
 
 
 @click.command("plan")
-@click.option("--controls", "n_controls", type=int, default=None, help="Number of controls N you have.")
-@click.option("--candidates", "n_candidates", type=int, default=None, help="Number of candidates m to test.")
-@click.option("--fwer", type=float, default=None, help="Family-wise error rate for Bonferroni, in (0, 1).")
+@click.option("--controls", "n_controls", type=Count(minimum=1), default=None, help="Number of controls N you have.")
+@click.option("--candidates", "n_candidates", type=Count(minimum=1), default=None,
+              help="Number of candidates m to test.")
+@click.option("--fwer", type=Probability(), default=None, help="Family-wise error rate for Bonferroni, in (0, 1).")
 @click.option("--alpha", default=None, help="Level to certify (with --upper): plan N by the Beta law.")
-@click.option("--upper", type=float, default=None, help="Wanted bound on the population FPR (with --alpha).")
-@click.option("--confidence", type=float, default=0.95, show_default=True,
+@click.option("--upper", type=Probability(), default=None, help="Wanted bound on the population FPR (with --alpha).")
+@click.option("--confidence", type=Probability(), default=0.95, show_default=True,
               help="With --alpha/--upper: share of control draws whose FPR stays below --upper.")
 @json_option
 @translate_errors
@@ -44,6 +45,10 @@ def plan(n_controls: int | None, n_candidates: int | None, fwer: float | None, a
             f"{r['n_controls']} controls support at most {r['max_candidates']} candidates at FWER "
             f"{pct(r['fwer'])} (Bonferroni)"))
     else:
+        if n_candidates / fwer > MAX_COUNT:
+            raise InvalidParameterError(
+                f"--candidates {n_candidates} at --fwer {fwer:g} needs about {n_candidates / fwer:.3g} controls, more "
+                f"than the 10^12 calib plans for; lower --candidates or raise --fwer")
         b = bonferroni_min_controls(n_candidates, fwer)
         record = {"n_candidates": b.n_candidates, "fwer": b.fwer, "min_controls": b.n_controls,
                   "per_candidate_alpha": b.per_candidate_alpha}

@@ -7,8 +7,14 @@ harness's own file names and line numbers in messages, set and dict ordering) an
 So: dicts become lists of ``[key, value]`` pairs sorted by the canonical key, sets sorted lists, tuples
 stay distinct from lists, floats keep their ``repr`` (``0.1 + 0.2`` is not ``0.3``; ``-0.0`` is not
 ``0.0``), objects become their class name and attribute state, stand-ins their name, and in any text
-produced by ``repr`` the ``0x…`` addresses are blanked. Depth, length and string size are capped and
-the caps are marked, so a huge value cannot exhaust the harness.
+produced by ``repr`` the ``0x…`` addresses are blanked. Functions compare by their code, defaults and
+captured values (never by name alone), integers of any size by value.
+
+Sizes are bounded so that a huge value cannot exhaust the harness, and no bound may make two different
+values equal: what is cut from a long string, bytes, integer or container is kept as a SHA-256 digest
+beside the part shown; a bound that cannot be kept that way (nesting depth, the number of values visited)
+is recorded in :data:`CAPS`, and the harness then reports the input ``unobservable`` (invalid for x, a
+non-match for a candidate) instead of an output state.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import sys
 import types
 
 from .standins import is_standin, standin_name
@@ -24,9 +31,14 @@ TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not impo
 if TYPE_CHECKING:
     from typing import Any
 
-MAX_DEPTH = 8
+MAX_DEPTH = 32
 MAX_ITEMS = 500
 MAX_STR = 20_000
+#: Integers up to this many bits are written in decimal (about 4,800 digits), larger ones in hex.
+MAX_DECIMAL_BITS = 16_000
+#: Bounds hit since the harness last cleared it (``depth_limit``, ``size_limit``): the output state
+#: then does not determine the behaviour, and the input is reported ``unobservable``.
+CAPS: list[str] = []
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
 #: File names the harness gives the code it runs; blanked in messages so truth and candidate compare equal.
@@ -39,10 +51,62 @@ def scrub(text: str) -> str:
     return HARNESS_FILE.sub("<code>", text)
 
 
+_sha256: Any = None
+
+
+def digest(data: bytes) -> str:
+    """SHA-256 of ``data`` in hex."""
+    return sha256(data).hexdigest()
+
+
+def sha256(data: bytes = b"") -> Any:
+    """A SHA-256 hash object (the builtin module's: importing ``hashlib`` loads OpenSSL, ~15 ms)."""
+    global _sha256
+    if _sha256 is None:
+        try:
+            from _sha256 import sha256 as _sha256  # noqa: PLC0415 - CPython <= 3.11
+        except ImportError:
+            try:
+                from _sha2 import sha256 as _sha256  # type: ignore[no-redef]  # noqa: PLC0415 - 3.12+
+            except ImportError:
+                from hashlib import sha256 as _sha256  # type: ignore[no-redef]  # noqa: PLC0415
+    return _sha256(data)
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # lone surrogates are valid str content
+
+
 def _text(value: str) -> Any:
+    """A string, or past ``MAX_STR`` its first part, its length and the digest of the whole."""
     if len(value) > MAX_STR:
-        return {"str": value[:MAX_STR], "truncated": len(value)}
+        return {"str": value[:MAX_STR], "truncated": len(value), "sha256": digest(_encoded(value))}
     return value
+
+
+def _int(value: int) -> Any:
+    """An integer beyond 2**53 by value, whatever ``sys.set_int_max_str_digits`` says (``str()`` of a
+    long integer raises ``ValueError`` past that limit): decimal up to ``MAX_DECIMAL_BITS``, then hex."""
+    if value.bit_length() <= MAX_DECIMAL_BITS:
+        get = getattr(sys, "get_int_max_str_digits", None)
+        limit = get() if get is not None else 0
+        if limit:
+            sys.set_int_max_str_digits(0)
+        try:
+            return {"int": str(value)}
+        finally:
+            if limit:
+                sys.set_int_max_str_digits(limit)
+    text = hex(value)  # linear time, no digit limit
+    if len(text) > MAX_STR:
+        return {"int_hex": text[:MAX_STR], "truncated": len(text), "sha256": digest(text.encode("ascii"))}
+    return {"int_hex": text}
+
+
+def _cap(kind: str, name: str) -> dict[str, str]:
+    if kind not in CAPS:
+        CAPS.append(kind)
+    return {kind: name}
 
 
 def _qualname(obj: Any) -> str:
@@ -55,14 +119,15 @@ def _qualname(obj: Any) -> str:
 
 # built once: json.dumps with these options builds a new encoder on every call
 _KEY = json.JSONEncoder(sort_keys=True, default=str).encode
-_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 _BYTES = (bytes, bytearray, memoryview)
 _TIMES = (datetime.date, datetime.time, datetime.timedelta)
 _SEQUENCES = (list, tuple)
 _MAPPINGS = (dict, types.MappingProxyType)
 _SETS = (set, frozenset)
-_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+_CALLABLES = (types.BuiltinFunctionType, types.MethodType, types.MethodWrapperType, types.WrapperDescriptorType,
+              types.MethodDescriptorType, types.ClassMethodDescriptorType)
 _SCALARS = (int, float, str)
+_SIZED = (list, tuple, dict, set, frozenset, types.MappingProxyType)
 
 
 def _key(item: Any) -> str:
@@ -71,6 +136,23 @@ def _key(item: Any) -> str:
 
 MAX_NODES = 200_000
 _budget = [MAX_NODES]
+
+
+def _c_encoder(sort_keys: bool, ascii: bool) -> Any:
+    """A JSON encoder made of ``json``'s C functions, bound now: code under test that later replaces
+    ``json.dumps`` or ``json.encoder``'s module functions changes neither output states nor events."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without _json
+        return json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=ascii).encode
+    strings = json.encoder.encode_basestring_ascii if ascii else json.encoder.encode_basestring
+    iterencode = make(None, None, strings, None, ":", ",", sort_keys, False, True)
+    return lambda value: "".join(iterencode(value, 0))
+
+
+_DUMPS = _c_encoder(True, False)
+#: What the harness writes its events with: insertion order (smaller and faster than sorting), ASCII
+#: (an output state may hold lone surrogates, which UTF-8 cannot carry).
+encode_event = _c_encoder(False, True)
 
 
 def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -> Any:
@@ -85,21 +167,23 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
         _budget[0] = MAX_NODES
     _budget[0] -= 1
     if _budget[0] < 0:
-        return {"size_limit": type(value).__name__}
+        return _cap("size_limit", type(value).__name__)
     kind = type(value)
     if value is None or kind is bool:
         return value
     if kind is int:
-        return value if -(2**53) < value < 2**53 else {"int": str(value)}
+        return value if -(2**53) < value < 2**53 else _int(value)
     if kind is float:
         return {"float": repr(value)}
     if kind is str:
-        return value if len(value) <= MAX_STR else {"str": value[:MAX_STR], "truncated": len(value)}
+        return value if len(value) <= MAX_STR else _text(value)
     if depth >= MAX_DEPTH:
-        return {"depth_limit": kind.__name__}
+        return _cap("depth_limit", kind.__name__)
     if id(value) in _seen:
         return {"cycle": kind.__name__}
     seen = _seen | {id(value)}
+    if isinstance(value, _SIZED) and len(value) > _budget[0]:  # more items than values left to visit
+        return _cap("size_limit", kind.__name__)
     if kind is list or kind is tuple:
         return _sequence(value, kind, depth, seen)
     if kind is dict:
@@ -108,7 +192,9 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
         return {"standin": standin_name(value)}
     if isinstance(value, _BYTES):
         raw = bytes(value)
-        return {kind.__name__: raw[:MAX_STR].hex(), **({"truncated": len(raw)} if len(raw) > MAX_STR else {})}
+        if len(raw) > MAX_STR:
+            return {kind.__name__: raw[:MAX_STR].hex(), "truncated": len(raw), "sha256": digest(raw)}
+        return {kind.__name__: raw.hex()}
     if isinstance(value, _TIMES):
         # by value: the harness's frozen clock makes datetime a subclass whose repr differs
         name = next(t.__name__ for t in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
@@ -125,15 +211,27 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
         out: dict[str, Any] = {"frozenset" if isinstance(value, frozenset) else "set": items[:MAX_ITEMS]}
         if kind not in (set, frozenset):
             out["type"] = _qualname(kind)
-        if len(items) > MAX_ITEMS:
-            out["truncated"] = len(items)
+        _tail(out, items)
         return out
     if isinstance(value, BaseException):
         return {"exception": _qualname(kind), "args": canonical(value.args, depth + 1, seen)}
     if isinstance(value, type):
-        return {"class": _qualname(value)}
+        return _class(value, depth, seen)
+    if isinstance(value, types.FunctionType):
+        return _function(value, depth, seen)
+    if isinstance(value, types.CodeType):
+        return {"code": _code(value, depth, seen)}
     if isinstance(value, _CALLABLES):
-        return {"function": _qualname(value)}
+        out = {"function": _qualname(value)}
+        bound = getattr(value, "__self__", None)
+        if bound is not None and not isinstance(bound, types.ModuleType):  # [].append, obj.method
+            out["self"] = canonical(bound, depth + 1, seen)
+            if isinstance(value, types.MethodType):
+                out["function"] = canonical(value.__func__, depth + 1, seen)
+        return out
+    if kind.__module__ == "functools" and kind.__name__ == "partial":
+        return {"partial": canonical(value.func, depth + 1, seen), "args": canonical(value.args, depth + 1, seen),
+                "keywords": canonical(value.keywords, depth + 1, seen)}
     if isinstance(value, types.ModuleType):
         return {"module": value.__name__}
     if isinstance(value, _SCALARS):  # subclasses: enums (IntEnum), str subclasses
@@ -145,26 +243,72 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
     return _object(value, depth, seen)
 
 
+def _tail(out: dict[str, Any], items: list[Any]) -> None:
+    """Past ``MAX_ITEMS`` canonical items: keep the first ones in ``out``, the count and a digest of the rest."""
+    if len(items) > MAX_ITEMS:
+        out["truncated"] = len(items)
+        out["sha256"] = digest(_DUMPS(items[MAX_ITEMS:]).encode("utf-8", "surrogatepass"))
+
+
 def _sequence(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
-    items = [canonical(item, depth + 1, seen) for item in value[:MAX_ITEMS]]
-    out: dict[str, Any] = {"tuple" if isinstance(value, tuple) else "list": items}
+    items = [canonical(item, depth + 1, seen) for item in value]  # all of them: the tail is digested
+    out: dict[str, Any] = {"tuple" if isinstance(value, tuple) else "list": items[:MAX_ITEMS]}
     if kind is not list and kind is not tuple:
         out["type"] = _qualname(kind)
         if hasattr(value, "_fields"):
             out["fields"] = list(value._fields)
-    if len(value) > MAX_ITEMS:
-        out["truncated"] = len(value)
+    _tail(out, items)
     return out
 
 
 def _mapping(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
     # sorted before the cap, so that two equal mappings built in different orders keep the same items
     keyed = sorted(((canonical(k, depth + 1, seen), v) for k, v in value.items()), key=lambda kv: _key(kv[0]))
-    out: dict[str, Any] = {"dict": [[k, canonical(v, depth + 1, seen)] for k, v in keyed[:MAX_ITEMS]]}
+    items = [[k, canonical(v, depth + 1, seen)] for k, v in keyed]
+    out: dict[str, Any] = {"dict": items[:MAX_ITEMS]}
     if kind is not dict:
         out["type"] = _qualname(kind)
-    if len(keyed) > MAX_ITEMS:
-        out["truncated"] = len(keyed)
+    _tail(out, items)
+    return out
+
+
+def _code(code: types.CodeType, depth: int, seen: frozenset[int]) -> str:
+    """A digest of what a code object does: its bytecode, constants (nested code in turn), names and
+    signature; not its line numbers, file name or local variable names (a renamed local is the same code)."""
+    parts = [code.co_code.hex(), code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+             code.co_flags, list(code.co_names), list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]),
+             len(code.co_freevars), [canonical(c, depth + 1, seen) for c in code.co_consts]]
+    return digest(_DUMPS(parts).encode("utf-8", "surrogatepass"))
+
+
+def _function(value: types.FunctionType, depth: int, seen: frozenset[int]) -> dict[str, Any]:
+    """A Python function by name and behaviour: its code, defaults and the values it captured, so two
+    lambdas, or two closures of one ``def`` over different values, are not equal by their name."""
+    out: dict[str, Any] = {"function": _qualname(value), "code": _code(value.__code__, depth, seen)}
+    if value.__defaults__:
+        out["defaults"] = canonical(value.__defaults__, depth + 1, seen)
+    if value.__kwdefaults__:
+        out["kwdefaults"] = canonical(value.__kwdefaults__, depth + 1, seen)
+    if value.__closure__:
+        cells = []
+        for cell in value.__closure__:
+            try:
+                cells.append(canonical(cell.cell_contents, depth + 1, seen))
+            except ValueError:  # a cell not yet filled
+                cells.append({"empty_cell": True})
+        out["closure"] = cells
+    return out
+
+
+def _class(value: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
+    """A class by name; a class made inside a function (``<locals>``) also by its body, which is code of
+    the variant that made it (a module-level class is the same code for every variant)."""
+    out: dict[str, Any] = {"class": _qualname(value)}
+    if "<locals>" in (getattr(value, "__qualname__", "") or ""):
+        body = {k: v for k, v in vars(value).items() if k not in ("__dict__", "__weakref__", "__module__",
+                                                                  "__qualname__", "__doc__")}
+        out["body"] = canonical(body, depth + 1, seen)
+        out["bases"] = [_qualname(b) for b in value.__bases__]
     return out
 
 

@@ -7,7 +7,8 @@
   and seeded randomness (``random``, ``os.urandom``, hence ``uuid4`` and ``secrets``), reset per input.
 - The private working directory, reset per input, holding the input state's files; what the code
   writes there is part of the output state.
-- Captured stdout/stderr, capped, both at the Python level and at the file-descriptor level.
+- Captured stdout/stderr, capped, both at the Python level and at the file-descriptor level; what a
+  cap cuts off is kept as a digest (two outputs that differ only past the cap still differ).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import random
 import sys
 import time
 from functools import partial
+
+from . import canon
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -225,20 +228,32 @@ def reset(seed: int) -> None:
 # --- working directory ------------------------------------------------------------------------------
 
 
-def _walk(root: str) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
+class TooManyFiles(Exception):
+    """More than ``MAX_FILES`` files in the working directory: the output state is not observed."""
+
+
+def _walk(root: str) -> dict[str, tuple[bytes, str | None]]:
+    """Each file's first ``MAX_FILE_BYTES`` bytes, and for a longer file the digest of all of it."""
+    found: dict[str, tuple[bytes, str | None]] = {}
     for base, dirs, files in os.walk(root):
         dirs.sort()
         for name in sorted(files):
             if len(found) >= MAX_FILES:
-                return found
+                raise TooManyFiles(f"more than {MAX_FILES} files")
             path = os.path.join(base, name)
             rel = os.path.relpath(path, root)
             try:
                 with open(path, "rb") as fh:
-                    found[rel] = fh.read(MAX_FILE_BYTES + 1)
+                    data = fh.read(MAX_FILE_BYTES + 1)
+                    whole = None
+                    if len(data) > MAX_FILE_BYTES:  # at most RLIMIT_FSIZE (16 MiB)
+                        hasher = canon.sha256(data)
+                        while chunk := fh.read(1 << 20):
+                            hasher.update(chunk)
+                        whole = hasher.hexdigest()
+                found[rel] = (data, whole)
             except OSError as exc:
-                found[rel] = f"<unreadable: {type(exc).__name__}>".encode()
+                found[rel] = (f"<unreadable: {type(exc).__name__}>".encode(), None)
     return found
 
 
@@ -280,12 +295,12 @@ def files_written(root: str, files: dict[str, str]) -> dict[str, Any]:
     """Files created, changed or deleted in the working directory, relative to the input's files."""
     out: dict[str, Any] = {}
     now = _walk(root)
-    for rel, data in now.items():
+    for rel, (data, whole) in now.items():
         before = files.get(rel)
-        if before is not None and before.encode("utf-8") == data:
+        if before is not None and whole is None and before.encode("utf-8") == data:
             continue
-        if len(data) > MAX_FILE_BYTES:
-            out[rel] = {"truncated": data[:MAX_FILE_BYTES].hex()}
+        if whole is not None:
+            out[rel] = {"truncated": data[:MAX_FILE_BYTES].hex(), "sha256": whole}
             continue
         try:
             out[rel] = data.decode("utf-8")
@@ -301,11 +316,12 @@ def files_written(root: str, files: dict[str, str]) -> dict[str, Any]:
 
 
 class Capture(io.TextIOBase):
-    """A text stream that keeps the first ``MAX_CAPTURE`` characters and counts the rest."""
+    """A text stream that keeps the first ``MAX_CAPTURE`` characters, and counts and digests the rest."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.size = 0
+        self.rest: Any = None  # the digest of what comes past the cap
 
     def writable(self) -> bool:
         return True
@@ -313,14 +329,21 @@ class Capture(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        if self.size < MAX_CAPTURE:
-            self.parts.append(text[: MAX_CAPTURE - self.size])
+        room = max(MAX_CAPTURE - self.size, 0)
+        if room:
+            self.parts.append(text[:room])
+        if len(text) > room:
+            if self.rest is None:
+                self.rest = canon.sha256()
+            self.rest.update(text[room:].encode("utf-8", "surrogatepass"))
         self.size += len(text)
         return len(text)
 
     def value(self) -> str:
         text = "".join(self.parts)
-        return text if self.size <= MAX_CAPTURE else text + f"<... {self.size - MAX_CAPTURE} more characters>"
+        if self.size <= MAX_CAPTURE:
+            return text
+        return text + f"<... {self.size - MAX_CAPTURE} more characters, sha256 {self.rest.hexdigest()}>"
 
 
 class FdCapture:
@@ -340,8 +363,16 @@ class FdCapture:
             size = os.lseek(self.fd, 0, os.SEEK_END)
             os.lseek(self.fd, 0, os.SEEK_SET)
             data = os.read(self.fd, min(size, MAX_CAPTURE))
+            rest = None
+            if size > MAX_CAPTURE:  # at most RLIMIT_FSIZE (16 MiB): digested, not kept
+                rest = canon.sha256()
+                while chunk := os.read(self.fd, 1 << 20):
+                    rest.update(chunk)
             os.ftruncate(self.fd, 0)
             os.lseek(self.fd, 0, os.SEEK_SET)
         except OSError:
             return ""
-        return data.decode("utf-8", "replace")
+        text = data.decode("utf-8", "replace")
+        if rest is not None:
+            text += f"<... {size - MAX_CAPTURE} more bytes, sha256 {rest.hexdigest()}>"
+        return text

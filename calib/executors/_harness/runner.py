@@ -2,8 +2,12 @@
 
 Started inside bubblewrap as ``python -P -s -S -B -c`` with the sandbox's boot lines (the rlimits, then
 ``runner.main()``). Reads one job (JSON) on stdin and writes JSON lines on a private copy of the
-original stdout; the code under test gets file descriptors 1 and 2 redirected to a capture file, so
-nothing it prints can corrupt the channel.
+original stdout (:class:`Channel`); the code under test gets file descriptors 1 and 2 redirected to a
+capture file, so nothing it prints can corrupt the channel. Each event carries the job's ``nonce``, and
+is encoded and written with functions bound before any code under test ran (replacing ``json.dumps``,
+``os.write`` or ``sys.stdout`` changes nothing). This is not a boundary: code in the same interpreter
+can find the channel and the nonce; what the host relies on instead is in docs/executors.md ("Output
+states", *What a batch can forge*).
 
 Modes: ``explore`` (x only: choose input states by a coverage-guided search, or run the given ones,
 and report the chosen states with their output states and the lines each covered) and ``replay`` (any
@@ -62,8 +66,40 @@ class _Timeout(BaseException):
     """The per-input time limit (a BaseException so that ``except Exception`` in the code cannot eat it)."""
 
 
+#: After the input's time is up the alarm repeats at this interval: code that catches the first
+#: ``_Timeout`` (``except BaseException``, a finalizer) gets another, and the input counts as timed out.
+ALARM_REPEAT = 0.05
+_alarm = {"armed": False, "fired": False}
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
-    raise _Timeout()
+    if _alarm["armed"]:  # not once the input is over: the harness's own code is never interrupted
+        _alarm["fired"] = True
+        raise _Timeout()
+
+
+_write = os.write  # bound now: code under test that replaces ``os.write`` does not reach the channel
+
+
+class Channel:
+    """The harness's events: one JSON line each, with the job's nonce, written straight to a descriptor."""
+
+    def __init__(self, fd: int, nonce: str | None) -> None:
+        self.fd = fd
+        self.nonce = nonce
+
+    def write(self, text: str) -> None:
+        view = memoryview(text.encode("utf-8"))
+        while view:
+            view = view[_write(self.fd, view):]
+
+    def flush(self) -> None:
+        """Nothing to flush (each write goes to the descriptor); for code that treats this as a file."""
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.nonce is not None:
+            event["nonce"] = self.nonce
+        self.write(canon.encode_event(event) + "\n")
 
 
 def _threads() -> set[Any]:
@@ -121,8 +157,7 @@ class Runner:
         return frozenset(self.owner[line] for line in self.lines if line in self.owner)
 
     def emit(self, event: dict[str, Any]) -> None:
-        self.channel.write(json.dumps(event, separators=(",", ":")) + "\n")
-        self.channel.flush()
+        self.channel.emit(event)
 
     # --- one input ---------------------------------------------------------------------------------
     def _trace(self, frame: Any, event: str, arg: Any) -> Any:
@@ -138,75 +173,106 @@ class Runner:
         return self._line
 
     def run(self, state: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
-        """Run one input state; returns (status, reason, canonical output state)."""
+        """Run one input state; returns (status, reason, canonical output state).
+
+        Everything the input costs is under its timer: the call, observing the output state (a
+        ``__repr__`` of the code's own objects can loop), and then collecting the input's garbage, so
+        that a finalizer (``__del__``, a weakref callback) that loops is this input's timeout and not
+        the next input's. An output state that cannot be observed whole (a bound of
+        :mod:`.canon` hit, an exception while observing) makes the input ``unobservable``: invalid
+        for x, a non-match for a candidate, never equal to anything."""
         files = state.get("files") or {}
         env.prepare_workdir(self.workdir, files)
         env.reset(int(state.get("seed", self.seed)))
         LOG.reset()
+        canon.CAPS.clear()
         self.lines, self.started = set(), False
-        gc.collect()  # the previous input's garbage goes now, not during this input's capture
         self.capture.take()
         out: dict[str, Any] = {}
         status, reason = "ok", ""
-        stdout, stderr = env.Capture(), env.Capture()
         real_out, real_err = sys.stdout, sys.stderr
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        instance: Any = None
-        before = self_before = None
-        threads_before = _threads()
-        signal.setitimer(signal.ITIMER_REAL, self.timeout)
-        # The timer stays armed while the output state is observed too (a __repr__ or __str__ of the
-        # code's own objects can loop), and the alarm may land in any handler below: one outer
-        # handler takes it wherever it lands.
+        _alarm["armed"], _alarm["fired"] = True, False
+        signal.setitimer(signal.ITIMER_REAL, self.timeout, ALARM_REPEAT)
+        # The alarm may land in any handler below: one outer handler takes it wherever it lands.
         try:
             try:
-                sys.stdout, sys.stderr = stdout, stderr
-                ns = self.module.build()
-                call, instance = self._target(ns, state)
-                args, kwargs = self._arguments(state, ns)
-                before = canon.dumps(canon.canonical([args, kwargs]))
-                self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
-                LOG.reset(standin_default(state.get("standins")), items=2 if state.get("standins") == "items" else 0)
-                sys.settrace(self._trace)
-                standins.StandInFinder.active = True
-                try:
-                    value = call(*args, **kwargs)
-                    value = drain(value)
-                finally:
-                    sys.settrace(None)
-                    standins.StandInFinder.active = False
-                out["return"] = canon.canonical(value)
-            except _Timeout:
-                raise
-            except BaseException as exc:  # noqa: BLE001 - every exception is an observation
-                sys.settrace(None)
-                out["exception"] = canon._qualname(type(exc))
-                status, reason = self._classify(exc)
+                status, reason = self._execute(state, out, files)
             finally:
                 sys.stdout, sys.stderr = real_out, real_err
-            self._observe(out, args, kwargs, before, instance, self_before, stdout, stderr, files)
-            if _stray_threads(threads_before):
-                # threads of the code's (a pool's workers, a watcher) still run after it returned: the
-                # output state is not final, and they would act on during the next inputs
-                self.poisoned = True
-                status, reason = "invalid", "threads"
-                out["outcome"] = "threads"
+            gc.collect()  # the input's garbage (its locals are gone with _execute's frame)
         except _Timeout:
             sys.settrace(None)
             status, reason = "invalid", "timeout"
             out.setdefault("outcome", "timeout")
         except BaseException as exc:  # noqa: BLE001 - an observation that failed; keep what we have
             out["unobservable"] = type(exc).__name__
+            status, reason = "invalid", "unobservable"
         finally:
+            _alarm["armed"] = False
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.stdout, sys.stderr = real_out, real_err
+        if _alarm["fired"] and reason != "timeout":  # the code caught the alarm and went on
+            status, reason = "invalid", "timeout"
+            out.setdefault("outcome", "timeout")
+        elif canon.CAPS and status != "invalid":  # what was observed is incomplete (and can be huge): dropped
+            status, reason = "invalid", "unobservable"
+            out = {"unobservable": ",".join(canon.CAPS)}
         return status, reason, out
+
+    def _execute(self, state: dict[str, Any], out: dict[str, Any], files: dict[str, str]) -> tuple[str, str]:
+        """Build, call and observe (in ``out``); the status and reason."""
+        status, reason = "ok", ""
+        stdout, stderr = env.Capture(), env.Capture()
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        instance: Any = None
+        before = self_before = None
+        returned, value = False, None
+        threads_before = _threads()
+        real = sys.stdout, sys.stderr
+        try:
+            sys.stdout, sys.stderr = stdout, stderr
+            ns = self.module.build()
+            call, instance = self._target(ns, state)
+            args, kwargs = self._arguments(state, ns)
+            before = canon.dumps(canon.canonical([args, kwargs]))
+            self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
+            LOG.reset(standin_default(state.get("standins")), items=2 if state.get("standins") == "items" else 0)
+            sys.settrace(self._trace)
+            standins.StandInFinder.active = True
+            try:
+                value = call(*args, **kwargs)
+                value = drain(value)
+            finally:
+                sys.settrace(None)
+                standins.StandInFinder.active = False
+            returned = True
+        except _Timeout:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every exception is an observation
+            sys.settrace(None)
+            out["exception"] = canon._qualname(type(exc))
+            status, reason = self._classify(exc)
+        finally:
+            sys.stdout, sys.stderr = real
+        if returned:  # observed apart from the call: a value that cannot be observed is not an exception of x's
+            out["return"] = canon.canonical(value)
+        self._observe(out, args, kwargs, before, instance, self_before, stdout, stderr, files)
+        if _stray_threads(threads_before):
+            # threads of the code's (a pool's workers, a watcher) still run after it returned: the
+            # output state is not final, and they would act on during the next inputs
+            self.poisoned = True
+            status, reason = "invalid", "threads"
+            out["outcome"] = "threads"
+        return status, reason
 
     def _observe(self, out: dict[str, Any], args: list[Any], kwargs: dict[str, Any], before: str | None,
                  instance: Any, self_before: str | None, stdout: env.Capture, stderr: env.Capture,
                  files: dict[str, str]) -> None:
         out["calls"] = LOG.entries
+        if LOG.overflow:  # past the log's limit: their number and digest
+            rest = canon.digest(canon.dumps(LOG.overflow).encode("utf-8", "surrogatepass"))
+            out["calls"] = [*LOG.entries, ["truncated", len(LOG.overflow), rest]]
         # Mutable arguments and self enter the output state when the call changed them: their
         # unchanged state is the input itself and would make every input a "distinct output".
         after = canon.canonical([args, kwargs])
@@ -434,12 +500,14 @@ def _read_part(source: Any) -> dict[str, Any]:
 def main() -> None:
     """Run one job (started by the sandbox's boot line, with the garbage collector off until the code
     under test is about to run: the harness's own start-up allocates much and frees little)."""
-    channel = os.fdopen(high_fd(os.dup(1)), "w", encoding="utf-8")
+    channel_fd = high_fd(os.dup(1))
     source = os.fdopen(high_fd(os.dup(0)), "rb")  # the job; fd 0 itself is the code's: it reads nothing
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     job = _read_part(source)
+    nonce = job.pop("nonce", None)
+    channel = Channel(channel_fd, nonce if isinstance(nonce, str) else None)
     if job.get("mode") == "tests":  # a program and its assert tests (calib/probes/testrun.py)
         from . import testcases  # noqa: PLC0415
 
@@ -461,8 +529,7 @@ def main() -> None:
     try:
         runner = Runner(job, channel)  # parses and analyses the scaffold; runs none of its code
     except (scaffold.ScaffoldError, SyntaxError, ValueError) as exc:
-        channel.write(json.dumps({"event": "error", "reason": "unparsable", "message": str(exc)}) + "\n")
-        channel.flush()
+        channel.emit({"event": "error", "reason": "unparsable", "message": str(exc)})
         return
     if job.get("wait"):  # the rest of the job (the input states) comes once the host knows it
         rest = _read_part(source)
@@ -490,3 +557,6 @@ def main() -> None:
         replay(runner, job)
     user, system = os.times()[:2]
     runner.emit({"event": "done", "cpu_s": round(user + system, 4)})  # for benchmarks/executor.py
+    # Nothing of the code's runs after its last input: no atexit handlers, no finalizers at interpreter
+    # exit (they ran outside every input's timer, and could write after "done")
+    os._exit(0)

@@ -15,6 +15,15 @@ Three programs, one builder:
   process existed); ``tkill`` and the pidfd calls fail, and the System V
   semaphores and POSIX message queues (which would outlive the child in the sandbox's IPC namespace and
   reach the next child) are refused.
+
+Every program refuses extended attributes (``setxattr`` and ``removexattr`` in all their forms fail
+with ``EOPNOTSUPP``, as on a file system without them: they would survive the wipe between batches on
+``/work`` and ``/tmp`` themselves) and inotify (:data:`DENIED`: its instances come from the host user's
+shared quota). A batch's and a child's program also refuse (``EPERM``) the calls that make the kernel
+signal a process the code names: ``fcntl`` ``F_SETOWN``, ``F_SETOWN_EX``, ``F_SETSIG``, ``F_SETLEASE``,
+``F_NOTIFY`` and ``F_SETFL`` with ``O_ASYNC``, ``ioctl`` ``FIOSETOWN``, ``SIOCSPGRP`` and ``FIOASYNC``; and
+``setsockopt`` of ``SO_SNDBUF``, ``SO_RCVBUF`` (and their ``FORCE`` forms), so that a socket's buffers
+stay at the system's default size.
 """
 
 from __future__ import annotations
@@ -23,11 +32,18 @@ import platform
 import struct
 
 CLONE_THREAD = 0x00010000
-_EPERM, _ESRCH, _ENOSYS = 1, 3, 38
+_EPERM, _ESRCH, _ENOSYS, _EOPNOTSUPP = 1, 3, 38, 95
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ARG0_LOW = 16  # offsetof(struct seccomp_data, args[0]), its low half on a little-endian machine
 _ARG1_LOW = 24  # args[1]
+_ARG2_LOW = 32  # args[2]
+# fcntl commands (asm-generic/fcntl.h, linux/fcntl.h), O_ASYNC, ioctl requests (asm-generic/ioctls.h,
+# linux/sockios.h), setsockopt (asm-generic/socket.h); the same numbers on x86-64 and aarch64
+_SIGNALLING_FCNTL = (8, 10, 15, 1024, 1026)  # F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETLEASE, F_NOTIFY
+_F_SETFL, _O_ASYNC = 4, 0o20000
+_SIGNALLING_IOCTL = (0x8901, 0x8902, 0x5452)  # FIOSETOWN, SIOCSPGRP, FIOASYNC
+_SOL_SOCKET, _BUFFER_OPTIONS = 1, (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 #: Refused with EPERM in every program.
@@ -35,7 +51,10 @@ DENIED = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setn
           "request_key", "bpf", "userfaultfd", "perf_event_open", "kexec_load", "kexec_file_load", "init_module",
           "finit_module", "delete_module", "process_vm_readv", "process_vm_writev", "io_uring_setup",
           "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
-          "fspick", "memfd_create", "memfd_secret", "shmget", "msgget")
+          "fspick", "memfd_create", "memfd_secret", "shmget", "msgget", "inotify_init", "inotify_init1")
+#: Refused with EOPNOTSUPP in every program: extended attributes cannot be set or removed.
+UNSUPPORTED = ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
+               "removexattrat")
 #: Refused with EPERM in a fork server child's program (besides fork and vfork).
 CHILD_DENIED = ("tkill", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "semget", "mq_open")
 #: Allowed in a child only when the first argument is the child's own pid (else ESRCH).
@@ -58,7 +77,9 @@ SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
         "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
         "prlimit64": 302, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "semget": 64,
         "mq_open": 240, "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142,
-        "sched_setattr": 314, "setpriority": 141, "ioprio_set": 251}),
+        "sched_setattr": 314, "setpriority": 141, "ioprio_set": 251, "inotify_init": 253, "inotify_init1": 294,
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
+        "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466, "fcntl": 72, "ioctl": 16, "setsockopt": 54}),
     "aarch64": (0xC00000B7, False, {
         "clone": 220, "clone3": 435, "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
         "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280,
@@ -70,7 +91,9 @@ SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
         "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
         "prlimit64": 261, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "semget": 190,
         "mq_open": 180, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118,
-        "sched_setattr": 274, "setpriority": 140, "ioprio_set": 30}),
+        "sched_setattr": 274, "setpriority": 140, "ioprio_set": 30, "inotify_init1": 26, "setxattr": 5,
+        "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463,
+        "removexattrat": 466, "fcntl": 25, "ioctl": 29, "setsockopt": 208}),
 }
 
 
@@ -96,12 +119,23 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
     for name in denied:
         if name in nr:
             prog.append((_JEQ, "eperm", 0, nr[name]))
+    prog += [(_JEQ, "eopnotsupp", 0, nr[name]) for name in UNSUPPORTED]
     tail: list[tuple[int, int | str, int | str, int] | str] = []
+    if not forks:  # a batch or a child: nothing that makes the kernel signal another process, no big buffers
+        prog += [(_JEQ, "fcntl", 0, nr["fcntl"]), (_JEQ, "ioctl", 0, nr["ioctl"]),
+                 (_JEQ, "setsockopt", 0, nr["setsockopt"])]
+        tail += ["fcntl", (_LD_W_ABS, 0, 0, _ARG1_LOW), *[(_JEQ, "eperm", 0, k) for k in _SIGNALLING_FCNTL],
+                 (_JEQ, 0, "allow", _F_SETFL), (_LD_W_ABS, 0, 0, _ARG2_LOW), (_JSET, "eperm", "allow", _O_ASYNC),
+                 "ioctl", (_LD_W_ABS, 0, 0, _ARG1_LOW), *[(_JEQ, "eperm", 0, k) for k in _SIGNALLING_IOCTL[:-1]],
+                 (_JEQ, "eperm", "allow", _SIGNALLING_IOCTL[-1]),
+                 "setsockopt", (_LD_W_ABS, 0, 0, _ARG1_LOW), (_JEQ, 0, "allow", _SOL_SOCKET),
+                 (_LD_W_ABS, 0, 0, _ARG2_LOW), *[(_JEQ, "eperm", 0, k) for k in _BUFFER_OPTIONS[:-1]],
+                 (_JEQ, "eperm", "allow", _BUFFER_OPTIONS[-1])]
     if pid is not None:
         prog += [(_JEQ, "self", 0, nr[name]) for name in SELF_ONLY]
         prog += [(_JEQ, "self_or_0", 0, nr[name]) for name in SELF_OR_0]
         prog += [(_JEQ, "prio", 0, nr["setpriority"]), (_JEQ, "ioprio", 0, nr["ioprio_set"])]
-        tail = ["self_or_0", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "allow", 0, 0),
+        tail += ["self_or_0", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "allow", 0, 0),
                 "self", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "allow", "esrch", pid),
                 "prio", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "who", "esrch", _PRIO_PROCESS),
                 "ioprio", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "who", "esrch", _IOPRIO_WHO_PROCESS),
@@ -114,7 +148,8 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
                  (_LD_W_ABS, 0, 0, 16),  # the low half of args[0], clone's flags (little-endian)
                  (_JSET, "allow", "eperm", CLONE_THREAD)]
     prog += [*tail, "allow", (_RET, 0, 0, _RET_ALLOW), "eperm", (_RET, 0, 0, _RET_ERRNO | _EPERM),
-             "nosys", (_RET, 0, 0, _RET_ERRNO | _ENOSYS), "esrch", (_RET, 0, 0, _RET_ERRNO | _ESRCH)]
+             "nosys", (_RET, 0, 0, _RET_ERRNO | _ENOSYS), "esrch", (_RET, 0, 0, _RET_ERRNO | _ESRCH),
+             "eopnotsupp", (_RET, 0, 0, _RET_ERRNO | _EOPNOTSUPP)]
     labels: dict[str, int] = {}
     code: list[tuple[int, int | str, int | str, int]] = []
     for item in prog:

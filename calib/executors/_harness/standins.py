@@ -31,6 +31,7 @@ class CallLog:
 
     def __init__(self) -> None:
         self.entries: list[list[Any]] = []
+        self.overflow: list[list[Any]] = []  # entries past ``limit``
         self.canon = repr  # replaced by the harness with canon.canonical
         self.limit = 1000
         self.ops = 0  # stand-in operations this input (calls, arithmetic, attribute reads ...)
@@ -46,13 +47,14 @@ class CallLog:
         self.ops += 1
         if self.ops > self.budget:
             raise StandInLoop(f"{STANDIN_CLASS_NAME} {name}: more than {self.budget} stand-in operations in one input")
-        if len(self.entries) < self.limit:
-            self.entries.append([kind, name, *[self.canon(p) for p in payload]])
-        elif len(self.entries) == self.limit:
-            self.entries.append(["truncated", name])
+        entry = [kind, name, *[self.canon(p) for p in payload]]
+        # past the limit the entries are kept aside (at most ``budget``): the output state shows their
+        # number and digest, so two logs that differ only there still differ
+        (self.entries if len(self.entries) < self.limit else self.overflow).append(entry)
 
     def reset(self, default: Any = _STANDIN_DEFAULT, items: int = 0) -> None:
         self.entries = []
+        self.overflow = []
         self.ops = 0
         # the ``mixedK`` modes: what each call returns, and how each stand-in behaves, is drawn per name
         self.mixed = default.variant if isinstance(default, Mixed) else None

@@ -16,6 +16,11 @@ control socket:
   ``setup``: the child ended before its job started, having written nothing on a pipe of the server's
   that it closes before any code under test runs).
 
+The server is the sandbox's pid 1 (bubblewrap runs with ``--as-pid-1``): there is no bubblewrap init
+in the sandbox for a child to reach. Before it says ``ready`` it points its stderr at ``/dev/null``
+(the host reads that pipe only when a server fails to start). :func:`oneshot` is the same for a
+sandbox of one batch: pid 1 forks the batch, which sets itself up as a server's child does.
+
 The server never reads a job, an output or anything else the host sends a child: those bytes go
 through pipes between the host and the child only, so nothing of one batch is in the memory the next
 child inherits. The server is not dumpable (``PR_SET_DUMPABLE`` 0): a child, running as the same user,
@@ -148,15 +153,30 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _wipe(modes: dict[str, int]) -> bool:
-    """Empty ``/work`` and ``/tmp`` (and give them back their modes); False if that failed."""
+def _empty(path: str, keep: frozenset[str], above: frozenset[str]) -> None:
+    """Remove everything in ``path`` but the mount points ``keep`` (emptying the directories ``above`` them)."""
+    with os.scandir(path) as entries:
+        names = [e.path for e in entries]
+    for name in names:
+        if name in keep:
+            continue
+        if name in above:
+            if stat.S_IMODE(os.lstat(name).st_mode) != 0o755:
+                os.chmod(name, 0o755)
+            _empty(name, keep, above)
+        else:
+            _remove(name)
+
+
+def _wipe(modes: dict[str, int], keep: tuple[str, ...] = ()) -> bool:
+    """Empty ``/work`` and ``/tmp`` (and give them back their modes) but for the read-only import
+    paths ``keep`` mounted in them; False if that failed."""
+    above = frozenset("/".join(p.split("/")[:i]) for p in keep for i in range(2, p.count("/") + 1))
     try:
         for top, mode in modes.items():
-            os.chmod(top, mode)
-            with os.scandir(top) as entries:
-                names = [e.path for e in entries]
-            for name in names:
-                _remove(name)
+            if stat.S_IMODE(os.stat(top).st_mode) != mode:  # as root they are root's: no chmod
+                os.chmod(top, mode)
+            _empty(top, frozenset(keep), above)
         return True
     except (OSError, RecursionError):
         return False
@@ -228,8 +248,9 @@ def _self_test(load: object) -> str:
     return "" if code == 0 else f"a child could still fork after loading its seccomp program (exit {code})"
 
 
-def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...]) -> None:
-    """Serve batches on ``control_fd`` until the host closes it."""
+def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...], keep: tuple[str, ...] = ()) -> None:
+    """Serve batches on ``control_fd`` until the host closes it (``keep``: read-only mount points in
+    ``/work`` and ``/tmp`` that the wipe leaves)."""
     sock = socket.socket(fileno=control_fd)
     try:
         load = _prctl_setup()
@@ -244,6 +265,10 @@ def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...]) -> None:
         return
     gc.collect()
     gc.freeze()  # children do not copy the server's pages by collecting them
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the host stops reading the server's stderr once it is ready
+        os.dup2(devnull, fd)
+    os.close(devnull)
     sock.send(READY)
     while True:
         message, fds, _flags, _addr = socket.recv_fds(sock, 64, 4)
@@ -256,9 +281,75 @@ def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...]) -> None:
         pid, started = _fork(fds, rlimits, load)
         code, cpu, gone = _wait(sock, pid)
         ran = _started(started)
-        clean = _wipe(modes)
+        clean = _wipe(modes, keep)
         if gone:
             return
         sock.send(f"exit {code} {cpu:.4f} {'ok' if clean else 'retire'} {'job' if ran else 'setup'}".encode())
         if not clean:
             return
+
+
+def oneshot(rlimits: tuple[tuple[int, int, int], ...]) -> None:
+    """A sandbox of one batch: this process, its pid 1 (not dumpable), forks the batch, which sets its
+    rlimits and loads a child's seccomp program (as a fork server's child does) and runs the job on the
+    descriptors 0-2 it inherits. Exits as the batch did (``128 + N`` if signal N killed it)."""
+    try:
+        load = _prctl_setup()
+        pid = os.fork()
+    except BaseException:  # noqa: BLE001 - nothing of the job ran
+        _print_exception()
+        os._exit(CHILD_FAILED)
+    if pid == 0:
+        code = CHILD_FAILED
+        try:
+            os.chdir("/work")
+            set_limits(rlimits)
+            code = SECCOMP_FAILED
+            program = seccomp.program(pid=os.getpid())
+            if program is None:
+                raise OSError("no seccomp program for this machine")
+            load(program)  # type: ignore[operator]
+        except BaseException:  # noqa: BLE001
+            _print_exception()
+            os._exit(code)
+        os._exit(_run_job())
+    _exit_with(pid)
+
+
+def _exit_with(pid: int) -> None:
+    """In pid 1: let go of the job's pipes, reap every process until ``pid`` ends, exit as it did."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):  # the job's pipes are the batch's alone
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    while True:  # orphans (a compiler's) come to pid 1
+        ended, status = os.wait()
+        if ended == pid:
+            break
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(128 - code if code < 0 else code)
+
+
+def execute(rlimits: tuple[tuple[int, int, int], ...], argv: list[str], *, filtered: bool) -> None:
+    """As :func:`oneshot` for a native program: pid 1 forks a child that sets the rlimits, loads the
+    batch's seccomp program when ``filtered`` (the run profile; a compiler's build profile has none),
+    and executes ``argv``. Exits as the child did."""
+    try:
+        load = _prctl_setup()
+        pid = os.fork()
+    except BaseException:  # noqa: BLE001 - nothing ran
+        _print_exception()
+        os._exit(CHILD_FAILED)
+    if pid == 0:
+        try:
+            set_limits(rlimits)
+            if filtered:
+                program = seccomp.program()
+                if program is None:
+                    raise OSError("no seccomp program for this machine")
+                load(program)  # type: ignore[operator]
+            os.execv(argv[0], argv)
+        except BaseException:  # noqa: BLE001
+            _print_exception()
+        os._exit(CHILD_FAILED)
+    _exit_with(pid)

@@ -10,11 +10,17 @@ Spec table::
 
 The model loads on first use, in the server's one worker thread; every model call runs there, so
 calls never overlap and the event loop stays free.
+
+Provenance (:meth:`EmbeddedServer.provenance`): the model directory, the loaded weights' dtype and
+device, calib's version as the server version, the SHA-256 of each weight file, and the revision where
+the directory is a Hugging Face cache snapshot (``.../snapshots/<commit>``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -34,6 +40,7 @@ from calib.servers.base import (
     SamplingParams,
     ScoredContinuation,
     Tool,
+    server_record,
 )
 from calib.servers.embedded import check_model_dir
 from calib.servers.embedded.model import EmbeddedModel
@@ -67,6 +74,7 @@ class EmbeddedServer:
         self._threads = threads
         self._model: EmbeddedModel | None = None
         self._caps: Capabilities | None = None
+        self._about: dict[str, Any] | None = None  # dtype, device, weight hashes (provenance)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"calib-embedded-{name}")
 
     def _loaded(self) -> EmbeddedModel:
@@ -95,7 +103,26 @@ class EmbeddedServer:
                 max_top_logprobs=m.vocab_size, token_ids_in=True, full_distribution=True, tokenize=True,
                 chat=m.has_chat_template, tools=False, embeddings=True,
                 notes=("in-process transformers on the CPU, float32; no tool calling",))
+            self._about = await self._call(lambda m: {"dtype": m.dtype, "device": m.device,
+                                                      "weights": weight_hashes(self.model_dir)})
         return self._caps
+
+    def provenance(self) -> dict[str, Any]:
+        """The model directory, dtype, device, version and weight hashes, each with its source or why null."""
+        about = self._about
+        snapshot = self.model_dir.parent.name == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", self.model_dir.name)
+        revision = ((self.model_dir.name, "model_dir is a Hugging Face cache snapshot") if snapshot else
+                    (None, "a local model directory has no hub revision; weights_sha256 identifies the weights"))
+        if about is None:
+            why = "the server was not probed in this run"
+            return server_record(self.kind, {"model": (str(self.model_dir), "spec model_dir"), "revision": revision,
+                                             "dtype": (None, why), "server_version": (None, why)})
+        return server_record(self.kind, {
+            "model": (str(self.model_dir), "spec model_dir"), "revision": revision,
+            "dtype": (about["dtype"].removeprefix("torch."), "the loaded weights (torch)"),
+            "device": (about["device"], "the loaded weights (torch)"),
+            "server_version": (__version__, "calib (the embedded server runs in-process)")},
+            weights_sha256=about["weights"])
 
     async def complete(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
         """``params.n`` completions of each prompt, in prompt order."""
@@ -159,6 +186,19 @@ class EmbeddedServer:
 
 
 _KEYS = frozenset({"kind", "model_dir", "max_model_len", "threads"})
+
+
+def weight_hashes(model_dir: Path) -> dict[str, str]:
+    """SHA-256 of each weight file (``*.safetensors``, ``*.bin``) in ``model_dir``, by file name."""
+    out = {}
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file() and path.suffix in (".safetensors", ".bin"):
+            digest = hashlib.sha256()
+            with open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            out[path.name] = digest.hexdigest()
+    return out
 
 
 def _optional_int(name: str, config: Mapping[str, Any], key: str) -> int | None:

@@ -100,6 +100,16 @@ class EmbeddedModel:
         self.special_ids = frozenset(self.tokenizer.all_special_ids)
         self._token_texts: list[str] | None = None
 
+    @property
+    def dtype(self) -> str:
+        """The dtype of the loaded weights, as torch writes it (``torch.float32``; TGI's ``model_dtype``)."""
+        return str(next(self.model.parameters()).dtype)
+
+    @property
+    def device(self) -> str:
+        """The device type the weights are on (``cpu``; TGI's ``model_device_type``)."""
+        return next(self.model.parameters()).device.type
+
     # -- tokens ---------------------------------------------------------------------------------
 
     @property

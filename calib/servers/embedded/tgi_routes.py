@@ -176,8 +176,8 @@ def info(model: EmbeddedModel, served_name: str, body: dict[str, Any]) -> dict[s
     return {
         "model_id": served_name,
         "model_sha": None,
-        "model_dtype": "torch.float32",
-        "model_device_type": "cpu",
+        "model_dtype": model.dtype,
+        "model_device_type": model.device,
         "model_pipeline_tag": "text-generation",
         "max_concurrent_requests": 128,
         "max_best_of": 1,

@@ -1,10 +1,11 @@
-/* calib native harness (C). Placeholders filled by calib/executors/native.py:
- *   CALIB_FUNCTION - the function under test (truth or candidate), verbatim;
- *   CALIB_CALL     - generated glue: reads the arguments of one input from `args`, calls the function and
- *                    writes the output object with the w_* helpers.
- * Protocol: stdin holds one JSON array of input states (each a JSON array of argument values); for each
- * one, one line {"i": index, "out": {...}} goes to the original stdout. The function's own stdout goes
- * to a private temporary file and is reported as "stdout". */
+/* calib native harness (C): main, the input reader and the result channel. Compiled apart from the
+ * function under test (function.c, its own translation unit; calib_io.h is what they share).
+ * Protocol: stdin holds one JSON array: the batch key (a random string the host chose for this run),
+ * then the input states (each a JSON array of argument values). Before any input, one line
+ * {"key": key, "ready": true}; for input k (counted from 0), one line {"key": key, "i": k, "out": {...}}
+ * goes to the original stdout, which nothing else in the process writes to by name: the function's
+ * stdout (fd 1) is a private temporary file, reported as "stdout". The host keeps only lines with the
+ * key, which the function never sees (docs/native-executors.md, "What the harness guarantees"). */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <float.h>
@@ -18,11 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- the function under test ---- */
-/*@CALIB_FUNCTION@*/
-/* ---- end of the function under test ---- */
+#include "calib_io.h"
 
-typedef struct J { int t; long long i; double d; char *s; struct J *a; int n; } J; /* t: 0 null 1 bool 2 int 3 num 4 str 5 arr */
 static const char *jp;
 static void jws(void) { while (*jp == ' ' || *jp == '\n' || *jp == '\r' || *jp == '\t') jp++; }
 static void jfail(void) { fprintf(stderr, "calib: malformed input JSON\n"); exit(3); }
@@ -75,9 +73,9 @@ static J jparse(void) {
   }
   return v;
 }
-static long long j_int(J v) { return v.t == 3 ? (long long)v.d : v.i; }
-static double j_num(J v) { return v.t == 2 ? (double)v.i : v.d; }
-static char *j_str(J v) { char *s = malloc((size_t)v.n + 1); memcpy(s, v.s ? v.s : "", (size_t)v.n); s[v.n] = 0; return s; }
+long long j_int(J v) { return v.t == 3 ? (long long)v.d : v.i; }
+double j_num(J v) { return v.t == 2 ? (double)v.i : v.d; }
+char *j_str(J v) { char *s = malloc((size_t)v.n + 1); memcpy(s, v.s ? v.s : "", (size_t)v.n); s[v.n] = 0; return s; }
 
 /* ---- writer: into a growing buffer, flushed as one line per input ---- */
 static char *wb; static size_t wn, wcap;
@@ -85,12 +83,12 @@ static void wraw(const char *s, size_t n) {
   if (wn + n + 1 >= wcap) { wcap = (wcap + n) * 2 + 64; wb = realloc(wb, wcap); }
   memcpy(wb + wn, s, n); wn += n;
 }
-static void w(const char *s) { wraw(s, strlen(s)); }
-static void w_null(void) { w("null"); }
-static void w_int(long long x) { char t[32]; snprintf(t, sizeof t, "%lld", x); w(t); }
-static void w_uint(unsigned long long x) { char t[32]; snprintf(t, sizeof t, "%llu", x); w(t); }
-static void w_bool(int x) { w(x ? "true" : "false"); }
-static void w_num(double x) {
+void w(const char *s) { wraw(s, strlen(s)); }
+void w_null(void) { w("null"); }
+void w_int(long long x) { char t[32]; snprintf(t, sizeof t, "%lld", x); w(t); }
+void w_uint(unsigned long long x) { char t[32]; snprintf(t, sizeof t, "%llu", x); w(t); }
+void w_bool(int x) { w(x ? "true" : "false"); }
+void w_num(double x) {
   char t[40];
   if (isnan(x)) { w("\"nan\""); return; }
   if (isinf(x)) { w(x > 0 ? "\"inf\"" : "\"-inf\""); return; }
@@ -108,10 +106,8 @@ static void w_strn(const char *s, size_t n) {
   }
   w("\"");
 }
-static void w_str(const char *s) { if (!s) w_null(); else w_strn(s, strlen(s)); }
-static void w_char(char c) { w_strn(&c, 1); }
-#define W_ARRAY(writer, arr, len) do { w("["); for (long long _k = 0; _k < (long long)(len); _k++) { \
-  if (_k) w(","); writer((arr)[_k]); } w("]"); } while (0)
+void w_str(const char *s) { if (!s) w_null(); else w_strn(s, strlen(s)); }
+void w_char(char c) { w_strn(&c, 1); }
 
 /* ---- the function's own stdout ---- */
 static int cap_fd = -1;
@@ -134,8 +130,10 @@ static void capture_end(void) {
   w("\"");
 }
 
-static void calib_call(J args) {
-  /*@CALIB_CALL@*/
+/* one whole record on the channel (write(2) directly: no stdio buffer the function could reach) */
+static int out_fd = -1;
+static void put(const char *s, size_t n) {
+  while (n > 0) { ssize_t k = write(out_fd, s, n); if (k <= 0) exit(3); s += k; n -= (size_t)k; }
 }
 
 int main(void) {
@@ -143,22 +141,25 @@ int main(void) {
   while ((got = fread(in + n, 1, cap - n - 1, stdin)) > 0) { n += got; if (n + 1 >= cap) { cap *= 2; in = realloc(in, cap); } }
   in[n] = 0; jp = in;
   J all = jparse();
-  if (all.t != 5) jfail();
-  int out_fd = dup(1);
-  FILE *out = fdopen(out_fd, "w");
+  if (all.t != 5 || all.n < 1 || all.a[0].t != 4 || all.a[0].n > 64) jfail();
+  char key[80];
+  snprintf(key, sizeof key, "{\"key\":\"%s\",", all.a[0].s);  /* the host's key is hex: nothing to escape */
+  memset(all.a[0].s, 0, (size_t)all.a[0].n);
+  out_fd = dup(1);
   char path[] = "/tmp/calib-stdout-XXXXXX";
   cap_fd = mkstemp(path);
-  if (cap_fd < 0 || !out) { perror("calib"); return 3; }
+  if (cap_fd < 0 || out_fd < 0) { perror("calib"); return 3; }
   unlink(path);
   dup2(cap_fd, 1);
-  fputs("{\"ready\":true}\n", out); fflush(out);
-  for (int k = 0; k < all.n; k++) {
-    wn = 0; w("{\"i\":"); w_int(k); w(",\"out\":{");
+  put(key, strlen(key)); put("\"ready\":true}\n", 14);
+  for (int k = 1; k < all.n; k++) {
+    char head[48];
+    wn = 0;
     capture_begin();
     calib_call(all.a[k].t == 5 ? all.a[k] : (J){0});
     capture_end();
-    w("}}\n");
-    fwrite(wb, 1, wn, out); fflush(out);
+    snprintf(head, sizeof head, "\"i\":%d,\"out\":{", k - 1);
+    put(key, strlen(key)); put(head, strlen(head)); put(wb, wn); put("}}\n", 3);
   }
   return 0;
 }

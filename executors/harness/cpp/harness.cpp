@@ -1,130 +1,56 @@
-// calib native harness (C++17). Placeholders filled by calib/executors/native.py:
-//   CALIB_FUNCTION - the function under test (truth or candidate), verbatim;
-//   CALIB_CALL     - generated glue: reads the arguments from `args` with rd<T>, calls the function and
-//                    writes the output object into `o` with the w overloads.
-// Protocol: stdin holds one JSON array of input states (each a JSON array of argument values); for each
-// one, one line {"i": index, "out": {...}} goes to the original stdout. The function's own stdout
-// (printf or std::cout) goes to a private temporary file and is reported as "stdout"; an exception is
-// reported as "raised": its (mangled) type name.
-#include <bits/stdc++.h>
-#include <unistd.h>
-using namespace std;
+// calib native harness (C++17): main, the input reader and the result channel. Compiled apart from the
+// function under test (function.cpp, its own translation unit), which it calls through calib_call.
+// Protocol: stdin holds one JSON array: the batch key (a random string the host chose for this run),
+// then the input states (each a JSON array of argument values). Before any input, one line
+// {"key": key, "ready": true}; for input k (counted from 0), one line {"key": key, "i": k, "out": {...}}
+// goes to the original stdout. The function's own stdout (printf or std::cout, fd 1) goes to a private
+// temporary file and is reported as "stdout"; an exception is reported as "raised": its (mangled) type
+// name. The host keeps only lines with the key (docs/native-executors.md, "What the harness guarantees").
+#include "calib_io.hpp"
 
-/*@CALIB_FUNCTION@*/
+extern "C" char *calib_call(const char *input);
 
-struct J {
-  int t = 0;  // 0 null 1 bool 2 int 3 num 4 str 5 arr
-  long long i = 0; double d = 0; std::string s; std::vector<J> a;
-};
-static const char *jp;
-static void jws() { while (*jp && isspace((unsigned char)*jp)) jp++; }
-static void jput(std::string &b, unsigned c) {
-  if (c < 0x80) b += (char)c;
-  else if (c < 0x800) { b += (char)(0xC0 | (c >> 6)); b += (char)(0x80 | (c & 63)); }
-  else { b += (char)(0xE0 | (c >> 12)); b += (char)(0x80 | ((c >> 6) & 63)); b += (char)(0x80 | (c & 63)); }
+namespace {
+int out_fd = -1;
+void put(const std::string &s) {  // one whole record (write(2) directly: no stream the function could reach)
+  const char *p = s.data(); size_t n = s.size();
+  while (n > 0) { ssize_t k = write(out_fd, p, n); if (k <= 0) exit(3); p += k; n -= (size_t)k; }
 }
-static J jparse() {
-  J v; jws();
-  if (*jp == '[') {
-    jp++; v.t = 5; jws();
-    if (*jp == ']') { jp++; return v; }
-    for (;;) { v.a.push_back(jparse()); jws(); char c = *jp++; if (c == ']') return v; if (c != ',') exit(3); }
-  }
-  if (*jp == '"') {
-    jp++; v.t = 4;
-    while (*jp != '"') {
-      if (!*jp) exit(3);
-      if (*jp == '\\') {
-        jp++;
-        switch (*jp) {
-          case 'n': v.s += '\n'; break; case 't': v.s += '\t'; break; case 'r': v.s += '\r'; break;
-          case 'b': v.s += '\b'; break; case 'f': v.s += '\f'; break;
-          case 'u': { char h[5] = {0}; memcpy(h, jp + 1, 4); jput(v.s, (unsigned)strtoul(h, nullptr, 16)); jp += 4; break; }
-          default: v.s += *jp;
-        }
-      } else v.s += *jp;
-      jp++;
-    }
-    jp++; return v;
-  }
-  if (!strncmp(jp, "true", 4)) { jp += 4; v.t = 1; v.i = 1; return v; }
-  if (!strncmp(jp, "false", 5)) { jp += 5; v.t = 1; return v; }
-  if (!strncmp(jp, "null", 4)) { jp += 4; return v; }
-  const char *s = jp; bool isnum = false;
-  while (*jp == '-' || *jp == '+' || isdigit((unsigned char)*jp) || *jp == '.' || *jp == 'e' || *jp == 'E') {
-    if (*jp == '.' || *jp == 'e' || *jp == 'E') isnum = true;
-    jp++;
-  }
-  if (jp == s) exit(3);
-  if (isnum) { v.t = 3; v.d = strtod(s, nullptr); } else { v.t = 2; v.i = strtoll(s, nullptr, 10); v.d = (double)v.i; }
-  return v;
-}
-
-template <class T> struct Rd {
-  static T get(const J &v) {
-    if constexpr (std::is_same_v<T, bool>) return v.i != 0;
-    else if constexpr (std::is_same_v<T, char>) return v.s.empty() ? '\0' : v.s[0];
-    else if constexpr (std::is_floating_point_v<T>) return (T)(v.t == 2 ? (double)v.i : v.d);
-    else return (T)(v.t == 3 ? (long long)v.d : v.i);
-  }
-};
-template <> struct Rd<std::string> { static std::string get(const J &v) { return v.s; } };
-template <class T> struct Rd<std::vector<T>> {
-  static std::vector<T> get(const J &v) { std::vector<T> r; for (auto &e : v.a) r.push_back(Rd<T>::get(e)); return r; }
-};
-template <class T> T rd(const J &v) { return Rd<T>::get(v); }
-
-static void wstr(std::string &o, const std::string &s) {
-  o += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += (char)c; }
-    else if (c < 0x20 || c >= 0x7f) { char t[8]; snprintf(t, sizeof t, "\\u%04x", c); o += t; }
-    else o += (char)c;
-  }
-  o += '"';
-}
-static void w(std::string &o, bool x) { o += x ? "true" : "false"; }
-static void w(std::string &o, char x) { wstr(o, std::string(1, x)); }
-static void w(std::string &o, const std::string &x) { wstr(o, x); }
-static void w(std::string &o, const char *x) { if (x) wstr(o, x); else o += "null"; }
-template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0> void w(std::string &o, T x) { o += std::to_string(x); }
-template <class T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0> void w(std::string &o, T x) {
-  double d = (double)x;
-  if (std::isnan(d)) { o += "\"nan\""; return; }
-  if (std::isinf(d)) { o += d > 0 ? "\"inf\"" : "\"-inf\""; return; }
-  char t[40]; snprintf(t, sizeof t, "%.17g", d);
-  if (!strpbrk(t, ".eE")) strcat(t, ".0");
-  o += t;
-}
-template <class T> void w(std::string &o, const std::vector<T> &v) {
-  o += '['; for (size_t k = 0; k < v.size(); k++) { if (k) o += ','; w(o, (T)v[k]); } o += ']';
-}
-template <class A, class B> void w(std::string &o, const std::pair<A, B> &p) { o += '['; w(o, p.first); o += ','; w(o, p.second); o += ']'; }
-template <class T> void w(std::string &o, const std::optional<T> &p) { if (p) w(o, *p); else o += "null"; }
-
-static void calib_call(const std::vector<J> &args, std::string &o) {
-  /*@CALIB_CALL@*/
-}
+[[noreturn]] void fail() { fputs("calib: malformed input JSON\n", stderr); exit(3); }
+}  // namespace
 
 int main() {
   std::ios::sync_with_stdio(true);
   std::string in((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  jp = in.c_str();
-  J all = jparse();
-  if (all.t != 5) return 3;
-  FILE *out = fdopen(dup(1), "w");
+  // the top-level array: the key, then each input's JSON text (parsed again inside calib_call)
+  jp = in.c_str(); jws();
+  if (*jp++ != '[') fail();
+  J key = jparse(); jws();
+  if (key.t != 4 || key.s.size() > 64) fail();
+  std::vector<std::string> inputs;
+  while (*jp == ',') {
+    jp++; jws();
+    const char *start = jp;
+    jparse();
+    inputs.emplace_back(start, (size_t)(jp - start)); jws();
+  }
+  if (*jp != ']') fail();
+  std::string head = "{\"key\":\"" + key.s + "\",";  // the host's key is hex: nothing to escape
+  std::fill(key.s.begin(), key.s.end(), '\0');
+  out_fd = dup(1);
   char path[] = "/tmp/calib-stdout-XXXXXX";
   int cap = mkstemp(path);
-  if (cap < 0 || !out) { perror("calib"); return 3; }
+  if (cap < 0 || out_fd < 0) { perror("calib"); return 3; }
   unlink(path);
   dup2(cap, 1);
-  fputs("{\"ready\":true}\n", out); fflush(out);
-  for (size_t k = 0; k < all.a.size(); k++) {
+  put(head + "\"ready\":true}\n");
+  for (size_t k = 0; k < inputs.size(); k++) {
     std::string o;
     std::cout.flush(); fflush(stdout);
     if (ftruncate(cap, 0) != 0 || lseek(cap, 0, SEEK_SET) < 0) return 3;
     try {
-      calib_call(all.a[k].a, o);
+      char *got = calib_call(inputs[k].c_str());
+      o = got; free(got);
     } catch (const std::exception &e) {
       o = "\"raised\":"; wstr(o, typeid(e).name());
     } catch (...) {
@@ -134,10 +60,10 @@ int main() {
     lseek(cap, 0, SEEK_SET);
     std::string printed; char buf[4096]; ssize_t got;
     while ((got = read(cap, buf, sizeof buf)) > 0 && printed.size() < (1u << 16)) printed.append(buf, (size_t)got);
-    std::string line = "{\"i\":" + std::to_string(k) + ",\"out\":{" + o + ",\"stdout\":";
+    std::string line = head + "\"i\":" + std::to_string(k) + ",\"out\":{" + o + ",\"stdout\":";
     wstr(line, printed);
     line += "}}\n";
-    fwrite(line.data(), 1, line.size(), out); fflush(out);
+    put(line);
   }
   return 0;
 }

@@ -2,10 +2,14 @@
 //   CALIB_FUNCTION - the function under test (truth or candidate), verbatim;
 //   CALIB_CALL     - generated glue: reads the arguments from `args`, calls the function and writes the
 //                    output object into `o`.
-// Protocol: stdin holds one JSON array of input states (each a JSON array of argument values); for each
-// one, one line {"i": index, "out": {...}} goes to the original stdout. What the function writes to
-// os.Stdout (fmt.Print...) goes to a private temporary file and is reported as "stdout"; a panic is
-// reported as "panic": true. Only the standard library is used (encoding/json reads the input).
+// Protocol: stdin holds one JSON array: the batch key (a random string the host chose for this run), then
+// the input states (each a JSON array of argument values). Before any input, one line
+// {"key": key, "ready": true}; for input k (counted from 0), one line {"key": key, "i": k, "out": {...}}
+// goes to the original stdout. What the function writes to os.Stdout (fmt.Print...) goes to a private
+// temporary file and is reported as "stdout"; a panic is reported as "panic": true. The host keeps only
+// lines with the key, which the function (its init functions included) never sees: it is read after they
+// ran (docs/native-executors.md, "What the harness guarantees"). Only the standard library is used
+// (encoding/json reads the input).
 package main
 
 import (
@@ -203,6 +207,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "calib: malformed input JSON:", err)
 		os.Exit(3)
 	}
+	key, ok := "", len(all) > 0
+	if ok {
+		key, ok = all[0].(string)
+	}
+	if !ok || len(key) > 64 {
+		fmt.Fprintln(os.Stderr, "calib: malformed input JSON: no batch key")
+		os.Exit(3)
+	}
+	head := "{\"key\":\"" + key + "\"," // the host's key is hex: nothing to escape
+	all = all[1:]
 	out := os.Stdout
 	capture, err := os.CreateTemp("", "calib-stdout-")
 	if err != nil {
@@ -211,7 +225,7 @@ func main() {
 	}
 	os.Remove(capture.Name())
 	os.Stdout = capture
-	fmt.Fprintln(out, "{\"ready\":true}")
+	fmt.Fprintln(out, head+"\"ready\":true}")
 	for k, item := range all {
 		capture.Truncate(0)
 		capture.Seek(0, io.SeekStart)
@@ -220,7 +234,7 @@ func main() {
 		capture.Seek(0, io.SeekStart)
 		printed, _ := io.ReadAll(io.LimitReader(capture, 1<<16))
 		var line strings.Builder
-		fmt.Fprintf(&line, "{\"i\":%d,\"out\":{%s,\"stdout\":", k, o.String())
+		fmt.Fprintf(&line, "%s\"i\":%d,\"out\":{%s,\"stdout\":", head, k, o.String())
 		wStr(&line, strings.ToValidUTF8(string(printed), "\uFFFD"))
 		line.WriteString("}}\n")
 		out.WriteString(line.String())

@@ -2,10 +2,13 @@
 //   CALIB_FUNCTION - the method under test (truth or candidate), verbatim, inside class Target;
 //   CALIB_CALL     - generated glue: reads the arguments from `args`, calls the method and writes the
 //                    output object into `o` with the W.w overloads.
-// Protocol: stdin holds one JSON array of input states (each a JSON array of argument values); for each
-// one, one line {"i": index, "out": {...}} goes to the original stdout. The method's own System.out goes
-// to a buffer and is reported as "stdout"; an exception is reported as "raised": its class name;
-// StackOverflowError and OutOfMemoryError make the input invalid ({"i": index, "error": ...}).
+// Protocol: stdin holds one JSON array: the batch key (a random string the host chose for this run), then
+// the input states (each a JSON array of argument values). Before any input, one line
+// {"key": key, "ready": true}; for input k (counted from 0), one line {"key": key, "i": k, "out": {...}}
+// goes to the original stdout. The method's own System.out goes to a buffer and is reported as "stdout";
+// an exception is reported as "raised": its class name; StackOverflowError and OutOfMemoryError make the
+// input invalid ({"key": key, "i": k, "error": ...}). The host keeps only lines with the key, which lives
+// in a local of main (docs/native-executors.md, "What the harness guarantees").
 import java.io.*;
 import java.nio.charset.StandardCharsets;
 import java.util.*;
@@ -130,11 +133,16 @@ public class Main {
     public static void main(String[] argv) throws IOException {
         String input = new String(System.in.readAllBytes(), StandardCharsets.UTF_8);
         List<Object> all = l(new P(input).parse());
+        if (all.isEmpty() || !(all.get(0) instanceof String) || ((String) all.get(0)).length() > 64) {
+            System.err.println("calib: malformed input JSON"); System.exit(3);
+        }
+        String head = "{\"key\":\"" + all.get(0) + "\",";  // the host's key is hex: nothing to escape
+        all = new ArrayList<>(all.subList(1, all.size()));
         PrintStream real = new PrintStream(new FileOutputStream(FileDescriptor.out), false, "UTF-8");
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
         PrintStream fake = new PrintStream(buf, true, "UTF-8");
         System.setOut(fake);
-        real.println("{\"ready\":true}");
+        real.println(head + "\"ready\":true}");
         real.flush();
         for (int k = 0; k < all.size(); k++) {
             StringBuilder o = new StringBuilder();
@@ -151,7 +159,7 @@ public class Main {
                 o.append("\"raised\":"); W.str(o, t.getClass().getName());
             }
             fake.flush();
-            StringBuilder line = new StringBuilder("{\"i\":").append(k);
+            StringBuilder line = new StringBuilder(head).append("\"i\":").append(k);
             if (error != null) { line.append(",\"error\":\"").append(error).append("\"}"); }
             else {
                 String printed = buf.toString(StandardCharsets.UTF_8);

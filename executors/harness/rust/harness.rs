@@ -2,9 +2,12 @@
 //   CALIB_FUNCTION - the function under test (truth or candidate), verbatim;
 //   CALIB_CALL     - generated glue: reads the arguments from `args`, calls the function inside
 //                    catch_unwind and writes the output object into `o`.
-// Protocol: stdin holds one JSON array of input states (each a JSON array of argument values); for each
-// one, one line {"i": index, "out": {...}} goes to the original stdout. The function's own stdout goes
-// to a private temporary file and is reported as "stdout"; a panic is reported as "panic": true.
+// Protocol: stdin holds one JSON array: the batch key (a random string the host chose for this run), then
+// the input states (each a JSON array of argument values). Before any input, one line
+// {"key": key, "ready": true}; for input k (counted from 0), one line {"key": key, "i": k, "out": {...}}
+// goes to the original stdout. The function's own stdout (fd 1) goes to a private temporary file and is
+// reported as "stdout"; a panic is reported as "panic": true. The host keeps only lines with the key
+// (docs/native-executors.md, "What the harness guarantees").
 #![allow(unused_imports, unused_mut, dead_code, unused_variables, non_snake_case)]
 use std::collections::*;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -118,17 +121,23 @@ fn calib_call(args: &[J], o: &mut String) {
 fn main() {
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input).unwrap();
-    let all = match (P { s: &input, k: 0 }).parse() { J::Arr(v) => v, _ => { eprintln!("calib: malformed input"); std::process::exit(3) } };
+    let mut all = match (P { s: &input, k: 0 }).parse() { J::Arr(v) => v, _ => { eprintln!("calib: malformed input"); std::process::exit(3) } };
+    let head = match all.first() {  // the host's key is hex: nothing to escape
+        Some(J::Str(key)) if !all.is_empty() && key.len() <= 64 => format!("{{\"key\":\"{}\",", key),
+        _ => { eprintln!("calib: malformed input"); std::process::exit(3) }
+    };
+    all.remove(0);
+    input.iter_mut().for_each(|b| *b = 0);
     std::panic::set_hook(Box::new(|_| {}));
     let mut out = unsafe { std::fs::File::from_raw_fd(dup(1)) };
     let path = format!("{}/calib-stdout-{}", std::env::var("TMPDIR").unwrap_or("/tmp".into()), std::process::id());
     let mut cap = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
     let _ = std::fs::remove_file(&path);
     unsafe { dup2(cap.as_raw_fd(), 1); }
-    out.write_all(b"{\"ready\":true}\n").unwrap(); out.flush().unwrap();
+    out.write_all(format!("{}\"ready\":true}}\n", head).as_bytes()).unwrap(); out.flush().unwrap();
     for (k, item) in all.iter().enumerate() {
         let args: Vec<J> = if let J::Arr(v) = item { v.clone() } else { Vec::new() };
-        let mut o = format!("{{\"i\":{},\"out\":{{", k);
+        let mut o = String::new();
         let _ = std::io::stdout().flush();
         cap.set_len(0).unwrap(); cap.seek(SeekFrom::Start(0)).unwrap();
         calib_call(&args, &mut o);
@@ -136,8 +145,9 @@ fn main() {
         cap.seek(SeekFrom::Start(0)).unwrap();
         let mut printed = Vec::new();
         let _ = (&mut cap).take(1 << 16).read_to_end(&mut printed);
-        o.push_str(",\"stdout\":"); wstr(&mut o, &String::from_utf8_lossy(&printed));
-        o.push_str("}}\n");
-        out.write_all(o.as_bytes()).unwrap(); out.flush().unwrap();
+        let mut line = format!("{}\"i\":{},\"out\":{{{}", head, k, o);
+        line.push_str(",\"stdout\":"); wstr(&mut line, &String::from_utf8_lossy(&printed));
+        line.push_str("}}\n");
+        out.write_all(line.as_bytes()).unwrap(); out.flush().unwrap();
     }
 }

@@ -1,0 +1,201 @@
+"""A functional and an extraction study against real vLLM servers (CPU build), compared with the embedded run.
+
+``servers/vllm/serve-pair-cpu.sh`` serves the tiny organism's target and reference, each server pinned
+to its own core (``VLLM_CPU_OMP_THREADS_BIND``); each spec runs once with those two servers (``kind =
+"openai"``) and once with both models in the ``embedded`` kind, as a real ``python -m calib study``.
+Skipped, with the reason, where no vLLM venv is built (``servers/vllm/build-venv.sh``; ``.ci/run``
+builds it). What must match, and why:
+
+- generations, byte for byte (text, completed function, finish reason): both servers decode greedily
+  from the same float32 weights with the same tokenizer; their log-probs differ by about 1e-6
+  (tests/servers/test_vllm_integration.py), far less than the margin of a trained model's top token.
+- the functional claims and the report's rates, exactly: they follow from the generations through the
+  same sandbox and metrics (the input search is bounded by runs, not seconds).
+- the extraction windows, exactly (cut with the target server's tokenizer: vLLM's ``/tokenize`` against
+  the tokenizer in-process), and the 0/1 scores (greedy, near-verbatim greedy: argmax decisions).
+- probabilities (top-k, base policy, near-verbatim mass) within 1e-4 in log10: float32 sums in different
+  kernels; the operating points' claims and rates exactly (no member lies that close to a threshold).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests._served import ROOT, free_port, needs_vllm, start_vllm, stop_vllm, wait_for_vllm
+
+pytestmark = [needs_vllm(),
+              pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")]
+
+ROLES = ("target", "reference")
+LOG10_TOLERANCE = 1e-4
+
+
+def _servers(kind: str, urls: dict[str, str]) -> str:
+    if kind == "embedded":
+        return "".join(f'[servers.{r}]\nkind = "embedded"\nmodel_dir = "organism:{r}"\nthreads = 1\n\n' for r in ROLES)
+    return "".join(f'[servers.{r}]\nkind = "openai"\nbase_url = "{urls[r]}"\n\n' for r in ROLES)
+
+
+def _functional(cache_dir: Path, servers: str) -> str:
+    return f"""[study]
+name = "functional-tiny"
+seed = 0
+
+[organism]
+preset = "tiny"
+cache_dir = "{cache_dir}"
+
+{servers}[models]
+target = "target"
+reference = "reference"
+
+[data]
+source = "organism"
+limit = 12
+
+[generation]
+max_tokens = 300
+stop = ["\\ndef ", "\\nclass ", "\\n@", "\\nif __name__"]
+
+[execute]
+budget_seconds = 120.0
+
+[measure]
+metrics = ["exact", "bleu"]
+"""
+
+
+def _extraction(cache_dir: Path, servers: str) -> str:
+    return f"""[study]
+name = "extraction-tiny"
+kind = "extraction"
+seed = 0
+
+[organism]
+preset = "tiny"
+cache_dir = "{cache_dir}"
+extra_controls = 60
+
+{servers}[models]
+target = "target"
+reference = "reference"
+
+[data]
+source = "organism"
+kinds = ["verbatim"]
+
+[extraction]
+prefix_tokens = 32
+suffix_tokens = [16, 32]
+
+[analyze]
+alpha = 0.05
+"""
+
+
+@pytest.fixture(scope="module")
+def pair(organism_tiny, tmp_path_factory: pytest.TempPathFactory):
+    """The organism's target and reference in real vLLM servers, started by serve-pair-cpu.sh."""
+    ports = {"target": free_port(), "reference": free_port()}
+    log = tmp_path_factory.mktemp("vllm-pair") / "serve-pair-cpu.log"
+    env = {"TARGET": str(organism_tiny.target), "REFERENCE": str(organism_tiny.reference),
+           "TARGET_PORT": str(ports["target"]), "REFERENCE_PORT": str(ports["reference"])}
+    proc = start_vllm(["bash", str(ROOT / "servers" / "vllm" / "serve-pair-cpu.sh")], log, env)
+    urls = {role: f"http://127.0.0.1:{port}" for role, port in ports.items()}
+    try:
+        wait_for_vllm(proc, list(urls.values()), log)
+        yield urls
+    finally:
+        stop_vllm(proc)
+    assert "target on cores 0, reference on cores 1" in log.read_text() or os.cpu_count() != 2
+
+
+def _study(root: Path, name: str, spec: str) -> Path:
+    (root / f"{name}.toml").write_text(spec)
+    proc = subprocess.run([sys.executable, "-m", "calib", "study", f"{name}.toml", "--run-dir", name, "--quiet"],
+                          capture_output=True, text=True, cwd=root, timeout=1800,
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    assert proc.returncode == 0, f"calib study {name}.toml exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def functional(organism_tiny, pair, tmp_path_factory) -> dict[str, Path]:
+    root, cache = tmp_path_factory.mktemp("functional"), organism_tiny.root.parent.parent
+    return {kind: _study(root, kind, _functional(cache, _servers(kind, pair))) for kind in ("embedded", "vllm")}
+
+
+@pytest.fixture(scope="module")
+def extraction(organism_tiny, pair, tmp_path_factory) -> dict[str, Path]:
+    root, cache = tmp_path_factory.mktemp("extraction"), organism_tiny.root.parent.parent
+    return {kind: _study(root, kind, _extraction(cache, _servers(kind, pair))) for kind in ("embedded", "vllm")}
+
+
+def _table(run: Path, name: str, key: list[str]) -> pl.DataFrame:
+    return pl.read_parquet(run / "tables" / f"{name}.parquet").sort(key)
+
+
+def test_the_vllm_servers_are_what_the_run_records(functional):
+    manifest = json.loads((functional["vllm"] / "manifest.json").read_text())
+    for role in ROLES:
+        record = json.dumps(manifest["servers"][role])
+        assert '"openai"' in record and "vllm" in record.lower(), record  # the kind, and vLLM's version
+
+
+def test_functional_generations_are_byte_identical(functional):
+    columns = ["sample_id", "role", "text", "function", "finish_reason", "error"]
+    embedded, vllm = (_table(functional[k], "generations", ["sample_id", "role"]).select(columns)
+                      for k in ("embedded", "vllm"))
+    assert vllm.height == 24 and vllm["error"].null_count() == 24  # 12 samples x 2 roles, none failed
+    assert vllm.to_dicts() == embedded.to_dicts()
+
+
+def test_functional_claims_and_rates_are_identical(functional):
+    embedded, vllm = (_table(functional[k], "claims", ["sample_id"]) for k in ("embedded", "vllm"))
+    assert vllm.to_dicts() == embedded.to_dicts()
+    # Not vacuous: the target reproduces planted members that the reference does not.
+    assert vllm.filter(pl.col("verdict").is_in(["textual", "functional"])
+                       & (pl.col("membership") == "member")).height >= 1
+    summaries = [json.loads((functional[k] / "report" / "summary.json").read_text()) for k in ("embedded", "vllm")]
+    assert summaries[1]["headline"] == summaries[0]["headline"]
+    assert summaries[1]["groups"] == summaries[0]["groups"]
+
+
+def test_extraction_windows_and_scores_agree(extraction):
+    key = ["window_id", "role", "procedure"]
+    windows = [_table(extraction[k], "windows", ["window_id"]) for k in ("embedded", "vllm")]
+    assert windows[1].to_dicts() == windows[0].to_dicts()
+    embedded, vllm = (_table(extraction[k], "scores", key) for k in ("embedded", "vllm"))
+    assert vllm["window_id"].to_list() == embedded["window_id"].to_list() and vllm.height > 0
+    assert vllm["error"].null_count() == vllm.height
+    binary = {"greedy", "near_verbatim_greedy"}
+    for a, b in zip(embedded.iter_rows(named=True), vllm.iter_rows(named=True), strict=True):
+        assert (a["role"], a["procedure"]) == (b["role"], b["procedure"])
+        x, y = a["log10_value"], b["log10_value"]
+        if a["procedure"] in binary or math.isinf(x):
+            assert x == y, (a, b)
+        else:
+            assert y == pytest.approx(x, abs=LOG10_TOLERANCE), (a, b)
+        if a["procedure"].startswith("near_verbatim"):
+            assert json.loads(a["detail"])["generation"] == json.loads(b["detail"])["generation"]
+
+
+def test_extraction_rates_are_identical(extraction):
+    key = ["role", "procedure", "suffix_tokens", "pool", "alpha"]
+    exact = ["role", "procedure", "suffix_tokens", "pool", "alpha", "n_controls", "k", "certified_alpha",
+             "certifiable", "n_members", "claims", "member_rate", "calibrated_rate", "low", "high"]
+    embedded, vllm = (_table(extraction[k], "operating_points", key) for k in ("embedded", "vllm"))
+    assert vllm.select(exact).to_dicts() == embedded.select(exact).to_dicts()
+    # Not vacuous: the target's verbatim members are claimed at the study's level.
+    assert vllm.filter((pl.col("role") == "target") & ((pl.col("alpha") - 0.05).abs() < 1e-12))["claims"].max() >= 1
+    for a, b in zip(embedded["log10_threshold"].to_list(), vllm["log10_threshold"].to_list(), strict=True):
+        assert a == b if a is None or math.isinf(a) else b == pytest.approx(a, abs=LOG10_TOLERANCE)
