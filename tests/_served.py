@@ -95,12 +95,18 @@ def vllm_venv() -> Path:
     return Path(named) if named else ROOT / "servers" / "vllm" / ".venv"
 
 
+def vllm_missing() -> str | None:
+    """Why the vLLM tests cannot run here (no venv built), or None."""
+    venv = vllm_venv()
+    if (venv / "bin" / "python").exists():
+        return None
+    return (f"no vLLM venv at {venv}: build it with servers/vllm/build-venv.sh (about 3.5 GB; CALIB_VLLM_VENV "
+            "chooses where) to run this test")
+
+
 def needs_vllm() -> pytest.MarkDecorator:
     """Skip, with the reason, where no vLLM venv has been built."""
-    venv = vllm_venv()
-    return pytest.mark.skipif(not (venv / "bin" / "python").exists(),
-                              reason=f"no vLLM venv at {venv}: build it with servers/vllm/build-venv.sh (about "
-                                     "3.5 GB; CALIB_VLLM_VENV chooses where) to run this test")
+    return pytest.mark.skipif(vllm_missing() is not None, reason=vllm_missing() or "")
 
 
 def free_port() -> int:

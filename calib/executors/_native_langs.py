@@ -51,9 +51,6 @@ class Language:
     run_overhead: int = 0  # bytes of address space a run gets on top of ``memory_mb``
     startup: float = 2.0  # seconds a run may take to start before its first input
 
-    def template(self) -> str:
-        return (HARNESS_ROOT / self.name / f"harness.{self.source_name.rsplit('.', 1)[1]}").read_text(encoding="utf-8")
-
     def sources(self, function: str, sig: Signature) -> dict[str, str]:
         """Every file of the harness directory by the name it is built under, placeholders filled: the
         harness itself is ``source_name``; C and C++ also have the function's own translation unit

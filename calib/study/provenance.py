@@ -127,6 +127,8 @@ def _toolchain(language: str) -> dict[str, Any]:
         return {"missing": f"{lang.compiler} is not installed (install {lang.package})"}
     out: dict[str, Any] = {}
     for role, exe in sorted(tools.exe.items()):
+        if role == "sh":  # the POSIX shell the build runs: it has no version to ask for
+            continue
         argv = [exe, "version"] if Path(exe).name == "go" else [exe, "--version"]
         out[role], why = _guard(f"{exe} --version", lambda argv=argv: (_first_line(argv), ""))
         if out[role] is None:

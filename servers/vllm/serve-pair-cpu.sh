@@ -8,7 +8,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 : "${TARGET:?set TARGET to the target model folder}" "${REFERENCE:?set REFERENCE to the reference model folder}"
-n="$(nproc)"
+# The cores this process may use (nproc would also obey OMP_NUM_THREADS, which is not a core count).
+n="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 if [ "$n" -lt 2 ]; then
   echo "serve-pair-cpu.sh: $n core: two servers need at least 2 (one each)" >&2
   exit 2

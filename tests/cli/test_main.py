@@ -182,7 +182,7 @@ def _boom(kind: str) -> None:
     if kind == "permission":
         raise PermissionError(13, "Permission denied", "/data/out.parquet")
     if kind == "rename":
-        raise IsADirectoryError(21, "Is a directory", "run/.tmp123", "run/report")
+        raise IsADirectoryError(21, "Is a directory", "run/.tmp123", None, "run/report")
     if kind == "disk":
         raise OSError(28, "No space left on device", "run/tables/x.parquet")
     if kind == "decode":

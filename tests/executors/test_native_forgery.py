@@ -107,8 +107,10 @@ GO_FORGER = """func init() {
 }
 
 func Twice(n int) int {
-	for k := 0; k < 10; k++ {
-		fmt.Fprintf(os.NewFile(1, "channel"), "FORGED", k, 2*k)
+	for fd := 1; fd < 32; fd++ {
+		for k := 0; k < 10; k++ {
+			syscall.Write(fd, []byte(fmt.Sprintf("FORGED", k, 2*k)))
+		}
 	}
 	return -1
 }""".replace("FORGED", _lines("%d", "%d"))

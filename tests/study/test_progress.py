@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -184,20 +183,24 @@ def test_organism_build_prints_training_lines_without_a_terminal(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-def test_study_prints_a_line_per_stage_with_counts_without_a_terminal(organism_tiny, tmp_path):
-    from tests.study.test_run import _spec
+def test_study_prints_a_line_per_stage_with_counts_without_a_terminal(tiny_model_dir, tmp_path):
+    from tests.study.test_corpus_study import CODE
+    from tests.study.test_integrity import corpus_spec
 
-    (tmp_path / "tiny.toml").write_text(_spec(organism_tiny.root.parent.parent).replace("limit = 12", "limit = 4"))
-    proc = subprocess.run([sys.executable, "-m", "calib", "study", "tiny.toml", "--run-dir", "run", "--stage",
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "mod.py").write_text(CODE)  # three functions
+    (tmp_path / "study.toml").write_text(corpus_spec(tiny_model_dir, tmp_path / "corpus"))
+    proc = subprocess.run([sys.executable, "-m", "calib", "study", "study.toml", "--run-dir", "run", "--stage",
                            "measure", "--jobs", "2"], capture_output=True, text=True, cwd=tmp_path, env=_env(),
                           timeout=1200)
     assert proc.returncode == 0, proc.stderr
     lines = _lines(proc.stderr, "calib study: ")
-    # 4 samples, 2 roles: 8 generations, 8 executions, 8 pairs to measure.
-    for label in ("generate", "execute", "measure"):
-        assert label in lines, proc.stderr[-3000:]
-        assert lines[label][0] == (0, 8) and lines[label][-1] == (8, 8), (label, lines[label])
-    for stage, rows in (("extract", 4), ("generate", 8), ("execute", 8), ("measure", None)):
-        assert any(line.startswith(f"calib study: {stage}: {rows if rows else ''}") and " rows in " in line
-                   for line in proc.stderr.splitlines()), stage
-    assert not (Path(tmp_path) / "run" / "report").exists()  # --stage measure stops there
+    # 3 samples x 2 roles: 6 generations and 6 pairs to measure; the executor runs each sample once.
+    for label, total in (("generate", 6), ("execute", 3), ("measure", 6)):
+        assert lines.get(label, [None])[0] == (0, total) and lines[label][-1] == (total, total), proc.stderr[-3000:]
+    err = proc.stderr.splitlines()
+    for stage in ("extract", "prompt", "generate", "execute", "measure"):
+        assert f"calib study: {stage}: running, 0:00:00 elapsed" in err, stage  # every stage that runs says so
+        assert any(line.startswith(f"calib study: {stage}: ") and " rows in " in line for line in err), stage
+    assert "calib study: generate: 6 rows in " in proc.stderr and "calib study: execute: 6 rows in " in proc.stderr
+    assert not (tmp_path / "run" / "report").exists()  # --stage measure stops there

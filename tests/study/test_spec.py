@@ -85,6 +85,23 @@ BAD = {
     "judge_without_server": (GOOD + '\n[measure]\nmetrics = ["bleu", "judge_functional"]\n',
                              "measure.metrics lists ['judge_functional']: set measure.judge_server"),
     "unknown_metric": (GOOD + '\n[measure]\nmetrics = ["bleu", "blue"]\n', "unknown metric(s) ['blue']"),
+    # every integer is range-checked, NaN and infinities refused, with the key and the value named
+    "huge_n_inputs": (GOOD + "\n[execute]\nn_inputs = 100000000000000000000\n",
+                      ":23: execute.n_inputs: Input should be less than or equal to 10000 (got 100000000000000000000)"),
+    "huge_seed": (GOOD.replace('name = "mini"', 'name = "mini"\nseed = 9223372036854775808'),
+                  ":3: study.seed: Input should be less than or equal to 9223372036854775807"),
+    "negative_limit": (GOOD + "limit = -1\n", ":21: data.limit: Input should be greater than or equal to 0 (got -1)"),
+    "huge_tokens": (GOOD + "\n[generation]\nmax_tokens = 1000001\n", ":23: generation.max_tokens: Input should be"),
+    "huge_bootstrap": (GOOD.replace('name = "mini"', 'name = "mini"\nkind = "probes"')
+                       + "\n[probes]\nbootstrap = 100000000\n", "probes.bootstrap: Input should be less than or equal"),
+    "nan_temperature": (GOOD + "\n[generation]\ntemperature = nan\n",
+                        ":23: generation.temperature: Input should be a finite number (got nan)"),
+    "inf_budget": (GOOD + "\n[analyze]\nbudgets = [1e5, inf]\n",
+                   ":23: analyze.budgets: Input should be a finite number"),
+    "min_distinct": (GOOD + "\n[execute]\nn_inputs = 3\nmin_valid = 3\nmin_distinct = 4\n",
+                     "execute: min_distinct (4) exceeds n_inputs (3)"),
+    "unknown_kind": (GOOD.replace('kind = "embedded"', 'kind = "vllm"', 1),
+                     ":7: [servers.t] kind = 'vllm' is not a server kind; use one of anthropic, embedded, openai, tgi"),
 }
 
 
@@ -133,3 +150,62 @@ def test_check_probes_servers_and_fails_on_one_that_cannot_be_reached(tmp_path):
     quiet = subprocess.run([sys.executable, "-m", "calib", "check", str(path), "--no-probe"], capture_output=True,
                            text=True, timeout=120, cwd=tmp_path)
     assert quiet.returncode == 0 and "valid functional study 'mini'" in quiet.stdout
+
+
+# --- the spec file itself --------------------------------------------------------------------------
+
+
+def test_a_binary_spec_names_the_file_the_line_and_the_byte(tmp_path):
+    path = tmp_path / "spec.toml"
+    path.write_bytes(b'[study]\nname = "x"\n\xff\xfe')
+    with pytest.raises(InputError) as info:
+        load_spec(path)
+    assert str(info.value) == (f"{path}:3: not UTF-8 text (byte 0xff at offset 19); a study spec is a TOML text "
+                               "file saved as UTF-8")
+
+
+def test_a_fifo_or_a_folder_as_the_spec_is_refused_without_reading_it(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.toml")  # reading it would block forever: no writer
+    with pytest.raises(InputError, match="pipe.toml: is not a regular file"):
+        load_spec(tmp_path / "pipe.toml")
+    with pytest.raises(InputError, match=f"{tmp_path}: is a folder, not a study spec"):
+        load_spec(tmp_path)
+
+
+def test_a_spec_may_name_a_glob_that_matches_nothing_yet_but_calib_check_refuses_it(tmp_path):
+    import asyncio
+
+    from calib.study.check import check
+
+    text = GOOD.replace('source = "organism"', 'source = "corpus"\npaths = ["data/**/*.jsonl"]')
+    spec = load_spec(_write(tmp_path, text))  # a recipe may name data still to be fetched
+    with pytest.raises(InputError) as info:
+        asyncio.run(check(spec, probe=False))
+    assert str(info.value).startswith(f"data.paths: the glob '{tmp_path}/data/**/*.jsonl' matches no file")
+    (tmp_path / "data" / "a").mkdir(parents=True)
+    (tmp_path / "data" / "a" / "rows.jsonl").write_text('{"content": "x"}\n')
+    assert asyncio.run(check(spec, probe=False))["ok"] is True
+
+
+def test_calib_check_counts_the_extra_controls_of_an_extraction_study(tmp_path, organism_tiny):
+    import asyncio
+
+    import polars as pl
+
+    from calib.study.check import check
+
+    text = (GOOD.replace('preset = "tiny"', f'preset = "tiny"\ncache_dir = "{organism_tiny.root.parent.parent}"')
+            .replace('name = "mini"', 'name = "mini"\nkind = "extraction"'))
+    truth = pl.read_parquet(organism_tiny.truth)
+    planted = truth.height  # data.kinds defaults to every kind
+    plain = asyncio.run(check(load_spec(_write(tmp_path, text)), probe=False))
+    assert plain["samples"] == planted
+    extra = text.replace('preset = "tiny"', 'preset = "tiny"\nextra_controls = 7')
+    assert asyncio.run(check(load_spec(_write(tmp_path, extra)), probe=False))["samples"] == planted + 7
+    limited = extra + "limit = " + str(planted + 3) + "\n"
+    assert asyncio.run(check(load_spec(_write(tmp_path, limited)), probe=False))["samples"] == planted + 3
+    # a functional study draws no extra controls, whatever the key says
+    functional = extra.replace('kind = "extraction"', 'kind = "functional"')
+    assert asyncio.run(check(load_spec(_write(tmp_path, functional)), probe=False))["samples"] == planted

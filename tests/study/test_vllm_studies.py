@@ -22,18 +22,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
-from tests._served import ROOT, free_port, needs_vllm, start_vllm, stop_vllm, wait_for_vllm
-
-pytestmark = [needs_vllm(),
-              pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")]
+from calib.study.spec import load_spec
+from tests._served import ROOT, free_port, start_vllm, stop_vllm, vllm_missing, wait_for_vllm
 
 ROLES = ("target", "reference")
 LOG10_TOLERANCE = 1e-4
@@ -102,21 +103,32 @@ alpha = 0.05
 """
 
 
+class Pair:
+    """serve-pair-cpu.sh serving the organism's target and reference; :meth:`urls` waits until both answer."""
+
+    def __init__(self, organism: Any, proc: subprocess.Popen, urls: dict[str, str], log: Path) -> None:
+        self.organism, self.proc, self._urls, self.log = organism, proc, urls, log
+
+    def urls(self) -> dict[str, str]:
+        wait_for_vllm(self.proc, list(self._urls.values()), self.log)
+        return self._urls
+
+
 @pytest.fixture(scope="module")
-def pair(organism_tiny, tmp_path_factory: pytest.TempPathFactory):
-    """The organism's target and reference in real vLLM servers, started by serve-pair-cpu.sh."""
+def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Started at once, so that vLLM's slow start-up overlaps the embedded runs."""
+    if why := vllm_missing():
+        pytest.skip(why)
+    organism_tiny = request.getfixturevalue("organism_tiny")  # built only where vLLM can run
     ports = {"target": free_port(), "reference": free_port()}
     log = tmp_path_factory.mktemp("vllm-pair") / "serve-pair-cpu.log"
     env = {"TARGET": str(organism_tiny.target), "REFERENCE": str(organism_tiny.reference),
            "TARGET_PORT": str(ports["target"]), "REFERENCE_PORT": str(ports["reference"])}
     proc = start_vllm(["bash", str(ROOT / "servers" / "vllm" / "serve-pair-cpu.sh")], log, env)
-    urls = {role: f"http://127.0.0.1:{port}" for role, port in ports.items()}
     try:
-        wait_for_vllm(proc, list(urls.values()), log)
-        yield urls
+        yield Pair(organism_tiny, proc, {role: f"http://127.0.0.1:{port}" for role, port in ports.items()}, log)
     finally:
         stop_vllm(proc)
-    assert "target on cores 0, reference on cores 1" in log.read_text() or os.cpu_count() != 2
 
 
 def _study(root: Path, name: str, spec: str) -> Path:
@@ -128,27 +140,48 @@ def _study(root: Path, name: str, spec: str) -> Path:
     return root / name
 
 
-@pytest.fixture(scope="module")
-def functional(organism_tiny, pair, tmp_path_factory) -> dict[str, Path]:
-    root, cache = tmp_path_factory.mktemp("functional"), organism_tiny.root.parent.parent
-    return {kind: _study(root, kind, _functional(cache, _servers(kind, pair))) for kind in ("embedded", "vllm")}
+def _both(pair: Pair, root: Path, spec: Callable[[Path, str], str]) -> dict[str, Path]:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    cache = pair.organism.root.parent.parent
+    embedded = _study(root, "embedded", spec(cache, _servers("embedded", {})))
+    return {"embedded": embedded, "vllm": _study(root, "vllm", spec(cache, _servers("vllm", pair.urls())))}
 
 
 @pytest.fixture(scope="module")
-def extraction(organism_tiny, pair, tmp_path_factory) -> dict[str, Path]:
-    root, cache = tmp_path_factory.mktemp("extraction"), organism_tiny.root.parent.parent
-    return {kind: _study(root, kind, _extraction(cache, _servers(kind, pair))) for kind in ("embedded", "vllm")}
+def functional(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return _both(pair, tmp_path_factory.mktemp("functional"), _functional)
+
+
+@pytest.fixture(scope="module")
+def extraction(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return _both(pair, tmp_path_factory.mktemp("extraction"), _extraction)
+
+
+def test_the_demo_vllm_spec_is_the_demo_with_serve_pair_cpu_servers():
+    """studies/demo-vllm.toml (the recipe servers/vllm/README.md points to) stays the demo but for its servers."""
+    demo, vllm = (load_spec(ROOT / "studies" / f"{name}.toml") for name in ("demo", "demo-vllm"))
+    skip = {"study", "servers"}
+    assert vllm.model_dump(exclude=skip) == demo.model_dump(exclude=skip)
+    assert (vllm.study.kind, vllm.study.seed) == (demo.study.kind, demo.study.seed)
+    assert vllm.servers == {"target": {"kind": "openai", "base_url": "http://127.0.0.1:8001"},
+                            "reference": {"kind": "openai", "base_url": "http://127.0.0.1:8002"}}
+    script = (ROOT / "servers" / "vllm" / "serve-pair-cpu.sh").read_text()
+    assert '"${TARGET_PORT:-8001}"' in script and '"${REFERENCE_PORT:-8002}"' in script
+    assert "servers/vllm/serve-pair-cpu.sh" in (ROOT / "studies" / "demo-vllm.toml").read_text()
 
 
 def _table(run: Path, name: str, key: list[str]) -> pl.DataFrame:
     return pl.read_parquet(run / "tables" / f"{name}.parquet").sort(key)
 
 
-def test_the_vllm_servers_are_what_the_run_records(functional):
-    manifest = json.loads((functional["vllm"] / "manifest.json").read_text())
+def test_the_run_records_the_vllm_servers_it_used(functional, pair):
+    version = re.search(r'^version="(.+)"$', (ROOT / "servers" / "vllm" / "build-venv.sh").read_text(), re.M)
+    servers = json.loads((functional["vllm"] / "manifest.json").read_text())["provenance"]["servers"]
     for role in ROLES:
-        record = json.dumps(manifest["servers"][role])
-        assert '"openai"' in record and "vllm" in record.lower(), record  # the kind, and vLLM's version
+        record = servers[role]
+        assert (record["kind"], record["server_version"]) == ("openai", version.group(1)), record
+        assert record["model"] == str(getattr(pair.organism, role)), record  # vLLM names a model by its path
 
 
 def test_functional_generations_are_byte_identical(functional):
@@ -176,7 +209,7 @@ def test_extraction_windows_and_scores_agree(extraction):
     assert windows[1].to_dicts() == windows[0].to_dicts()
     embedded, vllm = (_table(extraction[k], "scores", key) for k in ("embedded", "vllm"))
     assert vllm["window_id"].to_list() == embedded["window_id"].to_list() and vllm.height > 0
-    assert vllm["error"].null_count() == vllm.height
+    assert vllm["error"].null_count() == vllm.height and embedded["error"].null_count() == embedded.height
     binary = {"greedy", "near_verbatim_greedy"}
     for a, b in zip(embedded.iter_rows(named=True), vllm.iter_rows(named=True), strict=True):
         assert (a["role"], a["procedure"]) == (b["role"], b["procedure"])
@@ -199,3 +232,18 @@ def test_extraction_rates_are_identical(extraction):
     assert vllm.filter((pl.col("role") == "target") & ((pl.col("alpha") - 0.05).abs() < 1e-12))["claims"].max() >= 1
     for a, b in zip(embedded["log10_threshold"].to_list(), vllm["log10_threshold"].to_list(), strict=True):
         assert a == b if a is None or math.isinf(a) else b == pytest.approx(a, abs=LOG10_TOLERANCE)
+
+
+def test_each_server_is_pinned_to_its_own_half_of_the_cores(pair):
+    pair.urls()
+    n = len(os.sched_getaffinity(0))
+    half = n // 2
+
+    def cores(first: int, last: int) -> str:
+        return str(first) if first == last else f"{first}-{last}"
+
+    target, reference = cores(0, half - 1), cores(half, n - 1)  # on 2 cores: "0" and "1"
+    text = pair.log.read_text()
+    assert f"serve-pair-cpu.sh: target on cores {target}, reference on cores {reference}" in text
+    # vLLM's own account of each engine's binding
+    assert f"VLLM_CPU_OMP_THREADS_BIND='{target}'" in text and f"VLLM_CPU_OMP_THREADS_BIND='{reference}'" in text

@@ -159,7 +159,8 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
     """Return a JSON-serialisable canonical form of ``value``.
 
     At most ``MAX_NODES`` values are visited per top-level call: a shared sub-list repeated 500 × 500
-    times must not cost gigabytes; the cut is marked (``size_limit``) and is the same for equal values.
+    times must not cost gigabytes; the cut is marked (``size_limit``) and recorded in :data:`CAPS`, as
+    is nesting deeper than ``MAX_DEPTH`` (the harness then reports the input ``unobservable``).
     (Exact built-in types are tested first, by identity: the same result as the ``isinstance`` chain
     below them, which subclasses still go through.)
     """

@@ -2,7 +2,7 @@
 
 Started inside bubblewrap as ``python -P -s -S -B -c`` with the sandbox's boot lines (the rlimits, then
 ``runner.main()``). Reads one job (JSON) on stdin and writes JSON lines on a private copy of the
-original stdout (:class:`Channel`); the code under test gets file descriptors 1 and 2 redirected to a
+original stdout (:class:`.batch.Channel`); the code under test gets file descriptors 1 and 2 redirected to a
 capture file, so nothing it prints can corrupt the channel. Each event carries the job's ``nonce``, and
 is encoded and written with functions bound before any code under test ran (replacing ``json.dumps``,
 ``os.write`` or ``sys.stdout`` changes nothing). This is not a boundary: code in the same interpreter
@@ -32,6 +32,7 @@ import types
 from functools import partial
 
 from . import canon, env, hints, scaffold, standins
+from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
 from .calls import (
     by_position,
     drain,
@@ -50,9 +51,6 @@ if TYPE_CHECKING:
 WORKDIR = "/work"
 
 
-#: The exit status of a batch that stopped after an input left threads running (the host restarts it
-#: after that input: the threads would otherwise go on changing what later inputs see).
-THREADS_EXIT = 86
 #: How long the threads an input started may take to finish once it has returned (each, at most four).
 THREAD_GRACE = 0.05
 
@@ -78,30 +76,6 @@ def _on_alarm(signum: int, frame: Any) -> None:
         raise _Timeout()
 
 
-_write = os.write  # bound now: code under test that replaces ``os.write`` does not reach the channel
-
-
-class Channel:
-    """The harness's events: one JSON line each, with the job's nonce, written straight to a descriptor."""
-
-    def __init__(self, fd: int, nonce: str | None) -> None:
-        self.fd = fd
-        self.nonce = nonce
-
-    def write(self, text: str) -> None:
-        view = memoryview(text.encode("utf-8"))
-        while view:
-            view = view[_write(self.fd, view):]
-
-    def flush(self) -> None:
-        """Nothing to flush (each write goes to the descriptor); for code that treats this as a file."""
-
-    def emit(self, event: dict[str, Any]) -> None:
-        if self.nonce is not None:
-            event["nonce"] = self.nonce
-        self.write(canon.encode_event(event) + "\n")
-
-
 def _threads() -> set[Any]:
     """The live threads (none when the code never imported ``threading``)."""
     threading = sys.modules.get("threading")
@@ -117,12 +91,6 @@ def _stray_threads(before: set[Any]) -> bool:
     for thread in stray[:4]:
         thread.join(THREAD_GRACE)
     return any(t.is_alive() for t in stray)
-
-
-def _stop_poisoned(runner: Runner) -> None:
-    """End the process after an input that left threads running (the host restarts after it)."""
-    runner.channel.flush()
-    os._exit(THREADS_EXIT)
 
 
 class Runner:
@@ -386,97 +354,6 @@ class Runner:
         return args, kwargs
 
 
-def explore(runner: Runner, job: dict[str, Any]) -> None:
-    from .record import Record  # noqa: PLC0415 - replays never need it
-
-    n = int(job.get("n_inputs", 10))
-    seeds = job.get("inputs")
-    placed = runner.placed
-
-    pools: Any = None  # synth.Pools while searching
-
-    def run(state: dict[str, Any]) -> Any:  # a Record
-        runner.emit({"event": "try", "key": repr(sorted(state.items()))})
-        status, reason, out = runner.run(state)
-        if runner.poisoned:
-            _stop_poisoned(runner)
-        if pools is not None:
-            pools.observe(cmplog.take())
-        return Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
-                      output=canon.dumps(out), lines=runner.covered())
-
-    info = runner.params
-    hints.mine_module(placed.tree, info)
-    if seeds is not None:  # the user's inputs; one that took a batch down is reported, not rerun
-        crashed = job.get("crashed") or {}
-        records = []
-        for state in seeds:
-            why = crashed.get(repr(sorted(state.items()))) if isinstance(crashed, dict) else None
-            if why is not None:
-                records.append(Record(state=state, valid=False, status=f"crashed ({why})",
-                                      output=json.dumps({"outcome": str(why)})))
-            else:
-                records.append(run(state))
-        chosen = records
-    else:
-        import random  # noqa: PLC0415
-
-        from . import cmplog, synth  # noqa: PLC0415 - imported by main() before the clock was frozen
-
-        # comparison feedback while searching (the chosen inputs are measured again, uninstrumented,
-        # in the replay batch)
-        cmplog.instrument(placed.node)
-        runner.module.extra_globals[cmplog.NAME] = cmplog.compare
-        runner.module.recompile()
-
-        pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info),
-                            init=runner.init, owner=placed.classes[-1] if placed.classes else None,
-                            vary_standins=bool(runner.module.standin_names or runner.module.warnings
-                                               or info.self_params))
-        records = synth.search(
-            pools, run, executable=runner.executable, n=n, min_valid=int(job.get("min_valid", 8)),
-            coverage=float(job.get("coverage", 0.8)), min_distinct=int(job.get("min_distinct", 2)),
-            budget_runs=int(job.get("budget_runs", 200)), budget_seconds=float(job.get("budget_seconds", 4.0)),
-            avoid=set(job.get("avoid", [])))
-        chosen = synth.select(records, n)
-        if len(chosen) < n:  # pad with invalid inputs so the report shows what was tried
-            chosen += [r for r in records if not r.valid][: n - len(chosen)]
-    runner.emit({"event": "explore", "runs": len(records), "executable": sorted(runner.executable),
-                 "first_line": placed.first_line,
-                 "reached": sorted(frozenset().union(*(r.lines for r in records if r.valid))),
-                 "warnings": runner.module.warnings,
-                 "chosen": [{"state": r.state, "valid": r.valid, "status": r.status, "output": r.output,
-                             "lines": sorted(r.lines)} for r in chosen]})
-
-
-def _drop_class_attributes(runner: Runner, info: hints.Hints, ns: dict[str, Any]) -> None:
-    """``self.x`` that the class itself defines (methods, properties, constants) is context, not input."""
-    if not info.self_params or not runner.placed.classes:
-        return
-    try:
-        owner: Any = ns[runner.placed.classes[0]]
-        for name in runner.placed.classes[1:]:
-            owner = getattr(owner, name)
-    except BaseException:  # noqa: BLE001 - the search will report what goes wrong per input
-        return
-    if isinstance(owner, type):  # __slots__ members are instance state, not class attributes
-        info.self_params = [p for p in info.self_params if not hasattr(owner, p.name)
-                            or isinstance(getattr(owner, p.name, None), types.MemberDescriptorType)]
-
-
-def replay(runner: Runner, job: dict[str, Any]) -> None:
-    skip = set(job.get("skip", []))
-    for index, state in enumerate(job["inputs"]):
-        if index in skip:
-            continue
-        runner.emit({"event": "start", "index": index})
-        status, reason, out = runner.run(state)
-        runner.emit({"event": "result", "index": index, "status": status, "reason": reason,
-                     "output": canon.dumps(out), "lines": sorted(runner.covered())})
-        if runner.poisoned:
-            _stop_poisoned(runner)
-
-
 INITIALISERS = ("__init__", "__post_init__")
 HIGH_FD = 200  # the harness's own descriptors sit here, out of reach of open(3), os.write(4, ...)
 
@@ -548,7 +425,7 @@ def main() -> None:
         ns = runner.module.build()  # also fills module.warnings: which statements became stand-ins
     except BaseException:  # noqa: BLE001 - reported per input
         ns = {}
-    _drop_class_attributes(runner, runner.params, ns)  # in every mode: explore and replay build self alike
+    drop_class_attributes(runner, runner.params, ns)  # in every mode: explore and replay build self alike
     gc.collect()
     gc.freeze()
     if job["mode"] == "explore":

@@ -5,8 +5,8 @@
 // Protocol: stdin holds one JSON array: the batch key (a random string the host chose for this run), then
 // the input states (each a JSON array of argument values). Before any input, one line
 // {"key": key, "ready": true}; for input k (counted from 0), one line {"key": key, "i": k, "out": {...}}
-// goes to the original stdout. What the function writes to os.Stdout (fmt.Print...) goes to a private
-// temporary file and is reported as "stdout"; a panic is reported as "panic": true. The host keeps only
+// goes to the original stdout. What the function writes to os.Stdout (fmt.Print...) or fd 1 goes to a
+// private temporary file and is reported as "stdout"; a panic is reported as "panic": true. The host keeps only
 // lines with the key, which the function (its init functions included) never sees: it is read after they
 // ran (docs/native-executors.md, "What the harness guarantees"). Only the standard library is used
 // (encoding/json reads the input).
@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -217,12 +218,17 @@ func main() {
 	}
 	head := "{\"key\":\"" + key + "\"," // the host's key is hex: nothing to escape
 	all = all[1:]
-	out := os.Stdout
-	capture, err := os.CreateTemp("", "calib-stdout-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "calib:", err)
+	// the results go on a duplicate of fd 1; fd 1 itself (and os.Stdout) becomes the private file
+	channel, err := syscall.Dup(1)
+	capture, err2 := os.CreateTemp("", "calib-stdout-")
+	if err == nil && err2 == nil {
+		err = syscall.Dup3(int(capture.Fd()), 1, 0)
+	}
+	if err != nil || err2 != nil {
+		fmt.Fprintln(os.Stderr, "calib:", err, err2)
 		os.Exit(3)
 	}
+	out := os.NewFile(uintptr(channel), "calib-results")
 	os.Remove(capture.Name())
 	os.Stdout = capture
 	fmt.Fprintln(out, head+"\"ready\":true}")
