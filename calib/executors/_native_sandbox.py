@@ -6,10 +6,10 @@ uid/gid nobody (host uid 65534 as root: writable binds are handed to it first); 
 ``--new-session``;
 ``_system_binds``: ``/usr`` and the library directories read-only, a fresh ``/proc`` and ``/dev``) plus
 a private ``/tmp`` and ``/work`` (bounded tmpfs), a read-only root and ``/dev``, and a cleared
-environment. The first process inside, the sandbox's pid 1 (``--as-pid-1``), is the base Python
+environment. The first process inside (the sandbox's pid 1 unless calib is root) is the base Python
 interpreter (read-only): it becomes nobody, makes itself non-dumpable and forks the process that sets
 the rlimits and then ``execv``s the compiler or program (:func:`zygote.execute`), so limits hold before
-any toolchain code runs, and nothing in the sandbox can reach pid 1.
+any toolchain code runs, and nothing in the sandbox can reach it.
 
 - *build*: no seccomp filter (compilers start processes: gcc runs cc1, as and ld; rustc runs the
   linker; go build runs compile and link; with the fork server's program, which allows that, a Java

@@ -82,9 +82,9 @@ del gc, set_limits
 from _harness.runner import main
 main()
 """
-# A sandboxed batch's first lines: drop to nobody (before anything else), then a one-batch fork server:
-# this process is the sandbox's pid 1 (bubblewrap runs with --as-pid-1: no init of its own in there,
-# which would be dumpable and, without calib as root, run as the code's user) and forks the batch.
+# A sandboxed batch's first lines: drop to nobody (before anything else), then a one-batch fork server
+# that forks the batch. Not as root it is the sandbox's pid 1 (bubblewrap runs with --as-pid-1: its own
+# init would be dumpable and run as the code's user); as root bubblewrap's init, host root, is.
 _BATCH_BOOT = """import sys
 sys.path.insert(0, {root!r})
 from _harness import drop_privileges
@@ -185,7 +185,8 @@ def _probe(bwrap: str, disable_userns: bool) -> tuple[bool, str]:
 
 
 def _namespace_args(disable_userns: bool, *, pid1: bool = False) -> list[str]:
-    """bubblewrap's namespace and privilege options; ``pid1``: the command is the sandbox's pid 1.
+    """bubblewrap's namespace and privilege options; ``pid1``: the command is the sandbox's pid 1 when
+    calib is not root (bubblewrap's init would run as the code's user, dumpable).
 
     Not root: a user namespace where the sandbox's user, ``nobody``, is the host user. Root: no user
     namespace (it would map ``nobody`` to host root, and ``/proc/sys`` would be writable); bubblewrap
@@ -199,7 +200,9 @@ def _namespace_args(disable_userns: bool, *, pid1: bool = False) -> list[str]:
     else:
         args = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--uid", "65534", "--gid", "65534"] + (["--disable-userns"] if disable_userns else [])
-    return args + (["--as-pid-1"] if pid1 else [])
+    # as root bubblewrap's own init stays host root: out of the code's reach, and it dies with bubblewrap
+    # (the kernel clears a parent-death signal when the uid changes, as it does for the command as root)
+    return args + (["--as-pid-1"] if pid1 and os.geteuid() != 0 else [])
 
 
 def _parents(*paths: str) -> list[str]:

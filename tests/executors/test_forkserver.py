@@ -6,8 +6,8 @@ What must hold is what held with a sandbox per batch, plus what sharing one sand
 - the seccomp programs say what they should (checked by evaluating them as the kernel does, on the
   ``struct seccomp_data`` layout of linux/seccomp.h, and by the kernel itself in real batches);
 - a batch never sees what an earlier batch of the same server left (files in /work and /tmp, even
-  after ``chmod 000``), cannot signal the server (the sandbox's pid 1: there is no bubblewrap init) or
-  read its memory or descriptors through /proc, and
+  after ``chmod 000``), cannot signal the server or pid 1 (the server itself, or as root bubblewrap's
+  init, host root) or read their memory or descriptors through /proc, and
   the server's memory never holds a job (read from the host through /proc/PID/mem);
 - the wall clock and the output cap kill the child, not the server, which serves the next batch; a
   cancelled batch takes its server down with it; ``close()`` leaves no process behind;
@@ -186,8 +186,9 @@ def test_a_batch_finds_nothing_an_earlier_batch_of_its_server_left():
 PROBE = """\
 import os, posix
 ppid = int(open("/proc/self/stat").read().rpartition(")")[2].split()[1])
-seen = {"server_is_pid_1": ppid == 1}  # bubblewrap runs it --as-pid-1: there is no init to reach
-for label, pid in (("server", ppid), ("group", 0), ("everyone", -1)):
+# the server is pid 1 (bubblewrap --as-pid-1), or as root the child of bubblewrap's init, host root
+seen = {"server_is_pid_1": ppid == 1}
+for label, pid in (("server", ppid), ("init", 1), ("group", 0), ("everyone", -1)):
     try:
         posix.kill(pid, 0)  # signal 0: the same checks, nothing sent (the filter does not read the signal)
         seen[label] = "sent"
@@ -204,10 +205,10 @@ for label, call in (("affinity", lambda: os.sched_setaffinity(ppid, {0})),
     except OSError as exc:
         seen[label] = type(exc).__name__
 os.nice(1)  # its own priority: allowed
-for what in ("mem", "environ", "fd"):
+for what in ("mem", "environ", "fd", "init-mem", "init-environ", "init-fd"):
     try:
-        path = f"/proc/{ppid}/{what}"
-        if what == "fd":  # the numbers can be listed; what they are cannot be read
+        path = f"/proc/{1 if what.startswith('init') else ppid}/{what.removeprefix('init-')}"
+        if what.endswith("fd"):  # the numbers can be listed; what they are cannot be read
             seen[what] = [os.readlink(f"{path}/{fd}") for fd in os.listdir(path)]
         else:
             seen[what] = str(len(open(path, "rb").read(16)))
@@ -224,11 +225,11 @@ def test_a_child_cannot_signal_its_server_or_read_it_through_proc():
     run, again = _in_one_server((_job(PROBE), 30), (_job("return n + 1\n"), 30))
     assert run.died is None, run.stderr.decode(errors="replace")
     seen = _value(_output(run)["return"])
-    assert seen["server_is_pid_1"] is True
-    assert {seen[k] for k in ("server", "group", "everyone")} == {"ProcessLookupError"}
+    assert seen["server_is_pid_1"] is (os.geteuid() != 0)
+    assert {seen[k] for k in ("server", "init", "group", "everyone")} == {"ProcessLookupError"}
     assert {seen[k] for k in ("affinity", "renice", "renice-all")} == {"ProcessLookupError"}
     assert seen["self"] == "sent"
-    assert {seen[k] for k in ("mem", "environ", "fd")} == {"PermissionError"}
+    assert {seen[k] for k in ("mem", "environ", "fd", "init-mem", "init-environ", "init-fd")} == {"PermissionError"}
     assert seen["pid"] == [2, 1]  # what a batch in a sandbox of its own saw, whatever its real pid
     assert _output(again)["return"] == 2
 
@@ -366,10 +367,10 @@ def test_without_a_server_each_batch_gets_its_own_sandbox(monkeypatch: pytest.Mo
         run = asyncio.run(sandbox.run(_job(PROBE), wall_seconds=30))
     assert not sandbox.forks and sandbox.server_pids == ()
     seen = _value(_output(run)["return"])
-    # its parent is the sandbox's pid 1 (zygote.oneshot), as out of reach as a fork server
-    assert seen["server_is_pid_1"] is True and seen["pid"] == [2, 1]
-    assert {seen[k] for k in ("server", "group", "everyone", "affinity", "renice")} == {"ProcessLookupError"}
-    assert {seen[k] for k in ("mem", "environ", "fd")} == {"PermissionError"}
+    # its parent is a one-batch server (zygote.oneshot), as out of reach as a fork server, as is pid 1
+    assert seen["server_is_pid_1"] is (os.geteuid() != 0) and seen["pid"] == [2, 1]
+    assert {seen[k] for k in ("server", "init", "group", "everyone", "affinity", "renice")} == {"ProcessLookupError"}
+    assert {seen[k] for k in ("mem", "environ", "fd", "init-mem", "init-environ", "init-fd")} == {"PermissionError"}
 
 
 CASES = [

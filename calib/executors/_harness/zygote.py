@@ -16,10 +16,11 @@ control socket:
   ``setup``: the child ended before its job started, having written nothing on a pipe of the server's
   that it closes before any code under test runs).
 
-The server is the sandbox's pid 1 (bubblewrap runs with ``--as-pid-1``): there is no bubblewrap init
-in the sandbox for a child to reach. Before it says ``ready`` it points its stderr at ``/dev/null``
-(the host reads that pipe only when a server fails to start). :func:`oneshot` is the same for a
-sandbox of one batch: pid 1 forks the batch, which sets itself up as a server's child does.
+Not as root the server is the sandbox's pid 1 (bubblewrap runs with ``--as-pid-1``): there is no
+bubblewrap init, running as the code's user, for a child to reach; as root that init is host root.
+Before it says ``ready`` it points its stderr at ``/dev/null`` (the host reads that pipe only when a
+server fails to start). :func:`oneshot` is the same for a sandbox of one batch: pid 1 forks the batch,
+which sets itself up as a server's child does.
 
 The server never reads a job, an output or anything else the host sends a child: those bytes go
 through pipes between the host and the child only, so nothing of one batch is in the memory the next
@@ -48,14 +49,14 @@ KILL = b"k"
 SECCOMP_FAILED = 87
 #: A child's exit status when the fork server's own code failed in it before the job started.
 CHILD_FAILED = 88
-_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 4, 38, 22, 2
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 1, 4, 38, 22, 2
 _TOPS = ("/work", "/tmp")
 
 
 def _prctl_setup() -> object:
-    """Make this process undumpable and return a function that loads a seccomp program, built with
-    ctypes; ctypes then leaves ``sys.modules`` (code under test that imports it loads it afresh, and the
-    harness's audit hook refuses that)."""
+    """Make this process undumpable and dying with its parent, and return a function that loads a
+    seccomp program, built with ctypes; ctypes then leaves ``sys.modules`` (code under test that
+    imports it loads it afresh, and the harness's audit hook refuses that)."""
     import ctypes  # noqa: PLC0415
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -68,6 +69,10 @@ def _prctl_setup() -> object:
 
     if prctl(_PR_SET_DUMPABLE, 0, None, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
+    # bubblewrap's --die-with-parent, again: the kernel clears it when the uid changes (as root,
+    # drop_privileges), and this process, the sandbox's pid 1, must die with bubblewrap, so with calib
+    if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, None, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
     def load(program: bytes) -> None:
         buffer = ctypes.create_string_buffer(program, len(program))
