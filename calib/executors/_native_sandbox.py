@@ -72,7 +72,7 @@ sys.path.insert(0, {root!r})
 from _harness import drop_privileges
 drop_privileges()
 from _harness.zygote import execute
-execute({limits}, sys.argv[1:], filtered={filtered!r})
+execute({limits}, sys.argv[1:], filtered={filtered!r}, tmpfs={tmpfs!r})
 """
 
 
@@ -83,6 +83,7 @@ class Profile:
     memory_bytes: int
     cpu_seconds: int
     tmpfs_bytes: int = 64 << 20
+    tmpfs_inodes: int = 8192  # the run profile's fresh tmpfs (zygote.Kernel.fresh); the build profile has none
     file_bytes: int = 64 << 20
     open_files: int = 256
     seccomp: bool = True
@@ -105,8 +106,12 @@ def _argv(sb: Sandbox, profile: Profile, inner: Sequence[str], seccomp_fd: int |
     if sb.unsafe:
         boot = _BOOT.format(limits=repr(profile.rlimits()), root=str(HARNESS_DIR.parent))
         return [base_interpreter(), "-I", "-S", "-c", boot, *inner]
-    boot = _SANDBOX_BOOT.format(limits=repr(profile.rlimits()), root=_INSIDE_HARNESS, filtered=profile.seccomp)
-    args = [sb.bwrap or "bwrap", *_namespace_args(sb.disable_userns, pid1=True), *_system_binds()]
+    tmpfs = (profile.tmpfs_bytes, profile.tmpfs_inodes) if profile.seccomp else None
+    boot = _SANDBOX_BOOT.format(limits=repr(profile.rlimits()), root=_INSIDE_HARNESS, filtered=profile.seccomp,
+                                tmpfs=tmpfs)
+    # the run profile's process makes a user namespace of its own for its fresh tmpfs (zygote.execute)
+    disable_userns = sb.disable_userns and not profile.seccomp
+    args = [sb.bwrap or "bwrap", *_namespace_args(disable_userns, pid1=True), *_system_binds()]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     ro = list(dict.fromkeys((os.path.realpath(sys.base_prefix), *profile.ro)))
@@ -141,7 +146,7 @@ async def _spawn(sb: Sandbox, profile: Profile, inner: Sequence[str], *, limit: 
         for key, value in profile.env:  # a mount point named in the environment is the host path here
             env[key] = next((host for host, mount, _ in profile.binds if value == mount), value)
     # run profile: bubblewrap loads the fork server's program (pid 1 forks), the child adds the batch's
-    program = seccomp.program(forks=True) if (profile.seccomp and not sb.unsafe) else None
+    program = seccomp.program(forks=True, mounts=True) if (profile.seccomp and not sb.unsafe) else None
     if not sb.unsafe and os.geteuid() == 0:
         for host, _inside, writable in profile.binds:
             if writable:

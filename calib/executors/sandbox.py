@@ -6,7 +6,8 @@ host uid 65534, :func:`calib.executors._harness.drop_privileges`), no capabiliti
 non-dumpable interpreter as pid 1 (``--as-pid-1``; it forks the batch, :func:`zygote.oneshot`), a
 read-only view of the system (``/usr``, the Python installation, the harness, and any import paths the
 user names) and nothing else of the host — no home directories, no run directory, no project; a private
-``/tmp`` and working directory ``/work`` (tmpfs of bounded size); a cleared environment with
+``/tmp`` and working directory ``/work`` (tmpfs of bounded size and inode count, new for every batch:
+:meth:`calib.executors._harness.zygote.Kernel.fresh`); a cleared environment with
 ``PYTHONHASHSEED=0``. Limits: CPU time, address space, file size, open files and process count (rlimits,
 set by the batch's process before it reads its job), a wall-clock timeout (the whole process group
 is killed), and a cap on the bytes read back. The root and ``/dev`` are read-only (both are unbounded
@@ -93,7 +94,7 @@ import gc
 gc.disable()
 del gc, drop_privileges
 from _harness.zygote import oneshot
-oneshot({limits})
+oneshot({limits}, {keep!r}, {tmpfs!r})
 """
 # A fork server's first lines: nobody, no rlimits of its own beyond no core files (each child sets the
 # batch's), the collector off while the harness loads (the server freezes what it loaded), the server.
@@ -107,7 +108,7 @@ import resource
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 del gc, resource, drop_privileges
 from _harness.zygote import serve
-serve({control_fd}, {limits}, {keep!r})
+serve({control_fd}, {limits}, {keep!r}, {tmpfs!r})
 """
 _TOPS = ("/tmp", "/work")  # the sandbox's own writable directories (bounded tmpfs)
 #: Set to 0 to start a sandbox per batch instead of forking batches from a fork server.
@@ -129,6 +130,7 @@ class Limits:
     processes: int = 64
     open_files: int = 256
     tmpfs_bytes: int = 64 << 20
+    tmpfs_inodes: int = 8192
     output_bytes: int = 32 << 20
 
 
@@ -327,9 +329,13 @@ class Sandbox:
         # import paths inside /tmp or /work are bound after those tmpfs, or they would hide them
         late = tuple(p for p in self.read_only if _under_tops(p))
         early = [p for p in dict.fromkeys((os.path.realpath(sys.base_prefix), *self.read_only)) if p not in late]
-        boot = (_BATCH_BOOT.format(root=_INSIDE_HARNESS, limits=limits) if control_fd is None else
-                _SERVER_BOOT.format(root=_INSIDE_HARNESS, control_fd=control_fd, limits=limits, keep=late))
-        args = [self.bwrap or "bwrap", *_namespace_args(self.disable_userns, pid1=True), *_system_binds()]
+        tmpfs = (self.limits.tmpfs_bytes, self.limits.tmpfs_inodes)
+        boot = (_BATCH_BOOT.format(root=_INSIDE_HARNESS, limits=limits, keep=late, tmpfs=tmpfs) if control_fd is None
+                else _SERVER_BOOT.format(root=_INSIDE_HARNESS, control_fd=control_fd, limits=limits, keep=late,
+                                         tmpfs=tmpfs))
+        # each batch makes a user namespace of its own for its fresh tmpfs (zygote.Kernel.fresh): not
+        # --disable-userns; the batch's seccomp program refuses unshare and clone's namespace flags
+        args = [self.bwrap or "bwrap", *_namespace_args(False, pid1=True), *_system_binds()]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
         args += _parents(*early, f"{_INSIDE_HARNESS}/_harness")
@@ -373,7 +379,7 @@ class Sandbox:
             server.close()
         try:
             return await ForkServer.start(lambda control, seccomp: self.command(seccomp, control_fd=control),
-                                          _seccomp.program(forks=True))
+                                          _seccomp.program(forks=True, mounts=True))
         except (OSError, asyncio.TimeoutError) as exc:
             self._stop_forking(str(exc) or type(exc).__name__)
             return None
@@ -420,7 +426,7 @@ class Sandbox:
             env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir,
                    "CALIB_WORKDIR": os.path.join(workdir, "work"), "CALIB_CAPTURE": os.path.join(workdir, "fd")}
         # the sandbox's pid 1 forks the batch, which loads its own program (:func:`zygote.oneshot`)
-        program = None if self.unsafe else _seccomp.program(forks=True)
+        program = None if self.unsafe else _seccomp.program(forks=True, mounts=True)
         seccomp_fd = None
         started = time.monotonic()
         try:

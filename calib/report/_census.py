@@ -23,6 +23,7 @@ from calib.report._figures_extraction import coverage_figure, margin_profile_fig
 from calib.report._format import count, fixed, number, pct, power, setting_pct
 from calib.report._procedure import (
     ROLES,
+    methods_record,
     procedure_order,
     procedure_statement,
     provenance,
@@ -261,6 +262,7 @@ def census_summary(run: RunTables) -> tuple[dict[str, Any], list[dict[str, Any]]
         "review": _review(scored, rows, listed, settings["review"]),
         "consistency": problems,
         "provenance": provenance(run),
+        "methods": methods_record(run),
     }
     return summary, heats
 
@@ -357,7 +359,7 @@ def _methods(summary: dict[str, Any]) -> list[Block]:
                   f"Windows per pair ({counts['windows_with_error']} sample(s) without a window; "
                   f"{counts['scored']} scores, {counts['unscored']} unscored)."),
             Heading(3, "Settings", "methods-settings"), Bullets(tuple(settings)),
-            *provenance_blocks(summary["provenance"]), Heading(3, "References", "references"), Bullets(REFERENCES)]
+            *provenance_blocks(summary), Heading(3, "References", "references"), Bullets(REFERENCES)]
 
 
 def census_report(run: RunTables) -> tuple[dict[str, Any], list[Any]]:

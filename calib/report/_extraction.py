@@ -22,6 +22,7 @@ from calib.report._format import power
 from calib.report._procedure import (
     BINARY_PROCEDURES,
     ROLES,
+    methods_record,
     procedure_order,
     procedure_statement,
     provenance,
@@ -347,4 +348,5 @@ def extraction_summary(run: RunTables) -> dict[str, Any]:
         "review": _review(run, settings),
         "consistency": _consistency(run, headline),
         "provenance": provenance(run),
+        "methods": methods_record(run),
     }

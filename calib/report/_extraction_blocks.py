@@ -384,7 +384,7 @@ def _methods(summary: dict[str, Any]) -> list[Block]:
             Table(("role", "procedure", "ℓ_s", "scored windows", "unscored", "why unscored"), rows, "scored-table",
                   "Scores per procedure."),
             Heading(3, "Settings", "methods-settings"), Bullets(tuple(settings)),
-            *provenance_blocks(summary["provenance"]), Heading(3, "References", "references"), Bullets(REFERENCES)]
+            *provenance_blocks(summary), Heading(3, "References", "references"), Bullets(REFERENCES)]
 
 
 def _title(summary: dict[str, Any]) -> list[Block]:

@@ -11,14 +11,13 @@ from typing import Any
 import polars as pl
 
 from calib._version import __version__
+from calib.report._record import run_record
 from calib.report._run import RunData, setting
 from calib.report._samples import ROLES
 
-__all__ = ["methods_facts", "run_record"]
+__all__ = ["methods_facts"]
 
 _SERVER_KEYS = ("kind", "model", "revision", "model_dir")
-# What the Methods section copies of each server's provenance record (never its base URLs).
-_RECORD_KEYS = ("kind", "model", "revision", "dtype", "server_version")
 
 
 def _model(run: RunData, role: str) -> dict[str, Any]:
@@ -67,37 +66,6 @@ def _server_entry(run: RunData, name: str | None) -> dict[str, Any] | None:
     caps = setting(run.manifest, f"servers.{name}", {})
     return {"server": name, **{k: table.get(k) for k in _SERVER_KEYS if table.get(k) is not None},
             **({"model": caps["model"]} if caps.get("model") else {})}
-
-
-def _missing(block: dict[str, Any]) -> list[dict[str, str]]:
-    missing = block.get("missing") if isinstance(block.get("missing"), dict) else {}
-    return [{"field": str(k), "reason": str(v)} for k, v in sorted(missing.items())]
-
-
-def run_record(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    """The manifest's provenance record in the summary's fixed shape (lists, no keys that are data)."""
-    record = manifest.get("provenance")
-    if not isinstance(record, dict):
-        return None
-    calib = record.get("calib") or {}
-    servers = record.get("servers") or {}
-    executor = record.get("executor") or {}
-    packages = setting(record, "packages.versions", {}) or {}
-    return {
-        "calib_commit": calib.get("commit"), "calib_dirty": calib.get("dirty"),
-        "python": setting(record, "python.version"), "platform": record.get("platform"),
-        "packages": [{"name": k, "version": v} for k, v in sorted(packages.items(), key=lambda kv: kv[0].lower())],
-        "servers": [{"server": name, **{k: entry.get(k) for k in _RECORD_KEYS}, "missing": _missing(entry)}
-                    for name, entry in sorted(servers.items()) if isinstance(entry, dict)],
-        "executor": None if not executor else {
-            "python": executor.get("python"), "bwrap": executor.get("bwrap"),
-            "pythonhashseed": executor.get("pythonhashseed"),
-            "toolchains": [{"language": lang, "tool": tool, "version": line}
-                           for lang, tools in sorted((executor.get("toolchains") or {}).items())
-                           for tool, line in sorted(tools.items()) if tool not in ("paths", "missing_tools")],
-            "missing": _missing(executor)},
-        "seeds": [{"key": k, "value": v} for k, v in sorted((record.get("seeds") or {}).items())],
-    }
 
 
 def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from calib.report._probes_blocks import probes_blocks
-from calib.report._procedure import provenance, study_facts
+from calib.report._procedure import methods_record, provenance, study_facts
 from calib.report._run import RunTables, probed_models, setting
 
 __all__ = ["CONDITION_NAMES", "PROBES_SUMMARY_VERSION", "STATUS_ORDER", "bijection_formula", "label_name",
@@ -357,6 +357,7 @@ def probes_summary(run: RunTables) -> tuple[dict[str, Any], dict[str, Any]]:
                    "passed": int(results["passed"].fill_null(False).sum())},
         "consistency": problems,
         "provenance": provenance(run),
+        "methods": methods_record(run),
     }
     return summary, values
 

@@ -340,7 +340,7 @@ def _methods(summary: dict[str, Any]) -> list[Block]:
               f"applicable), {c['generations']} generations, {c['test_results']} test runs ({c['passed']} passed).")
     return [Heading(2, "Methods", "methods"), Heading(3, "Data", "methods-data"), Paragraph(counts),
             Heading(3, "Settings", "methods-settings"), Bullets(tuple(settings)),
-            *provenance_blocks(summary["provenance"]), Heading(3, "References", "references"), Bullets(REFERENCES)]
+            *provenance_blocks(summary), Heading(3, "References", "references"), Bullets(REFERENCES)]
 
 
 def probes_blocks(summary: dict[str, Any], values: dict[str, Any]) -> list[Block]:

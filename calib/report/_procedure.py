@@ -16,10 +16,11 @@ import polars as pl
 from calib._version import __version__
 from calib.report._document import Block, Bullets, Heading, Paragraph, Table
 from calib.report._format import DASH, number
+from calib.report._record import run_record, run_record_blocks
 from calib.report._run import RunTables, setting
 
-__all__ = ["BINARY_PROCEDURES", "ROLES", "describe_procedure", "procedure_order", "procedure_statement",
-           "provenance", "provenance_blocks", "statement_blocks", "study_facts"]
+__all__ = ["BINARY_PROCEDURES", "ROLES", "describe_procedure", "methods_record", "procedure_order",
+           "procedure_statement", "provenance", "provenance_blocks", "statement_blocks", "study_facts"]
 
 #: Procedures whose score is 0/1: one operating point, no margin (extraction paper §4, App. D.5).
 BINARY_PROCEDURES = ("greedy", "near_verbatim_greedy")
@@ -164,8 +165,15 @@ def statement_blocks(statement: dict[str, Any], *, census: bool) -> list[Block]:
                   "The scoring procedures: each is its own test with its own controls.")]
 
 
-def provenance_blocks(prov: dict[str, Any]) -> list[Block]:
-    """The provenance paragraph of the methods section."""
+def methods_record(run: RunTables) -> dict[str, Any]:
+    """Summary ``methods`` of a kind other than functional: the ``run_record``, same key and shape as functional's."""
+    return {"run_record": run_record(run.manifest)}
+
+
+def provenance_blocks(summary: dict[str, Any]) -> list[Block]:
+    """The provenance part of the methods section: calib versions and timestamps, then the run record."""
+    prov = summary["provenance"]
     return [Heading(3, "Provenance", "methods-provenance"),
             Paragraph(f"Run with calib {prov['calib_version'] or DASH} from {prov['started_at'] or DASH} to "
-                      f"{prov['finished_at'] or DASH}; report rendered by calib {prov['report_calib_version']}.")]
+                      f"{prov['finished_at'] or DASH}; report rendered by calib {prov['report_calib_version']}."),
+            *run_record_blocks(setting(summary, "methods.run_record"))]

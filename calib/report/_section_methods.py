@@ -6,6 +6,7 @@ from typing import Any
 
 from calib.report._document import Block, Bullets, Heading, Paragraph, Table
 from calib.report._format import DASH, number, setting_pct
+from calib.report._record import run_record_blocks
 
 __all__ = ["DUPLICATION_REFERENCES", "REFERENCES", "methods_section"]
 
@@ -145,40 +146,7 @@ def _provenance(methods: dict[str, Any]) -> list[Block]:
                       f"`{s['fingerprint']}`" if s["fingerprint"] else DASH, s["finished_at"] or DASH)
                      for s in methods["stages"])
         blocks.append(Table(("stage", "rows", "seconds", "fingerprint", "finished"), rows, "stages-table"))
-    return blocks + _run_record(methods.get("run_record"))
-
-
-def _code(value: Any) -> str:
-    return DASH if value is None else f"`{value}`"
-
-
-def _run_record(record: dict[str, Any] | None) -> list[Block]:
-    """What the manifest's provenance record says: calib's commit, servers, sandbox, seeds, packages."""
-    if not record:
-        return [Paragraph("The manifest holds no provenance record (a run of an older calib).")]
-    dirty = {True: " (with uncommitted changes)", False: ""}.get(record["calib_dirty"], "")
-    text = (f"calib commit {_code(record['calib_commit'])}{dirty}; Python {record['python'] or DASH} on "
-            f"{record['platform'] or DASH}.")
-    seeds = ", ".join(f"{s['key']} = {s['value']}" for s in record["seeds"])
-    text += f" Seeds: {seeds or DASH}."
-    ex = record["executor"]
-    if ex:
-        text += (f" Sandbox: Python {ex['python'] or DASH}, {ex['bwrap'] or 'no bubblewrap'}, PYTHONHASHSEED = "
-                 f"{ex['pythonhashseed'] if ex['pythonhashseed'] is not None else DASH}.")
-        if ex["toolchains"]:
-            text += " Compilers: " + "; ".join(f"{t['language']} `{t['tool']}`: {t['version'] or DASH}"
-                                              for t in ex["toolchains"]) + "."
-    blocks: list[Block] = [Paragraph(text)]
-    if record["servers"]:
-        rows = tuple((e["server"], e["kind"] or DASH, _code(e["model"]), _code(e["revision"]), e["dtype"] or DASH,
-                      e["server_version"] or DASH, "; ".join(f"{m['field']}: {m['reason']}" for m in e["missing"])
-                      or DASH) for e in record["servers"])
-        blocks.append(Table(("server", "kind", "model", "revision", "dtype", "server version", "not reported"), rows,
-                            "run-servers-table", "What each server reported about itself (null: why not)."))
-    if record["packages"]:
-        blocks.append(Paragraph("Packages: " + ", ".join(f"{p['name']} {p['version'] or '(not installed)'}"
-                                                         for p in record["packages"]) + "."))
-    return blocks
+    return blocks + run_record_blocks(methods.get("run_record"))
 
 
 def methods_section(summary: dict[str, Any]) -> list[Block]:

@@ -345,12 +345,14 @@ ATTACKS = [
                 pass
         raise OSError("full")
         """, ("OSError",)),
-    Attack("create-files-until-the-timer", """\
+    # empty files cost no bytes but kernel memory: each tmpfs has an inode cap (Limits.tmpfs_inodes;
+    # test_sandbox_threats.py counts it), reached well within the input's timer on an idle machine
+    Attack("create-files-until-the-inode-cap", """\
         i = 0
         while True:
             open(f"/work/f{i}", "w").close()
             i += 1
-        """, ("timeout",), only_one=True),
+        """, ("OSError", "timeout"), only_one=True),
     # reading the home directory, the repository, the run directory, the host's environment
     Attack("read-home", """\
         return open("$home_file").read()

@@ -8,8 +8,9 @@ in the native executors' run profile:
   (of the value it holds), the code runs as ``nobody`` with no capabilities (as root: host uid 65534);
 - the sandbox's pid 1 and the kernel's signal routes: ``F_SETOWN``/``F_SETSIG``/``O_ASYNC``/``FIOSETOWN``
   and the like are refused, the server survives and serves the next batch;
-- state that would survive the wipe between batches: extended attributes cannot be set or removed;
-- resources outside the limits: inotify instances and socket buffer growth are refused;
+- state that would survive from one batch to the next: extended attributes cannot be set or removed,
+  and every batch has fresh tmpfs of its own (inode numbers start afresh);
+- resources outside the limits: inotify instances and socket buffer growth are refused, inodes capped;
 - ``--import-path`` inside ``/tmp`` is visible in the sandbox (and survives the wipe, read-only).
 
 The last test runs this file and tests/executors/test_hostile.py again as a normal user (``calib-ci``,
@@ -30,7 +31,8 @@ from pathlib import Path
 import pytest
 
 from calib.executors._harness import seccomp
-from calib.executors.sandbox import Sandbox, SandboxUnavailable
+from calib.executors._native_sandbox import Profile
+from calib.executors.sandbox import Limits, Sandbox, SandboxUnavailable
 from tests.executors.test_forkserver import ALLOW, ERRNO, NR, _in_one_server, _job, _output, _value, evaluate
 from tests.executors.test_native import compare, needs
 
@@ -104,6 +106,8 @@ def test_a_c_program_cannot_write_kernel_settings_set_xattrs_or_take_signals_rou
 #include <sys/xattr.h>
 #include <sys/ioctl.h>
 #include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
 int probe(int k) {
   int fd = -1, r = -1;
   if (k == 0) { fd = open("/proc/sys/kernel/printk_ratelimit", O_WRONLY); r = fd < 0 ? errno : 0; }
@@ -113,13 +117,24 @@ int probe(int k) {
   if (k == 4) { r = fcntl(1, F_SETOWN, 1) < 0 ? errno : 0; }
   if (k == 5) { int on = 1; r = ioctl(1, FIOASYNC, &on) < 0 ? errno : 0; }
   if (k == 6) { r = getuid(); }
+  if (k == 7) {  /* empty files until the inode cap: how many */
+    char name[32];
+    for (r = 0; r < 100000; r++) {
+      snprintf(name, sizeof name, "/tmp/f%d", r);
+      if ((fd = open(name, O_CREAT | O_WRONLY, 0600)) < 0) break;
+      close(fd);
+    }
+  }
   return r;
 }"""
-    result = compare("c", probe, [], inputs=[{"k": k} for k in range(7)], min_valid=1)
+    result = compare("c", probe, [], inputs=[{"k": k} for k in range(8)], min_valid=1)
     got = [json.loads(r.output)["return"] for r in result.inputs]
     # errno values of asm-generic/errno-base.h and errno.h: EACCES 13, ENOENT 2, EPERM 1, EOPNOTSUPP 95
     assert got[0] == errno.EACCES and got[1] in (errno.EACCES, errno.ENOENT)
     assert got[2:6] == [errno.EPERM, errno.EOPNOTSUPP, errno.EPERM, errno.EPERM] and got[6] == 65534
+    # the run profile's /tmp is a fresh tmpfs with an inode cap (Profile.tmpfs_inodes)
+    cap = Profile(memory_bytes=1, cpu_seconds=1).tmpfs_inodes
+    assert cap - 8 <= got[7] < cap
 
 
 # --- the sandbox's pid 1 and the kernel's signal routes ----------------------------------------------------
@@ -190,6 +205,19 @@ def test_the_programs_refuse_the_signal_routes_by_argument():
     assert evaluate(server, NR["fcntl"], 3, 8, 1) == ALLOW  # the server's own program leaves them
 
 
+def test_only_a_python_sandboxs_own_program_lets_its_first_lines_make_namespaces():
+    """unshare and mount: allowed in the program bubblewrap loads for a Python sandbox (its trusted first
+    lines make each batch's fresh tmpfs), refused in every program code under test runs with."""
+    python_server = seccomp.program("x86_64", forks=True, mounts=True)
+    for name in seccomp.MOUNTS:
+        assert evaluate(python_server, NR[name]) == ALLOW, name
+        for program in (seccomp.program("x86_64"), seccomp.program("x86_64", pid=7),
+                        seccomp.program("x86_64", forks=True)):
+            assert evaluate(program, NR[name]) == ERRNO | errno.EPERM, name
+    for name in ("setns", "ptrace", "bpf", "pivot_root", "umount2"):  # the rest of DENIED stays refused
+        assert evaluate(python_server, NR[name]) == ERRNO | errno.EPERM, name
+
+
 # --- state that would survive the wipe between batches ------------------------------------------------
 
 XATTRS = """\
@@ -218,6 +246,43 @@ def test_extended_attributes_cannot_be_left_for_a_later_batch():
         for path in ("/work", "/tmp", "/work/a"):
             assert seen[f"{path} refused"] == [errno.EOPNOTSUPP] * 2
         assert seen["copied"] == "x"
+
+
+INODES = """\
+import errno, os
+seen = {}
+for top in ("/tmp", "/work"):
+    seen[top] = sorted(n for n in os.listdir(top) if not n.startswith(".calib"))  # but the harness's own
+    names = [f"{top}/f{i}" for i in range(3)]
+    for name in names:
+        open(name, "w").close()
+    seen[top + " inodes"] = [os.stat(name).st_ino for name in names]
+made = 0
+try:  # empty files: no bytes, but an inode (kernel memory) each
+    while True:
+        open(f"/tmp/bomb{made}", "w").close()
+        made += 1
+except OSError as exc:
+    seen["bomb"] = [made, errno.errorcode[exc.errno]]
+return seen
+"""
+
+
+@needs_bwrap
+def test_inode_numbers_start_afresh_and_the_inode_count_is_bounded():
+    """Each batch has tmpfs of its own: the inode numbers of its files do not tell how many files earlier
+    batches of its server made (three batches in a row, the same numbers as in a sandbox of its own), and
+    empty files stop at the inode cap (kernel memory the size limit does not count)."""
+    cap = Limits().tmpfs_inodes
+    seen = _both_ways(_job(INODES), _job(INODES), _job(INODES))
+    assert seen[0] == seen[1] == seen[2] == seen[3]
+    first = seen[0]
+    assert first["/tmp"] == first["/work"] == []
+    for top in ("/tmp", "/work"):
+        assert len(set(first[top + " inodes"])) == 3
+    made, why = first["bomb"]
+    assert why == "ENOSPC"
+    assert cap - 8 <= made + 3 < cap  # the root directory and a few the kernel keeps count too
 
 
 # --- --import-path inside the sandbox's own /tmp ------------------------------------------------------------

@@ -7,7 +7,9 @@ Three programs, one builder:
   ``EPERM`` (threads still work; ``clone3`` says ``ENOSYS`` so that the C library falls back to
   ``clone``), as do kernel interfaces no function needs (:data:`DENIED`);
 - the *fork server's* (``forks=True``): what bubblewrap loads for a fork server, which must fork its
-  children: only :data:`DENIED`;
+  children: only :data:`DENIED` (but for ``unshare`` and ``mount`` with ``mounts=True``: the Python
+  sandbox's first lines give each batch fresh tmpfs in namespaces of its own; no code under test
+  runs before the child's program refuses them again);
 - a fork server *child's* (``pid``): what each child loads for itself, stacked on the server's, before
   any code under test runs: the batch's program, and the child may signal (``kill``, ``tgkill``,
   ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``), set the limits (``prlimit64``) and change the scheduling
@@ -52,6 +54,8 @@ DENIED = ("ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setn
           "finit_module", "delete_module", "process_vm_readv", "process_vm_writev", "io_uring_setup",
           "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
           "fspick", "memfd_create", "memfd_secret", "shmget", "msgget", "inotify_init", "inotify_init1")
+#: Allowed in a Python sandbox's own program (``mounts``): its trusted first lines make each batch's tmpfs.
+MOUNTS = ("unshare", "mount")
 #: Refused with EOPNOTSUPP in every program: extended attributes cannot be set or removed.
 UNSUPPORTED = ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
                "removexattrat")
@@ -97,11 +101,14 @@ SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
 }
 
 
-def program(machine: str | None = None, *, forks: bool = False, pid: int | None = None) -> bytes | None:
+def program(machine: str | None = None, *, forks: bool = False, pid: int | None = None,
+            mounts: bool = False) -> bytes | None:
     """The BPF program (``struct sock_filter`` array), or None on an architecture not listed.
 
     ``forks``: the fork server's own program; ``pid``: the program of the fork server child with that
-    pid (in the sandbox's PID namespace)."""
+    pid (in the sandbox's PID namespace); ``mounts`` (with ``forks``): ``unshare`` and ``mount`` stay
+    allowed, for a Python sandbox whose children make fresh tmpfs of their own before they load the
+    child's program, which refuses both (:meth:`calib.executors._harness.zygote.Kernel.fresh`)."""
     spec = SYSCALLS.get(machine or platform.machine())
     if spec is None:
         return None
@@ -116,6 +123,8 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
     if x32:
         prog.append((_JGE, "nosys", 0, 0x40000000))
     denied = DENIED if forks else ("fork", "vfork", *DENIED, *(CHILD_DENIED if pid is not None else ()))
+    if forks and mounts:
+        denied = tuple(name for name in denied if name not in MOUNTS)
     for name in denied:
         if name in nr:
             prog.append((_JEQ, "eperm", 0, nr[name]))
