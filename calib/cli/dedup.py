@@ -4,7 +4,8 @@
 ``calib extract`` does) or functions tables written by ``calib extract`` (``.parquet``). Every pair of
 an audited function and a corpus function that is a textual near-duplicate (MinHash LSH, verified by
 exact shingle Jaccard) or a semantic-only one (embedding cosine) is written to ``--out``; the counts
-per audited function to ``--counts``. docs/dedup.md defines both.
+per audited function to ``--counts``. docs/dedup.md defines both. Source files are read under the caps of
+``calib extract`` (``--max-file-bytes``, ``--max-line-chars``); a file dropped whole is listed with its reason.
 """
 
 from __future__ import annotations
@@ -18,13 +19,21 @@ import click
 import polars as pl
 
 from calib._exceptions import InputError
+from calib.data.extract import DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_LINE_CHARS
+
+_LISTED = 10  # dropped files named in the summary (--json lists all)
 
 __all__ = ["dedup"]
 
 
-def _functions(paths: tuple[str, ...], language: str | None, min_lines: int, what: str) -> tuple[list[str], list[str]]:
-    """(ids, texts) of the functions the paths name: functions tables, or source cut into functions."""
-    from calib.cli.extract import source_files
+def _functions(paths: tuple[str, ...], language: str | None, min_lines: int, what: str, caps: tuple[int, int],
+               dropped_files: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(ids, texts) of the functions the paths name: functions tables, or source cut into functions.
+
+    ``caps`` is (``--max-file-bytes``, ``--max-line-chars``); a source file dropped whole (over a cap,
+    unreadable, not UTF-8, a Python syntax error) goes into ``dropped_files`` with its reason, as in calib extract.
+    """
+    from calib.cli.extract import _FILE_REASONS, read_capped, source_files
     from calib.data.extract import Deduplicator, extract_document
 
     ids: list[str] = []
@@ -48,12 +57,19 @@ def _functions(paths: tuple[str, ...], language: str | None, min_lines: int, wha
     if sources:
         dedup = Deduplicator()
         for file, rel, lang in source_files(tuple(sources), language):
-            try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue  # calib extract reports unreadable files; a corpus is read as far as it can be
-            for f in extract_document(text, language=lang, source=str(file), path=rel, min_lines=min_lines,
-                                      max_lines=10**6, deduplicator=dedup).functions:
+            data = read_capped(file, caps[0])  # a corpus is read as far as it can be: a bad file is listed
+            if isinstance(data, str):
+                dropped_files[str(file)] = data
+                continue
+            result = extract_document(data, language=lang, source=str(file), path=rel, min_lines=min_lines,
+                                      max_lines=10**6, deduplicator=dedup, max_document_bytes=caps[0],
+                                      max_line_chars=caps[1])
+            whole = set(_FILE_REASONS.intersection(result.dropped))
+            if lang == "python" and "syntax_error" in result.dropped:
+                whole.add("syntax_error")
+            if whole:
+                dropped_files[str(file)] = min(whole)
+            for f in result.functions:
                 ids.append(f["function_id"])
                 texts.append(_text(f["signature"], f["body"]))
     return ids, texts
@@ -75,6 +91,10 @@ def _text(signature: str, body: str) -> str:
               help="Language of the source files (default: from each file's extension).")
 @click.option("--min-lines", type=click.IntRange(min=0), default=1, show_default=True,
               help="Fewest body lines of a corpus function.")
+@click.option("--max-file-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_DOCUMENT_BYTES,
+              show_default=True, help="Drop a source file over this many bytes unread (too_large), as calib extract.")
+@click.option("--max-line-chars", type=click.IntRange(min=1), default=DEFAULT_MAX_LINE_CHARS,
+              show_default=True, help="Drop a source file with a line over this many characters (long_line).")
 @click.option("--jaccard", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.4, show_default=True,
               help="Textual threshold on the exact Jaccard of shingle sets.")
 @click.option("--num-perm", type=click.IntRange(min=16), default=128, show_default=True, help="MinHash permutations.")
@@ -93,8 +113,9 @@ def _text(signature: str, body: str) -> str:
               help="Keep the MinHash LSH index in Redis (redis://HOST:PORT/DB) instead of memory.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def dedup(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_out: Path | None, language: str | None,
-          min_lines: int, jaccard: float, num_perm: int, shingle_tokens: int, cosine: float, no_semantic: bool,
-          embed_name: str | None, servers_file: Path | None, index: str, redis_url: str | None, as_json: bool) -> None:
+          min_lines: int, max_file_bytes: int, max_line_chars: int, jaccard: float, num_perm: int,
+          shingle_tokens: int, cosine: float, no_semantic: bool, embed_name: str | None, servers_file: Path | None,
+          index: str, redis_url: str | None, as_json: bool) -> None:
     """Near-duplicates of the functions of --against in the training corpus CORPUS."""
     from calib._files import atomic_write
     from calib.cli.similarity import _server
@@ -103,8 +124,10 @@ def dedup(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_o
     if redis_url is not None and not redis_url.startswith("redis://"):
         raise click.BadParameter("give a redis:// URL, e.g. redis://127.0.0.1:6379/0", param_hint="--redis")
     started = time.perf_counter()
-    corpus_ids, corpus_texts = _functions(corpus, language, min_lines, "CORPUS")
-    sample_ids, sample_texts = _functions(against, language, 0, "--against")
+    dropped_files: dict[str, str] = {}
+    caps = (max_file_bytes, max_line_chars)
+    corpus_ids, corpus_texts = _functions(corpus, language, min_lines, "CORPUS", caps, dropped_files)
+    sample_ids, sample_texts = _functions(against, language, 0, "--against", caps, dropped_files)
     if not sample_ids:
         raise InputError("--against names no function; check the paths and --language")
     config = DedupConfig(jaccard=jaccard, num_perm=num_perm, shingle_tokens=shingle_tokens, cosine=cosine,
@@ -122,7 +145,7 @@ def dedup(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_o
                          "semantic": int((counts["semantic_dups"] > 0).sum())},
         "settings": config.to_dict() | {"storage": "redis" if redis_url else "memory"},
         "seconds": round(time.perf_counter() - started, 3), "out": str(out),
-        "counts": None if counts_out is None else str(counts_out),
+        "counts": None if counts_out is None else str(counts_out), "dropped_files": dropped_files,
     }
     if as_json:
         click.echo(json.dumps(result))
@@ -131,3 +154,7 @@ def dedup(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_o
                    f"{result['pairs']['textual']} textual and {result['pairs']['semantic']} semantic-only "
                    f"near-duplicate pairs ({result['samples_with']['textual']} and "
                    f"{result['samples_with']['semantic']} functions with at least one); {out}")
+        for name, reason in list(dropped_files.items())[:_LISTED]:
+            click.echo(f"  dropped {name}: {reason}")
+        if len(dropped_files) > _LISTED:
+            click.echo(f"  ... and {len(dropped_files) - _LISTED} more files dropped whole (--json lists all)")

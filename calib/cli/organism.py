@@ -26,20 +26,13 @@ def build(preset: str, seed: int, cache_dir: Path | None, as_json: bool) -> None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from calib._progress import LineProgress, use_lines
-    from calib.organism.build import build_organism
+    from calib.organism.build import build_organism, progress_tasks
 
     # stdout carries only the result; progress goes to stderr: bars on a terminal, else lines.
     with (LineProgress(prefix="calib organism build: ") if use_lines() else
-          Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
+          Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=Console(stderr=True))) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(f"training the {phase} model", total=total)
-            bar.update(tasks[phase], completed=done)
-
-        paths = build_organism(preset, seed=seed, cache_dir=cache_dir, progress=progress)
+        paths = build_organism(preset, seed=seed, cache_dir=cache_dir, progress=progress_tasks(bar))
     record = paths.to_dict()
     if as_json:
         click.echo(json.dumps(record))

@@ -37,7 +37,8 @@ from calib.organism.corpus import corpus_fingerprint, load_stdlib_functions, spl
 from calib.organism.planted import PlantSpec, plant, target_training_texts, write_truth
 from calib.organism.train import ModelShape, TrainSchedule, encode_documents, new_model, train_causal_lm
 
-__all__ = ["PRESETS", "OrganismPaths", "Preset", "build_organism", "cache_root", "organism_folder", "training_corpus"]
+__all__ = ["PHASES", "PRESETS", "OrganismPaths", "Preset", "WarmUp", "build_organism", "cache_root", "organism_folder",
+           "progress_tasks", "training_corpus", "warm_up"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,35 @@ def _paths(root: Path, seconds: float, cached: bool) -> OrganismPaths:
 
 Say = Callable[[str, int, int], None]  # (phase, done, total)
 
+#: The phases of a build, in order, as ``progress(phase, done, total)`` names them, and their progress labels.
+#: ``corpus`` counts standard-library files read; ``split`` and ``tokenizer`` are one step each (their lines
+#: repeat while they run); ``reference`` and ``target`` count training steps.
+PHASES: dict[str, str] = {
+    "corpus": "reading the standard library",
+    "split": "splitting the corpus and planting members",
+    "tokenizer": "training the tokenizer",
+    "reference": "training the reference model",
+    "target": "training the target model",
+}
+
+
+def progress_tasks(bar: Any) -> Say:
+    """A ``progress`` callback for :func:`build_organism` that shows each phase as one task of ``bar``.
+
+    ``bar`` is a rich ``Progress`` or a :class:`calib._progress.LineProgress`; tasks are labelled by
+    :data:`PHASES` and added as their phase starts.
+    """
+    tasks: dict[str, Any] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(PHASES.get(phase, phase), total=total)  # prints 0/total
+            if not done:
+                return
+        bar.update(tasks[phase], completed=done, total=total)
+
+    return update
+
 
 def organism_folder(preset: str, *, seed: int = 0, cache_dir: str | Path | None = None) -> Path:
     """Where the organism for ``preset`` and ``seed`` is (or will be) cached; built when it holds organism.json."""
@@ -143,7 +173,8 @@ def build_organism(preset: str = "demo", *, seed: int = 0, cache_dir: str | Path
     cache_dir
         Cache folder (default :func:`cache_root`).
     progress
-        Called as ``progress(phase, done, total)`` while training.
+        Called as ``progress(phase, done, total)`` through the phases of :data:`PHASES`: the warm-up (reading
+        the corpus, splitting it and planting members, training the tokenizer), then training.
     """
     started = time.perf_counter()
     final = organism_folder(preset, seed=seed, cache_dir=cache_dir)
@@ -198,18 +229,43 @@ def training_corpus(paths: OrganismPaths) -> list[tuple[str, str, int]]:
     return [(doc_id, text, copies) for text, (doc_id, copies) in out.items()]
 
 
-def _build_into(out: Path, spec: Preset, seed: int, progress: Say | None) -> None:
-    import torch
+@dataclass(frozen=True)
+class WarmUp:
+    """What a build prepares before training: the background, the planted items and their texts, the tokenizer."""
 
-    from calib.servers.tiny import save_tokenizer, train_bpe_tokenizer
+    background: list[str]
+    items: list[Any]
+    member_texts: list[str]
+    tokenizer: Any
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
-    split = split_corpus(load_stdlib_functions(), seed=seed)
+
+def warm_up(spec: Preset, seed: int, progress: Say | None = None) -> WarmUp:
+    """The build's work before training, reported as the phases ``corpus``, ``split`` and ``tokenizer``."""
+    from calib.servers.tiny import train_bpe_tokenizer
+
+    say: Say = progress if progress is not None else (lambda phase, done, total: None)
+    functions = load_stdlib_functions(progress=lambda done, total: say("corpus", done, total))
+    say("split", 0, 1)
+    split = split_corpus(functions, seed=seed)
     background = _background(split, spec, seed)
     items = plant(split, spec.plant, seed=seed)
     member_texts = target_training_texts(items, seed=seed)
-
+    say("split", 1, 1)
+    say("tokenizer", 0, 1)
     tokenizer = train_bpe_tokenizer(background, spec.shape.vocab_size)
+    say("tokenizer", 1, 1)
+    return WarmUp(background, items, member_texts, tokenizer)
+
+
+def _build_into(out: Path, spec: Preset, seed: int, progress: Say | None) -> None:
+    import torch
+
+    from calib.servers.tiny import save_tokenizer
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    prepared = warm_up(spec, seed, progress)
+    background, items, member_texts, tokenizer = (prepared.background, prepared.items, prepared.member_texts,
+                                                  prepared.tokenizer)
     shape = dataclasses.replace(spec.shape, vocab_size=tokenizer.get_vocab_size())
     for name in ("reference", "target"):
         (out / name).mkdir(parents=True)

@@ -40,7 +40,7 @@ import sys
 import sysconfig
 import tokenize
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,20 +240,26 @@ def extract_functions(path: Path, root: Path) -> list[Function]:
     return found
 
 
-def load_stdlib_functions(root: Path | None = None, *, min_body_lines: int = 3,
-                          max_body_lines: int = 40) -> list[Function]:
-    """The functions of :func:`stdlib_files` whose ``body_lines`` lie in [min_body_lines, max_body_lines]."""
+def load_stdlib_functions(root: Path | None = None, *, min_body_lines: int = 3, max_body_lines: int = 40,
+                          progress: Callable[[int, int], None] | None = None) -> list[Function]:
+    """The functions of :func:`stdlib_files` whose ``body_lines`` lie in [min_body_lines, max_body_lines].
+
+    ``progress(done, total)`` is called with the number of files read: 0 before the first, then after each.
+    """
     if min_body_lines < 0 or max_body_lines < min_body_lines:
         raise InvalidParameterError(
             f"min_body_lines={min_body_lines}, max_body_lines={max_body_lines}: need 0 <= min <= max"
         )
     root = Path(root) if root is not None else stdlib_root()
-    return [
-        function
-        for path in stdlib_files(root)
-        for function in extract_functions(path, root)
-        if min_body_lines <= function.body_lines <= max_body_lines
-    ]
+    files = stdlib_files(root)
+    found = []
+    for done, path in enumerate(files):
+        if progress is not None:
+            progress(done, len(files))
+        found.extend(f for f in extract_functions(path, root) if min_body_lines <= f.body_lines <= max_body_lines)
+    if progress is not None:
+        progress(len(files), len(files))
+    return found
 
 
 def corpus_fingerprint(files: Iterable[Path], root: Path | None = None) -> str:

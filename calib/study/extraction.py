@@ -153,6 +153,8 @@ async def _extraction_samples(ctx: StageContext) -> pl.DataFrame:
 
 def _document_samples(ctx: StageContext) -> pl.DataFrame:
     """``data.unit = "document"``: each corpus document is one sample; membership from its metadata."""
+    from calib.study._corpus_caps import count_dropped
+
     rows, dropped = [], {}
     for doc in corpus_documents(ctx.spec.data):
         membership = doc.metadata.get("membership")
@@ -164,7 +166,7 @@ def _document_samples(ctx: StageContext) -> pl.DataFrame:
             ctx.event("sample_error", source=doc.source, error=f"membership is {membership!r}, not member or "
                       "control (map a column to 'membership' in data.metadata_columns)")
         if why is not None:
-            dropped[why] = dropped.get(why, 0) + 1
+            count_dropped(dropped, {why: 1}, doc.source, ctx.event)
             continue
         kind = doc.metadata.get("kind")
         rows.append(_sample_row(_hash("document", doc.source, doc.text), doc.text, membership,

@@ -159,8 +159,12 @@ async def _extract(ctx: StageContext) -> pl.DataFrame:
     ctx.resources.counts["functions"] = functions
     ctx.event("extracted", functions=functions, samples=frame.height, dropped=ctx.resources.counts.get("dropped"))
     if frame.height == 0:
+        dropped = ctx.resources.counts.get("dropped", {})
+        caps = ", data.max_file_bytes/max_line_chars" if {"too_large", "long_line"} & set(dropped) else ""
+        listed = ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
         raise CalibError(f"data ({data.source}): no function to audit; check data.paths, data.language and "
-                         f"data.min_lines/max_lines ({data.min_lines}-{data.max_lines})")
+                         f"data.min_lines/max_lines ({data.min_lines}-{data.max_lines}){caps}"
+                         + (f" (dropped: {listed})" if listed else ""))
     return frame
 
 
@@ -182,7 +186,8 @@ def corpus_documents(data: Any) -> Any:
     from calib.data.sources import CorpusSpec, iter_documents
 
     corpus = CorpusSpec(paths=data.paths, format=data.format, content_column=data.content_column,
-                        metadata_columns=data.metadata_columns, extensions=data.extensions)
+                        metadata_columns=data.metadata_columns, extensions=data.extensions,
+                        max_document_bytes=data.max_file_bytes)
     if data.hub is None:
         return iter_documents(corpus)
     from calib.data.hub import HubCorpus, iter_hub_documents
@@ -203,6 +208,7 @@ def _corpus_samples(ctx: StageContext) -> pl.DataFrame:
             if "language" in functions.columns else functions
     else:
         from calib.data.extract import Deduplicator, extract_document
+        from calib.study._corpus_caps import count_dropped
 
         documents = corpus_documents(data)
         dedup = Deduplicator()
@@ -210,15 +216,14 @@ def _corpus_samples(ctx: StageContext) -> pl.DataFrame:
         dropped: dict[str, int] = {}
         for doc in documents:
             if doc.text is None:
-                why = doc.metadata.get("error", "unreadable")
-                dropped[why] = dropped.get(why, 0) + 1
+                count_dropped(dropped, {doc.metadata.get("error", "unreadable"): 1}, doc.source, ctx.event)
                 continue
             result = extract_document(doc.text, language=data.language, source=doc.source, path=doc.path,
                                       min_lines=data.min_lines, max_lines=data.max_lines, metadata=doc.metadata,
-                                      deduplicator=dedup)
+                                      deduplicator=dedup, max_document_bytes=data.max_file_bytes,
+                                      max_line_chars=data.max_line_chars)
             rows.extend(result.functions)
-            for reason, n in result.dropped.items():
-                dropped[reason] = dropped.get(reason, 0) + n
+            count_dropped(dropped, result.dropped, doc.source, ctx.event)
         ctx.resources.counts["dropped"] = dropped
         from calib.data.schema import FUNCTIONS_SCHEMA
 
@@ -622,15 +627,24 @@ def _dedup_corpus(ctx: StageContext) -> tuple[list[str], list[str], dict[str, in
         from calib.data.extract import Deduplicator, extract_document
         from calib.data.schema import FUNCTIONS_SCHEMA
         from calib.data.sources import CorpusSpec, iter_documents
+        from calib.study._corpus_caps import count_dropped
 
-        corpus = CorpusSpec(paths=d.paths, format=d.format, content_column=d.content_column, extensions=d.extensions)
+        corpus = CorpusSpec(paths=d.paths, format=d.format, content_column=d.content_column, extensions=d.extensions,
+                            max_document_bytes=d.max_file_bytes)
         rows: list[dict[str, Any]] = []
         dedup = Deduplicator()
+        dropped: dict[str, int] = {}
         for doc in iter_documents(corpus):
-            if doc.text is not None:
-                rows.extend(extract_document(doc.text, language=language, source=doc.source, path=doc.path,
-                                             min_lines=d.min_lines, max_lines=10**6, metadata=doc.metadata,
-                                             deduplicator=dedup).functions)
+            if doc.text is None:
+                count_dropped(dropped, {doc.metadata.get("error", "unreadable"): 1}, doc.source, ctx.event)
+                continue
+            result = extract_document(doc.text, language=language, source=doc.source, path=doc.path,
+                                      min_lines=d.min_lines, max_lines=10**6, metadata=doc.metadata,
+                                      deduplicator=dedup, max_document_bytes=d.max_file_bytes,
+                                      max_line_chars=d.max_line_chars)
+            rows.extend(result.functions)
+            count_dropped(dropped, result.dropped, doc.source, ctx.event)
+        ctx.resources.counts["dedup_dropped"] = dropped
         functions = pl.DataFrame(rows, schema=FUNCTIONS_SCHEMA)
     ids, texts = [], []
     for r in functions.iter_rows(named=True):

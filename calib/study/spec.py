@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from calib._exceptions import InputError
+from calib.study._corpus_caps import CorpusCaps
 from calib.study._probes_spec import ProbesSection
 
 __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
@@ -108,8 +109,8 @@ class HubSection(_Section):
         return self
 
 
-class DataSection(_Section):
-    """``[data]``: where the audited functions come from."""
+class DataSection(_Section, CorpusCaps):
+    """``[data]``: where the audited functions come from (``max_file_bytes``, ``max_line_chars``: CorpusCaps)."""
 
     source: Literal["organism", "corpus", "functions"] = "organism"
     unit: Literal["function", "document"] = "function"
@@ -354,7 +355,7 @@ class CensusSection(_Section):
         return value
 
 
-class DedupSection(_Section):
+class DedupSection(_Section, CorpusCaps):
     """``[dedup]``: near-duplicates of the audited functions in the target's training corpus (functional studies)."""
 
     source: Literal["organism", "corpus", "functions"] = "organism"
