@@ -35,7 +35,7 @@ from calib._exceptions import InvalidParameterError
 from calib._version import __version__
 from calib.organism.corpus import corpus_fingerprint, load_stdlib_functions, split_corpus, stdlib_files
 from calib.organism.planted import PlantSpec, plant, target_training_texts, write_truth
-from calib.organism.train import ModelShape, TrainSchedule, encode_documents, new_model, train_causal_lm
+from calib.organism.train import PRECISION, ModelShape, TrainSchedule, encode_documents, new_model, train_causal_lm
 
 __all__ = ["PHASES", "PRESETS", "OrganismPaths", "Preset", "WarmUp", "build_organism", "cache_root", "organism_folder",
            "progress_tasks", "training_corpus", "warm_up"]
@@ -111,7 +111,7 @@ def cache_root() -> Path:
 
 def _key(preset: Preset, seed: int, fingerprint: str) -> str:
     blob = json.dumps({"preset": dataclasses.asdict(preset), "seed": seed, "corpus": fingerprint,
-                       "calib": __version__}, sort_keys=True, default=str)
+                       "calib": __version__, "precision": PRECISION}, sort_keys=True, default=str)
     return f"{preset.name}-s{seed}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 

@@ -40,6 +40,18 @@ class Outcome:
         return self.err.strip()
 
 
+def run_calib(capsys: pytest.CaptureFixture[str], *args: object) -> Outcome:
+    """Run ``calib ARGS...`` in-process through :func:`calib.cli.main` (it always exits)."""
+    from calib.cli import main  # noqa: PLC0415 - the helpers' other users need no CLI
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main([str(a) for a in args])
+    captured = capsys.readouterr()
+    code = exited.value.code
+    return Outcome(code=0 if code is None else int(code), out=captured.out, err=captured.err)
+
+
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?%?")
 
 

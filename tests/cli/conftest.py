@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
 
-from calib.cli import main
-from tests.cli._helpers import Outcome
+from tests.cli._helpers import Outcome, run_calib
 
 
 @pytest.fixture(autouse=True)
@@ -19,13 +19,4 @@ def _no_debug_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def calib(capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
     """Run ``calib ARGS...`` in-process through :func:`calib.cli.main` (it always exits)."""
-
-    def run(*args: object) -> Outcome:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exited:
-            main([str(a) for a in args])
-        captured = capsys.readouterr()
-        code = exited.value.code
-        return Outcome(code=0 if code is None else int(code), out=captured.out, err=captured.err)
-
-    return run
+    return functools.partial(run_calib, capsys)

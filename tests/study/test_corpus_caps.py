@@ -15,8 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from calib.cli import main
-from tests.cli._helpers import Outcome
+from tests.cli._helpers import run_calib
 from tests.cli.test_dedup import X
 
 FUNCTION = ("def scale(values, factor):\n    out = []\n    for v in values:\n        out.append(v * factor)\n"
@@ -29,15 +28,6 @@ PADDING = "".join(f"# {i:077d}\n" for i in range(15_000))
 @pytest.fixture(autouse=True)
 def _no_debug_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CALIB_DEBUG", raising=False)  # it would turn a one-line error into a traceback
-
-
-def _calib(capsys: pytest.CaptureFixture[str], *args: object) -> Outcome:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exited:
-        main([str(a) for a in args])
-    captured = capsys.readouterr()
-    code = exited.value.code
-    return Outcome(code=0 if code is None else int(code), out=captured.out, err=captured.err)
 
 
 def _server(name: str) -> str:
@@ -63,7 +53,7 @@ def _corpus(tmp_path: Path, files: dict[str, str]) -> None:
 def _extract(capsys, tmp_path: Path, spec: Path) -> tuple[list[str], dict, list[dict]]:
     """Run the study's extract stage; (file names of the functions kept, manifest counts, document_dropped events)."""
     run = tmp_path / "run"
-    outcome = _calib(capsys, "study", spec, "--run-dir", run, "--stage", "extract", "--quiet")
+    outcome = run_calib(capsys, "study", spec, "--run-dir", run, "--stage", "extract", "--quiet")
     assert outcome.code == 0, outcome.err
     paths = sorted(Path(s).name for s in pl.read_parquet(run / "tables" / "functions.parquet")["source"])
     counts = json.loads((run / "manifest.json").read_text())["counts"]
@@ -99,7 +89,7 @@ def test_a_file_over_the_byte_cap_is_dropped_by_default_and_kept_under_a_higher_
     assert paths == ["big.py", "ok.py"] and counts["dropped"] == {}
     # and a cap one byte below the small file's size drops it too
     paths_small = _spec(tmp_path, f"max_file_bytes = {len(FUNCTION) - 1}")
-    outcome = _calib(capsys, "study", paths_small, "--run-dir", tmp_path / "run", "--stage", "extract", "--quiet")
+    outcome = run_calib(capsys, "study", paths_small, "--run-dir", tmp_path / "run", "--stage", "extract", "--quiet")
     error = outcome.one_line_error()  # both files dropped: nothing to audit
     assert "no function to audit" in error
     assert error.endswith("data.max_file_bytes/max_line_chars (dropped: too_large 2)")
@@ -128,7 +118,7 @@ def test_a_bad_cap_is_a_one_line_error_naming_file_line_key_and_value(capsys, tm
     extra = f'[dedup]\nsource = "corpus"\npaths = ["corpus"]\n{line}\n' if section == "dedup" else ""
     spec = _spec(tmp_path, line if section == "data" else "", extra=extra)
     number = spec.read_text().splitlines().index(line) + 1
-    error = _calib(capsys, "check", spec, "--no-probe").one_line_error()
+    error = run_calib(capsys, "check", spec, "--no-probe").one_line_error()
     assert error.startswith(f"calib: error: {spec}:{number}: {shown}"), error
 
 
@@ -143,7 +133,7 @@ def test_the_dedup_stage_reads_the_training_corpus_under_its_own_caps(capsys, tm
     def dedup(caps: str) -> tuple[pl.DataFrame, dict]:
         spec = _spec(tmp_path, servers=servers, extra=f'[prompt]\nmax_context_tokens = 40\n\n[dedup]\nsource = "corpus"'
                      f'\npaths = ["train"]\nsemantic = false\n{caps}\n')
-        outcome = _calib(capsys, "study", spec, "--run-dir", tmp_path / "run", "--stage", "dedup", "--quiet")
+        outcome = run_calib(capsys, "study", spec, "--run-dir", tmp_path / "run", "--stage", "dedup", "--quiet")
         assert outcome.code == 0, outcome.err
         counts = json.loads((tmp_path / "run" / "manifest.json").read_text())["counts"]
         return pl.read_parquet(tmp_path / "run" / "tables" / "duplicates.parquet"), counts
@@ -167,22 +157,22 @@ def test_calib_dedup_drops_and_lists_files_over_the_caps_and_obeys_higher_ones(c
     (tmp_path / "audit.py").write_text(X)
     args = ("dedup", tmp_path / "corpus", "--against", tmp_path / "audit.py", "--out", tmp_path / "p.parquet",
             "--no-semantic")
-    record = _calib(capsys, *args, "--json").json()
+    record = run_calib(capsys, *args, "--json").json()
     assert record["corpus_functions"] == 0 and record["pairs"]["textual"] == 0
     assert record["dropped_files"] == {str(tmp_path / "corpus" / "big.py"): "too_large",
                                        str(tmp_path / "corpus" / "wide.py"): "long_line"}
-    outcome = _calib(capsys, *args)
+    outcome = run_calib(capsys, *args)
     assert outcome.code == 0 and f"  dropped {tmp_path / 'corpus' / 'wide.py'}: long_line\n" in outcome.out
-    record = _calib(capsys, *args, "--max-line-chars", "5000", "--max-file-bytes", "2000000", "--json").json()
+    record = run_calib(capsys, *args, "--max-line-chars", "5000", "--max-file-bytes", "2000000", "--json").json()
     assert record["corpus_functions"] == 2 and record["dropped_files"] == {}
     assert record["pairs"]["textual"] == 2  # X itself and the renamed copy beside the padding
-    record = _calib(capsys, *args, "--max-line-chars", "5000", "--json").json()
+    record = run_calib(capsys, *args, "--max-line-chars", "5000", "--json").json()
     assert record["corpus_functions"] == 1 and record["dropped_files"] == {
         str(tmp_path / "corpus" / "big.py"): "too_large"}
 
 
 def test_calib_dedup_refuses_a_cap_below_one(capsys, tmp_path):
     (tmp_path / "audit.py").write_text(X)
-    error = _calib(capsys, "dedup", tmp_path / "audit.py", "--against", tmp_path / "audit.py", "--out",
+    error = run_calib(capsys, "dedup", tmp_path / "audit.py", "--against", tmp_path / "audit.py", "--out",
                    tmp_path / "p.parquet", "--no-semantic", "--max-line-chars", "0").one_line_error()
     assert "--max-line-chars" in error and "0" in error
