@@ -17,14 +17,7 @@ import sys
 from calib._progress import LineProgress
 from calib.organism.build import PHASES, PRESETS, progress_tasks, warm_up
 from calib.organism.corpus import stdlib_files
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.study.test_progress import _Clock
 
 
 def test_the_warm_up_reports_the_corpus_split_and_tokenizer_phases_with_exact_lines():
