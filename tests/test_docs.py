@@ -101,7 +101,7 @@ def test_every_executor_setting_is_documented():
 
 
 def test_every_mocked_module_is_documented():
-    from calib.executors._harness.scaffold import MOCKED_MODULES
+    from calib.executors.sandbox.harness.scaffold import MOCKED_MODULES
 
     text = (DOCS / "executors.md").read_text()
     for module in sorted(MOCKED_MODULES):

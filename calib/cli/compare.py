@@ -60,8 +60,8 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
     Argument values are Python expressions written as strings (``"[1, 2]"``, ``"'text'"``,
     ``"Obj(size=3)"``); a JSON number, list, object, boolean or null is taken as that value.
     """
-    from calib.executors._harness.synth import STANDIN_MODES
-    from calib.executors._harness.values import New, Obj, decode, encode
+    from calib.executors.sandbox.harness.synth import STANDIN_MODES
+    from calib.executors.sandbox.harness.values import New, Obj, decode, encode
 
     try:
         data = json.loads(_read(path, "inputs file"))

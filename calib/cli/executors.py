@@ -191,7 +191,7 @@ def ablate(functions: tuple[Path, ...], spec_file: Path, server_name: str | None
     config = ExecutorConfig(n_inputs=n_inputs, min_valid=min_valid, seed=seed, input_timeout=timeout,
                             unsafe_no_sandbox=unsafe_no_sandbox)
     results = asyncio.run(_ablate(items, server, config, chosen, ChatParams(max_tokens=max_tokens), concurrency))
-    from calib.executors._llm_prompts import PROMPTS_VERSION
+    from calib.executors.llm.prompting import PROMPTS_VERSION
 
     record = {"n": len(items), "server": name, "prompts": PROMPTS_VERSION, "levels": summarise(results, chosen,
                                                                                                confidence),

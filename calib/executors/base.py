@@ -20,13 +20,12 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 
 from calib._exceptions import InvalidParameterError
+from calib._registry import Registry
 
 __all__ = [
     "EXECUTIONS_SCHEMA", "KINDS", "CandidateResult", "Comparison", "Executor", "ExecutorConfig", "InputResult",
@@ -153,34 +152,25 @@ class Executor(Protocol):
                       names: Sequence[str] | None = None) -> Comparison: ...
 
 
-Factory = Callable[[ExecutorConfig], Executor]
-KINDS: dict[str, Factory] = {}
-_BUILTIN = {"sandbox": "calib.executors.python",
-            **{f"native-{lang}": "calib.executors.native" for lang in ("c", "cpp", "java", "rust", "go")}}
+#: ``factory(config, **options)``: ``llm`` and ``agent`` take ``server=`` (a chat server) and their own options.
+Factory = Callable[..., Executor]
+REGISTRY: Registry[Factory] = Registry("executor kind", "calib.executors", {
+    "sandbox": "calib.executors.python",
+    "llm": "calib.executors.llm",
+    "agent": "calib.executors.agent",
+    **{f"native-{lang}": "calib.executors.native" for lang in ("c", "cpp", "java", "rust", "go")}})
+#: The executor kinds registered so far (built-ins appear once their module is imported).
+KINDS: dict[str, Factory] = REGISTRY.factories
+register = REGISTRY.register
 
 
-def register(kind: str) -> Callable[[Factory], Factory]:
-    """Decorator registering an executor kind."""
-
-    def decorate(factory: Factory) -> Factory:
-        KINDS[kind] = factory
-        return factory
-
-    return decorate
-
-
-def create_executor(kind: str, config: ExecutorConfig | None = None) -> Executor:
-    """Build the executor ``kind`` (built-in, or from the ``calib.executors`` entry points)."""
-    if kind not in KINDS and kind in _BUILTIN:
-        import_module(_BUILTIN[kind])
-    if kind not in KINDS:
-        for ep in entry_points(group="calib.executors"):
-            if ep.name == kind:
-                KINDS[kind] = ep.load()
-    if kind not in KINDS:
-        known = ", ".join(sorted({*KINDS, *_BUILTIN}))
-        raise InvalidParameterError(f"unknown executor kind {kind!r}; known kinds: {known}")
-    return KINDS[kind](config or ExecutorConfig())
+def create_executor(kind: str, config: ExecutorConfig | None = None, **options: Any) -> Executor:
+    """Build the executor ``kind`` (built-in, or from the ``calib.executors`` entry points) with ``config``
+    and the kind's own ``options`` (``server=`` for ``llm`` and ``agent``)."""
+    factory = REGISTRY.get(kind)
+    if factory is None:
+        raise InvalidParameterError(f"unknown executor kind {kind!r}; known kinds: {', '.join(REGISTRY.names())}")
+    return factory(config or ExecutorConfig(), **options)
 
 
 #: The ``executions`` table (DESIGN.md, "Run directory"): one row per (sample, role).

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import polars as pl
 
 from calib._exceptions import CalibError, InvalidParameterError
+from calib._registry import Registry
 
 __all__ = [
     "LANGUAGES",
@@ -201,30 +200,8 @@ _BUILTIN: dict[str, str] = {
 METRIC_NAMES = tuple(_BUILTIN)
 
 Factory = Callable[..., Metric]
-_FACTORIES: dict[str, Factory] = {}
-
-
-def register(name: str) -> Callable[[Factory], Factory]:
-    """Class or function decorator registering a metric factory under ``name``."""
-
-    def decorate(factory: Factory) -> Factory:
-        _FACTORIES[name] = factory
-        return factory
-
-    return decorate
-
-
-def _factory(name: str) -> Factory | None:
-    if name in _FACTORIES:
-        return _FACTORIES[name]
-    if name in _BUILTIN:
-        import_module(_BUILTIN[name])
-        return _FACTORIES.get(name)
-    for ep in entry_points(group="calib.metrics"):
-        if ep.name == name:
-            _FACTORIES[name] = ep.load()
-            return _FACTORIES[name]
-    return None
+REGISTRY: Registry[Factory] = Registry("metric", "calib.metrics", _BUILTIN)
+register = REGISTRY.register
 
 
 def create_metric(name: str, **options: Any) -> Metric:
@@ -235,10 +212,9 @@ def create_metric(name: str, **options: Any) -> Metric:
     InvalidParameterError
         For an unknown name (the message lists the known ones) or an option the metric does not take.
     """
-    factory = _factory(name)
+    factory = REGISTRY.get(name)
     if factory is None:
-        known = sorted(set(_BUILTIN) | set(_FACTORIES) | {ep.name for ep in entry_points(group="calib.metrics")})
-        raise InvalidParameterError(f"unknown metric {name!r}; known metrics: {', '.join(known)}")
+        raise InvalidParameterError(REGISTRY.unknown(name))
     try:
         return factory(**options)
     except TypeError as exc:

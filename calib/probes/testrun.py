@@ -2,7 +2,7 @@
 
 One call is one sandboxed process (:class:`calib.executors.sandbox.Sandbox`, bubblewrap with seccomp and
 rlimits; forked by one of its fork servers unless they are off): the harness's ``tests`` mode
-(``calib/executors/_harness/testcases.py``) runs the task's setup and the program as a fresh module,
+(``calib/executors/sandbox/harness/testcases.py``) runs the task's setup and the program as a fresh module,
 then each test in order under a per-test alarm, and reports one line per test on a private channel the
 program's own output cannot reach. Whatever the program does — a syntax error, an exception, an endless
 loop, printing, forking, killing its own process — is a result (:class:`TestRun`), never an exception of

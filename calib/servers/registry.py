@@ -9,63 +9,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any
 
 from calib._exceptions import InvalidParameterError
+from calib._registry import Registry
 from calib.servers.base import Server
 
-__all__ = ["KINDS", "config_keys", "create_server", "register"]
+__all__ = ["KINDS", "REGISTRY", "config_keys", "create_server", "register"]
 
 Factory = Callable[[str, Mapping[str, Any]], Server]
 
-KINDS: dict[str, Factory] = {}
-
 # Built-in kinds live in their own modules and register on import; importing them lazily keeps
 # `calib --help` fast and lets a kind's optional dependency be missing until it is used.
-_BUILTIN = {
+REGISTRY: Registry[Factory] = Registry("server kind", "calib.servers", {
     "openai": "calib.servers.openai",
     "tgi": "calib.servers.tgi",
     "anthropic": "calib.servers.anthropic",
     "embedded": "calib.servers.embedded.kind",
-}
-
-
-def register(kind: str) -> Callable[[Factory], Factory]:
-    """Class or function decorator registering a server kind under ``kind``."""
-
-    def decorate(factory: Factory) -> Factory:
-        KINDS[kind] = factory
-        return factory
-
-    return decorate
-
-
-def _load(kind: str) -> Factory | None:
-    if kind in KINDS:
-        return KINDS[kind]
-    if kind in _BUILTIN:
-        import_module(_BUILTIN[kind])
-        return KINDS.get(kind)
-    for ep in entry_points(group="calib.servers"):
-        if ep.name == kind:
-            KINDS[kind] = ep.load()
-            return KINDS[kind]
-    return None
+})
+#: The kinds registered so far (built-ins appear once their module is imported).
+KINDS: dict[str, Factory] = REGISTRY.factories
+register = REGISTRY.register
 
 
 def create_server(name: str, config: Mapping[str, Any]) -> Server:
     """Build the server ``name`` from its spec table ``config`` (which names its ``kind``)."""
     kind = config.get("kind")
-    factory = _load(kind) if isinstance(kind, str) else None
+    factory = REGISTRY.get(kind) if isinstance(kind, str) else None
     if factory is None:
-        known = sorted(set(_BUILTIN) | set(KINDS) | {ep.name for ep in entry_points(group="calib.servers")})
-        raise InvalidParameterError(f"server {name!r}: unknown kind {kind!r}; known kinds: {', '.join(known)}")
+        known = ", ".join(REGISTRY.names())
+        raise InvalidParameterError(f"server {name!r}: unknown kind {kind!r}; known kinds: {known}")
     return factory(name, config)
 
 
 def config_keys(kind: str) -> frozenset[str]:
     """The config keys a built-in kind accepts (empty for third-party kinds, which say nothing about theirs)."""
-    if kind not in _BUILTIN:
+    if kind not in REGISTRY.builtins:
         return frozenset()
-    return frozenset(getattr(import_module(_BUILTIN[kind]), "_KEYS", ()))
+    return frozenset(getattr(import_module(REGISTRY.builtins[kind]), "_KEYS", ()))

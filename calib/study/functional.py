@@ -404,16 +404,13 @@ def _executor(spec: StudySpec, jobs: int, resources: Any = None) -> Any:
 
     e = spec.execute
     config = _executor_config(spec, jobs)
+    options: dict[str, Any] = {}
     if e.executor == "llm":
-        from calib.executors.llm import LLMExecutor
-
-        return LLMExecutor(config, resources.server(e.server), level=e.level)
-    if e.executor == "agent":
-        from calib.executors.agent import AgentExecutor
-
-        return AgentExecutor(config, resources.server(e.server), max_turns=e.agent_max_turns,
-                             max_seconds=e.agent_max_seconds)
-    return create_executor(e.executor, config)
+        options = {"server": resources.server(e.server), "level": e.level}
+    elif e.executor == "agent":
+        options = {"server": resources.server(e.server), "max_turns": e.agent_max_turns,
+                   "max_seconds": e.agent_max_seconds}
+    return create_executor(e.executor, config, **options)
 
 
 def _save_transcript(ctx: StageContext, sample_id: str, transcript: Any) -> None:

@@ -504,12 +504,9 @@ def _server_kinds() -> tuple[str, ...]:
 
     Read from the registry without importing any kind's module (the embedded kind would load torch).
     """
-    from importlib.metadata import entry_points
+    from calib.servers.registry import REGISTRY
 
-    from calib.servers import registry
-
-    return tuple(sorted(set(registry._BUILTIN) | set(registry.KINDS)
-                        | {ep.name for ep in entry_points(group="calib.servers")}))
+    return tuple(REGISTRY.names())
 
 
 def spec_hash(data: Any) -> str:

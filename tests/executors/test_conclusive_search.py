@@ -15,10 +15,10 @@ import warnings
 
 import pytest
 
-from calib.executors._harness import cmplog, hints, scaffold, standins, synth
-from calib.executors._harness.calls import standin_default
-from calib.executors._harness.standins import LOG, CalibStandIn, CalibStandInWarning, standin_for
-from calib.executors._harness.values import Obj, decode, encode
+from calib.executors.sandbox.harness import cmplog, hints, scaffold, standins, synth
+from calib.executors.sandbox.harness.calls import standin_default
+from calib.executors.sandbox.harness.standins import LOG, CalibStandIn, CalibStandInWarning, standin_for
+from calib.executors.sandbox.harness.values import Obj, decode, encode
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 
@@ -362,7 +362,7 @@ def test_the_scaffold_collects_super_names_and_class_reads() -> None:
     placed = scaffold.place(source, "def later(x):\n    return x\n")
     assert scaffold.super_names(placed.tree) == {"feed"}
     scaffold.Module(placed, module_name="m")
-    from calib.executors._harness.calls import class_reads
+    from calib.executors.sandbox.harness.calls import class_reads
 
     cls = type("A", (), {})
     assert {"ready", "count"} <= set(class_reads(cls))

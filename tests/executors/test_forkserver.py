@@ -1,4 +1,4 @@
-"""Fork servers (calib/executors/forkserver.py, _harness/zygote.py): one sandbox per worker that forks a
+"""Fork servers (calib/executors/sandbox/forkserver.py, _harness/zygote.py): one sandbox per worker that forks a
 fresh process for every batch.
 
 What must hold is what held with a sandbox per batch, plus what sharing one sandbox could break:
@@ -28,7 +28,7 @@ import uuid
 import pytest
 
 from calib.executors import forkserver
-from calib.executors._harness import seccomp, zygote
+from calib.executors.sandbox.harness import seccomp, zygote
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox import FORK_SERVER_ENV, Limits, Sandbox

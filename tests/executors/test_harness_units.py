@@ -17,9 +17,9 @@ import sys
 
 import pytest
 
-from calib.executors._harness import canon, env, scaffold
-from calib.executors._harness.standins import LOG, CalibStandIn, is_standin, standin_name
-from calib.executors._harness.values import New, Obj, decode, encode
+from calib.executors.sandbox.harness import canon, env, scaffold
+from calib.executors.sandbox.harness.standins import LOG, CalibStandIn, is_standin, standin_name
+from calib.executors.sandbox.harness.values import New, Obj, decode, encode
 
 
 def _same(value):

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from calib.executors._llm_prompts import PROMPTS_DIR, common_imports, input_states, load_prompt, parse_json_answer
+from calib.executors.llm.prompting import PROMPTS_DIR, common_imports, input_states, load_prompt, parse_json_answer
 from calib.executors.base import ExecutorConfig
 from calib.executors.llm import LEVELS, LLMExecutor
 from calib.servers import ChatParams, create_server

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from calib.executors._harness import canon
-from calib.executors._harness.values import decode
+from calib.executors.sandbox.harness import canon
+from calib.executors.sandbox.harness.values import decode
 from calib.executors.base import ExecutorConfig, execution_rows
 from calib.executors.python import SandboxExecutor
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from calib.executors._harness import seccomp
-from calib.executors._native_sandbox import Profile
+from calib.executors.sandbox.harness import seccomp
+from calib.executors.native.sandbox import Profile
 from calib.executors.sandbox import Limits, Sandbox, SandboxUnavailable
 from tests.executors.test_forkserver import ALLOW, ERRNO, NR, _in_one_server, _job, _output, _value, evaluate
 from tests.executors.test_native import compare, needs

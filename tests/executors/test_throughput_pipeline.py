@@ -234,6 +234,6 @@ def test_the_boot_lines_lower_a_hard_limit_never_raise_it():
 
 
 def _canonical(value):
-    from calib.executors._harness import canon
+    from calib.executors.sandbox.harness import canon
 
     return canon.canonical(value)

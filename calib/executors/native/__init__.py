@@ -1,0 +1,287 @@
+"""Native executors: run a C, C++, Java, Rust or Go function and its candidates on the same inputs.
+
+One comparison (docs/native-executors.md):
+
+1. parse x's signature (name, parameters, return type) with a small per-language parser; a type the
+   harness cannot read or write makes the sample inconclusive (``unsupported: <type>``);
+2. fill the language's harness template (``calib/executors/native/harness/<language>/``) with each variant (x and
+   every candidate, same signature) and compile each once, in the *build* sandbox profile;
+3. *explore*: run x on a seeded pool of ``3 * n_inputs`` synthesized input states (or on the given
+   ones) in one *run*-profile process and keep ``n_inputs`` of those x finishes on, preferring ones
+   with outputs not seen yet;
+4. *replay* x (a fresh process: an input whose output differs is ``nondeterministic``) and each
+   candidate on the chosen states, concurrently (at most ``workers`` processes).
+
+A process that dies (a crash, the time limit) gives the input it was on that outcome and restarts
+after it, so one hostile input costs one input. Line coverage is not measured for native code: the
+coverage criterion is reported as unavailable (``coverage`` is NaN, with a warning) and conclusiveness
+rests on the valid-input and distinct-output criteria alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import secrets
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from calib._exceptions import CalibError, InvalidParameterError
+from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
+from calib.executors.native.languages import LANGUAGES, Language
+from calib.executors.native.sandbox import Profile, build, inside, run_lines
+from calib.executors.native.types import Signature, Unsupported, args_of, check_state, synthesize
+from calib.executors.sandbox import Sandbox
+
+__all__ = ["LANGUAGES", "NativeExecutor", "ToolchainMissing"]
+
+_POOL_FACTOR = 3
+_MAX_DEATHS = 3  # time-outs of a candidate before its remaining inputs are given up (each costs a restart)
+
+
+class ToolchainMissing(CalibError):
+    """The compiler or runtime of a language is not installed here."""
+
+
+class NativeExecutor:
+    """Runs functions written in ``language`` (``c``, ``cpp``, ``java``, ``rust``, ``go``) in the sandbox.
+
+    Parameters
+    ----------
+    config
+        The executor settings (:class:`ExecutorConfig`): ``n_inputs``, ``min_valid``, ``min_distinct``,
+        ``seed``, ``input_timeout`` (seconds per input), ``memory_mb`` (address space of a run; the JVM
+        gets its heap inside it plus a fixed allowance), ``workers`` and ``unsafe_no_sandbox``.
+    language
+        One of :data:`LANGUAGES`.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``language`` is not supported.
+    ToolchainMissing
+        The language's compiler is not installed (the message names the Debian package).
+    """
+
+    def __init__(self, config: ExecutorConfig, language: str) -> None:
+        if language not in LANGUAGES:
+            raise InvalidParameterError(f"language={language!r}: need one of {', '.join(sorted(LANGUAGES))}")
+        self.config = config
+        self.language = language
+        self.lang: Language = LANGUAGES[language]
+        self.tools = self.lang.find_tools()
+        if self.tools is None:
+            raise ToolchainMissing(f"cannot run {language} code: {self.lang.compiler} is not installed "
+                                   f"(apt-get install {self.lang.package})")
+        self.sandbox = Sandbox(unsafe=config.unsafe_no_sandbox)
+        self._limit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    @property
+    def _slots(self) -> asyncio.Semaphore:
+        """At most ``workers`` compilers and runs at a time (per event loop: one per ``asyncio.run``)."""
+        loop = asyncio.get_running_loop()
+        if self._limit is None or self._limit[0] is not loop:
+            self._limit = (loop, asyncio.Semaphore(max(1, self.config.workers)))
+        return self._limit[1]
+
+    # --- building -------------------------------------------------------------------------------------
+
+    async def _compile(self, sig: Signature, function: str, workdir: str) -> tuple[str | None, str]:
+        """Compile one variant into ``workdir``; (the directory, "") or (None, the compiler's complaint)."""
+        lang, tools = self.lang, self.tools
+        assert tools is not None
+        for name, text in lang.sources(function, sig).items():
+            Path(workdir, name).write_text(text, encoding="utf-8")
+        where = inside(self.sandbox, workdir, "/build")
+        profile = Profile(memory_bytes=lang.build_memory, cpu_seconds=120, tmpfs_bytes=512 << 20,
+                          file_bytes=256 << 20, open_files=1024, seccomp=False, ro=tools.ro,
+                          binds=((workdir, "/build", True), *tools.build_binds), env=tools.build_env)
+        async with self._slots:
+            done = await build(self.sandbox, profile, lang.build_argv(tools, where), wall_seconds=180.0)
+        if done.returncode == 0 and not done.timed_out:
+            return workdir, ""
+        text = (done.stderr or done.stdout).decode("utf-8", "replace").replace("/build/", "")
+        head = "\n".join(text.strip().splitlines()[:12])
+        return None, f"compile error: {done.died or 'failed'}: {head}"
+
+    # --- running --------------------------------------------------------------------------------------
+
+    async def _run_all(self, workdir: str, args: list[list[Any]], *, giving_up: bool) -> dict[int, tuple[bool, str]]:
+        """Run one compiled variant on every argument list: per index, (finished, canonical output) or
+        (False, why not). A death (crash, time limit) costs the input it was on; the rest run again."""
+        lang, tools, c = self.lang, self.tools, self.config
+        assert tools is not None
+        where = inside(self.sandbox, workdir, "/build")
+        memory = (c.memory_mb << 20) + lang.run_overhead
+        profile = Profile(memory_bytes=memory, cpu_seconds=int(c.input_timeout * len(args) + 10 + lang.startup),
+                          ro=tools.ro, binds=((workdir, "/build", False),), env=tools.run_env)
+        results: dict[int, tuple[bool, str]] = {}
+        pending = list(range(len(args)))
+        deaths = 0
+        while pending:
+            key = secrets.token_hex(16)  # a new key per process: only lines carrying it are the harness's
+            async with self._slots:
+                got = await run_lines(self.sandbox, profile, lang.run_argv(tools, where, c.memory_mb),
+                                      [key, *(args[i] for i in pending)], first_seconds=lang.startup + c.input_timeout,
+                                      line_seconds=c.input_timeout)
+            events = [event for event in got.lines if event.get("key") == key]
+            seen: set[int] = set()
+            for event in events:
+                k = event.get("i")
+                if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(pending) or k in seen:
+                    continue
+                seen.add(k)
+                if isinstance(event.get("out"), dict):
+                    results[pending[k]] = (True, json.dumps(event["out"], sort_keys=True, separators=(",", ":")))
+                else:
+                    results[pending[k]] = (False, str(event.get("error", "malformed harness output")))
+            missing = [p for k, p in enumerate(pending) if k not in seen]
+            if not missing:
+                break
+            why = got.died or "exited early"  # e.g. the function called exit()
+            if not any("ready" in event for event in events) and got.stderr.strip():
+                why = "harness failed: " + got.stderr.strip().splitlines()[-1][:200]
+            results[missing[0]] = (False, why)
+            pending = missing[1:]
+            deaths += why == "timeout"
+            if giving_up and deaths >= _MAX_DEATHS:
+                for p in pending:
+                    results[p] = (False, f"not run: {deaths} earlier inputs ended in {why}")
+                break
+        return results
+
+    # --- comparing ------------------------------------------------------------------------------------
+
+    def _settings(self) -> dict[str, Any]:
+        settings = {k: v for k, v in asdict(self.config).items() if k not in ("workers", "unsafe_no_sandbox")}
+        settings["sandbox"] = "bubblewrap" if self.sandbox.isolated else "none (--unsafe-no-sandbox)"
+        settings["language"] = self.language
+        return settings
+
+    def _inconclusive(self, reason: str, names: Sequence[str]) -> Comparison:
+        return Comparison(conclusive=False, reason=reason, valid_inputs=0, coverage=math.nan, distinct_outputs=0,
+                          inputs=(), candidates=tuple(CandidateResult(n, (), None, "not_run") for n in names),
+                          executor=f"native-{self.language}", config=self._settings())
+
+    async def compare(self, truth: str, candidates: Sequence[str], *, context: str = "",
+                      inputs: Sequence[Mapping[str, Any]] | None = None,
+                      names: Sequence[str] | None = None) -> Comparison:
+        """Choose input states on ``truth``, run it and every candidate on them, and compare.
+
+        ``context`` (the rest of x's file) is not used: each variant must be self-contained apart from
+        the standard library (docs/native-executors.md, "Limitations")."""
+        del context
+        c = self.config
+        names = list(names) if names is not None else [f"candidate {i + 1}" for i in range(len(candidates))]
+        if len(names) != len(candidates):
+            raise InvalidParameterError(f"{len(names)} names for {len(candidates)} candidates")
+        try:
+            sig = self.lang.parse(truth)
+        except Unsupported as exc:
+            return self._inconclusive(f"unsupported: {exc}", names)
+        if inputs is not None:
+            try:
+                pool = [dict(s) for s in inputs]
+                for state in pool:
+                    check_state(sig, state)
+            except ValueError as exc:
+                raise InvalidParameterError(f"inputs: {exc}") from None
+        else:
+            pool = synthesize(sig, _POOL_FACTOR * c.n_inputs, c.seed)
+        root = tempfile.mkdtemp(prefix=f"calib-{self.language}-")
+        try:
+            variants = list(dict.fromkeys([truth, *candidates]))
+            dirs = [str(Path(root, str(k))) for k in range(len(variants))]
+            for d in dirs:
+                Path(d).mkdir()
+            built = await asyncio.gather(*(self._compile(sig, v, d) for v, d in zip(variants, dirs)))
+            by_text = dict(zip(variants, built))
+            truth_dir, why = by_text[truth]
+            if truth_dir is None:
+                return self._inconclusive(f"unparsable: x does not compile: {why}", names)
+            explored = await self._run_all(truth_dir, args_of(sig, pool), giving_up=False)
+            chosen = _choose(explored, len(pool), c.n_inputs if inputs is None else len(pool))
+            states = [pool[i] for i in chosen]
+            args = args_of(sig, states)
+            jobs = [self._run_all(truth_dir, args, giving_up=False)]
+            jobs += [self._run_all(d, args, giving_up=True) for d, _ in (by_text[v] for v in candidates)
+                     if d is not None]
+            replays = await asyncio.gather(*jobs)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        again, ran = replays[0], iter(replays[1:])
+        rows: list[InputResult] = []
+        for k, i in enumerate(chosen):
+            ok, out = explored[i]
+            valid, status, reason = ok, "ok" if ok else "invalid", "" if ok else out
+            if ok and again.get(k) != (True, out):
+                valid, status, reason = False, "invalid", "nondeterministic"
+            rows.append(InputResult(index=k, state=states[k], valid=valid, status=status, reason=reason,
+                                    output=_output((ok, out))))
+        valid_rows = [r for r in rows if r.valid]
+        distinct = len({r.output for r in valid_rows})
+        problems = []
+        if len(valid_rows) < c.min_valid:
+            invalid = [r.reason for r in rows if not r.valid]
+            top = max(set(invalid), key=invalid.count) if invalid else "none found"
+            problems.append(f"valid_inputs {len(valid_rows)} < {c.min_valid} (mostly {top})")
+        if distinct < c.min_distinct:
+            problems.append(f"distinct_outputs {distinct} < {c.min_distinct}")
+        conclusive = not problems
+        results = []
+        for name, text in zip(names, candidates):
+            cand_dir, error = by_text[text]
+            if cand_dir is None:
+                matches = tuple(False if r.valid else None for r in rows)
+                results.append(CandidateResult(name, matches, 0.0 if conclusive else None, "unparsable", error,
+                                               tuple(None for _ in rows)))
+                continue
+            got = next(ran)
+            outs = tuple(_output(got.get(r.index, (False, "not run"))) for r in rows)
+            matches = tuple((outs[r.index] == r.output) if r.valid else None for r in rows)
+            hits = sum(1 for m in matches if m)
+            sim = hits / len(valid_rows) if conclusive and valid_rows else None
+            results.append(CandidateResult(name, matches, sim, "ran", "", outs))
+        return Comparison(conclusive=conclusive, reason="; ".join(problems), valid_inputs=len(valid_rows),
+                          coverage=math.nan, distinct_outputs=distinct, inputs=tuple(rows),
+                          candidates=tuple(results), executor=f"native-{self.language}", runs=len(pool),
+                          warnings=("coverage_unavailable: line coverage is not measured for native code; "
+                                    "conclusiveness uses valid_inputs and distinct_outputs only",),
+                          config=self._settings())
+
+
+def _output(result: tuple[bool, str]) -> str:
+    """A canonical output state, or ``{"outcome": why}`` for a run that did not finish."""
+    return result[1] if result[0] else json.dumps({"outcome": result[1]}, separators=(",", ":"))
+
+
+def _choose(explored: Mapping[int, tuple[bool, str]], size: int, want: int) -> list[int]:
+    """Indices of ``want`` pool states, in pool order: x's valid ones first, one per new output before
+    repeats, then invalid ones only if too few are valid (they make the sample inconclusive)."""
+    valid = [i for i in range(size) if explored.get(i, (False, ""))[0]]
+    picked: list[int] = []
+    seen: set[str] = set()
+    for i in valid:
+        if explored[i][1] not in seen and len(picked) < want:
+            seen.add(explored[i][1])
+            picked.append(i)
+    for i in [*valid, *range(size)]:
+        if len(picked) >= want:
+            break
+        if i not in picked:
+            picked.append(i)
+    return sorted(picked)
+
+
+def _register_kinds() -> None:
+    """Executor kinds ``native-c``, ``native-cpp``, ``native-java``, ``native-rust``, ``native-go``."""
+    for language in LANGUAGES:
+        register(f"native-{language}")(lambda config, language=language: NativeExecutor(config, language))
+
+
+_register_kinds()

@@ -1,0 +1,262 @@
+"""C signatures and call glue for the native harness (``calib/executors/native/harness/c/function.c``).
+
+Supported parameters: integer types (``char`` is a character), ``float``/``double``, ``bool``/``_Bool``,
+``char *``/``const char *`` strings (a non-const one is reported after the call), pointers or ``[]``
+arrays of numbers with their length in the next (or else the previous) integer parameter (a non-const
+array is reported after the call), and structs of scalars defined in the same source (``struct name``
+or a ``typedef``), by value or as a pointer to one struct (reported after the call unless const).
+Return types: ``void``, the scalars above, ``char *`` strings and such structs. A struct definition
+of x's source is prepended to a candidate that does not define it itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
+from calib.executors.native.text import strip_comments
+from calib.executors.native.types import Param, Signature, Type, Unsupported
+
+__all__ = ["LANGUAGE", "c_glue", "parse_c", "prepare_c", "scalar", "split_head"]
+
+_INTS = {
+    "signed char": (8, True), "unsigned char": (8, False), "short": (16, True), "short int": (16, True),
+    "unsigned short": (16, False), "int": (32, True), "signed": (32, True), "signed int": (32, True),
+    "unsigned": (32, False), "unsigned int": (32, False), "long": (64, True), "long int": (64, True),
+    "unsigned long": (64, False), "long long": (64, True), "long long int": (64, True),
+    "unsigned long long": (64, False), "size_t": (64, False), "ssize_t": (64, True), "int8_t": (8, True),
+    "int16_t": (16, True), "int32_t": (32, True), "int64_t": (64, True), "uint8_t": (8, False),
+    "uint16_t": (16, False), "uint32_t": (32, False), "uint64_t": (64, False), "long unsigned int": (64, False),
+}
+_QUALIFIERS = {"const", "volatile", "restrict", "static", "inline", "extern", "register", "__restrict"}
+
+
+def scalar(base: str, *, bool_names: tuple[str, ...] = ("bool", "_Bool")) -> Type | None:
+    """The protocol type of a C/C++ scalar spelled ``base`` (qualifiers removed), or None."""
+    if base in _INTS:
+        bits, signed = _INTS[base]
+        return Type("int", bits=bits, signed=signed, native=base)
+    if base == "char":
+        return Type("char", native=base)
+    if base in ("float", "double", "long double"):
+        return Type("float", native=base)
+    if base in bool_names:
+        return Type("bool", native=base)
+    return None
+
+
+def _split_decl(decl: str) -> tuple[str, str, int, bool]:
+    """(base type, name, pointer depth, const) of one C parameter declaration."""
+    decl = decl.strip()
+    depth = decl.count("*") + decl.count("[")
+    decl = re.sub(r"\[[^\]]*\]", " ", decl).replace("*", " ")
+    words = decl.split()
+    if len(words) < 2:
+        raise Unsupported(f"parameter without a name: {decl.strip()!r}")
+    const = "const" in words
+    base = " ".join(w for w in words[:-1] if w not in _QUALIFIERS)
+    return base, words[-1], depth, const
+
+
+def split_head(source: str) -> tuple[str, str, str]:
+    """(return type, name, parameter list) of the first function definition in C-like ``source``."""
+    text = re.sub(r"(?m)^[ \t]*#.*$", "", strip_comments(source))  # preprocessor lines (#include ...)
+    m = re.search(r"(?:^|[;}])\s*([\w\s\*&:<>,]+?)\b([A-Za-z_]\w*)\s*\(([^()]*)\)\s*(?:const\s*)?"
+                  r"(?:noexcept\s*)?\{", text)
+    if not m:
+        raise Unsupported("no function definition found")
+    return m.group(1).strip(), m.group(2), m.group(3).strip()
+
+
+_STRUCT = re.compile(r"(typedef\s+)?struct\s+(\w+)?\s*\{([^{}]*)\}\s*(\w+)?\s*;")
+
+
+def _structs(text: str) -> dict[str, tuple[Type | str, str, str]]:
+    """Struct types defined in ``text`` by spelling (``struct p``, or a typedef name): (the type, or why
+    it is unsupported; the definition; the name a candidate's own definition would use)."""
+    found: dict[str, tuple[Type | str, str, str]] = {}
+    for m in _STRUCT.finditer(text):
+        spellings = ([f"struct {m.group(2)}"] if m.group(2) else []) + ([m.group(4)] if m.group(1) and m.group(4)
+                                                                      else [])
+        fields: list[tuple[str, Type]] = []
+        problem = ""
+        for decl in filter(None, (d.strip() for d in m.group(3).split(";"))):
+            first, *more = [x.strip() for x in decl.split(",")]
+            try:
+                base, name, depth, _ = _split_decl(first)
+            except Unsupported as exc:
+                problem = str(exc)
+                break
+            t = scalar(base)
+            if t is None or depth or any(not re.fullmatch(r"\w+", x) for x in more):
+                problem = f"field {decl}"
+                break
+            fields += [(n, t) for n in (name, *more)]
+        for spelling in spellings:
+            value: Type | str = problem or Type("struct", native=spelling, fields=tuple(fields))
+            found[spelling] = (value, m.group(0), m.group(2) or m.group(4))
+    return found
+
+
+def _struct_type(structs: dict[str, tuple[Type | str, str, str]], base: str) -> Type | None:
+    if base not in structs:
+        return None
+    t = structs[base][0]
+    if isinstance(t, str):
+        raise Unsupported(f"{base} ({t})")
+    return t
+
+
+def prepare_c(source: str, sig: Signature) -> str:
+    """``source`` with x's struct definitions it uses but does not define itself put in front."""
+    missing = [text for name, text in sig.preamble
+               if not re.search(rf"\bstruct\s+{name}\s*\{{|\}}\s*{name}\s*;", strip_comments(source))]
+    return "\n".join([*missing, source])
+
+
+def parse_c(source: str) -> Signature:
+    """The :class:`Signature` of the C function defined in ``source``; :class:`Unsupported` names the
+    first parameter or return type the harness cannot handle."""
+    ret_text, name, params_text = split_head(source)
+    structs = _structs(strip_comments(source))
+    used: dict[str, str] = {}
+    decls = [] if params_text in ("", "void") else [p for p in params_text.split(",")]
+    parsed = [_split_decl(d) for d in decls]
+    params: list[Param] = []
+    used_as_length: set[int] = set()
+    for i, (base, pname, depth, const) in enumerate(parsed):
+        if i in used_as_length:
+            continue
+        if depth <= 1 and (st := _struct_type(structs, base)) is not None:
+            used[structs[base][2]] = structs[base][1]
+            params.append(Param(pname, st, mutable=depth == 1 and not const, by_pointer=depth == 1))
+        elif depth == 0:
+            t = scalar(base)
+            if t is None:
+                raise Unsupported(f"{base} {pname}")
+            params.append(Param(pname, t))
+        elif depth == 1 and base == "char":
+            params.append(Param(pname, Type("str", native="const char *" if const else "char *"), mutable=not const))
+        elif depth == 1 and (elem := scalar(base)) is not None and elem.kind != "char":
+            j = next((k for k in (i + 1, i - 1) if 0 <= k < len(parsed) and k not in used_as_length
+                      and parsed[k][2] == 0 and scalar(parsed[k][0]) is not None
+                      and scalar(parsed[k][0]).kind == "int"), None)  # type: ignore[union-attr]
+            if j is None:
+                raise Unsupported(f"{base} *{pname} (an array needs an integer length parameter next to it)")
+            used_as_length.add(j)
+            if j < i:  # the length came first and was taken as a parameter of its own
+                params = [p for p in params if p.name != parsed[j][1]]
+            params.append(Param(pname, Type("list", elem=elem, native=f"{base} *"), mutable=not const,
+                                length=parsed[j][1]))
+        else:
+            raise Unsupported(f"{base} {'*' * depth}{pname}")
+    ret_words = [w for w in ret_text.replace("*", " * ").split() if w not in _QUALIFIERS]
+    stars = ret_words.count("*")
+    ret_base = " ".join(w for w in ret_words if w != "*")
+    if ret_base == "void" and stars == 0:
+        returns = Type("void", native="void")
+    elif ret_base == "char" and stars == 1:
+        returns = Type("str", native="char *")
+    elif stars == 0 and (t := scalar(ret_base)) is not None:
+        returns = t
+    elif stars == 0 and (st := _struct_type(structs, ret_base)) is not None:
+        used[structs[ret_base][2]] = structs[ret_base][1]
+        returns = st
+    else:
+        raise Unsupported(f"return type {ret_text}")
+    return Signature(name, tuple(params), returns, raw_params=tuple(p[1] for p in parsed),
+                     preamble=tuple(used.items()))
+
+
+def _writer(t: Type) -> str:
+    if t.kind == "int":
+        return "w_int" if t.signed else "w_uint"
+    return {"float": "w_num", "bool": "w_bool", "char": "w_char", "str": "w_str"}[t.kind]
+
+
+def _read_scalar(t: Type, src: str) -> str:
+    if t.kind == "char":
+        return f"j_str({src})[0]"
+    if t.kind == "bool":
+        return f"({src}).i != 0"
+    return f"({t.native}) {'j_num' if t.kind == 'float' else 'j_int'}({src})"
+
+
+def _write(t: Type, expr: str) -> list[str]:
+    """Statements writing ``expr`` of type ``t`` as JSON."""
+    if t.kind != "struct":
+        return [f"{_writer(t)}({expr});"]
+    out = []
+    for n, (name, ft) in enumerate(t.fields):
+        out.append(f'w("{"{" if n == 0 else ","}\\"{name}\\":");')
+        out += _write(ft, f"{expr}.{name}")
+    return [*out, 'w("}");'] if t.fields else ['w("{}");']
+
+
+def c_glue(sig: Signature) -> str:
+    """The body of ``calib_call``: read the arguments, call, write return value and mutated arguments."""
+    lines: list[str] = []
+    local: dict[str, str] = {}
+    for k, p in enumerate(sig.params):
+        v = f"a{k}"
+        t = p.type
+        if t.kind in ("int", "char"):
+            read = f"j_str(args.a[{k}])[0]" if t.kind == "char" else f"j_int(args.a[{k}])"
+            lines.append(f"{t.native} {v} = ({t.native}) ({read});")
+        elif t.kind == "float":
+            lines.append(f"{t.native} {v} = ({t.native}) j_num(args.a[{k}]);")
+        elif t.kind == "bool":
+            lines.append(f"bool {v} = args.a[{k}].i != 0;")
+        elif t.kind == "str":
+            lines.append(f"char *{v} = j_str(args.a[{k}]);")
+        elif t.kind == "struct":
+            lines.append(f"{t.native} {v}; memset(&{v}, 0, sizeof {v});")
+            lines += [f"{v}.{name} = {_read_scalar(ft, f'args.a[{k}].a[{n}]')};"
+                      for n, (name, ft) in enumerate(t.fields)]
+            if p.by_pointer:
+                v = f"&{v}"
+        else:
+            assert t.elem is not None
+            e = t.elem.native
+            conv = "j_num" if t.elem.kind == "float" else "j_int"  # a JSON bool reads as 0/1
+            lines.append(f"long long {v}_n = args.a[{k}].n; {e} *{v} = malloc(sizeof({e}) * ({v}_n + 1));")
+            lines.append(f"for (long long _k = 0; _k < {v}_n; _k++) {v}[_k] = ({e}) {conv}(args.a[{k}].a[_k]);")
+            local[p.length] = f"{v}_n"
+        local[p.name] = v
+    call_args = ", ".join(local[n] for n in sig.raw_params)
+    if sig.returns.kind == "void":
+        lines += [f"{sig.name}({call_args});", 'w("\\"return\\":null");']
+    else:
+        decl = "const char *" if sig.returns.kind == "str" else sig.returns.native
+        lines += [f"{decl} r = {sig.name}({call_args});", 'w("\\"return\\":");', *_write(sig.returns, "r")]
+    mutated = [(k, p) for k, p in enumerate(sig.params) if p.mutable]
+    if mutated:
+        lines.append('w(",\\"args\\":{");')
+        for n, (k, p) in enumerate(mutated):
+            lines.append(f'w("{"," if n else ""}\\"{p.name}\\":");')
+            if p.type.kind == "str":
+                lines.append(f"w_str(a{k});")
+            elif p.type.kind == "struct":
+                lines += _write(p.type, f"a{k}")
+            else:
+                assert p.type.elem is not None
+                lines.append(f"W_ARRAY({_writer(p.type.elem)}, a{k}, a{k}_n);")
+        lines.append('w("}");')
+    return "\n  ".join(lines)
+
+
+def _locate_gcc(driver: str) -> Callable[[], Tools | None]:
+    def locate() -> Tools | None:
+        exe = {"cc": which_real(driver), "sh": which_real("sh"), "nm": which_real("nm"),
+               "objcopy": which_real("objcopy")}
+        return Tools(exe) if all(exe.values()) else None  # type: ignore[arg-type]
+    return locate
+
+
+def _c_build(tools: Tools, build: str) -> list[str]:
+    return split_build(tools, build, "cc", "c", "TDBRGSVW", "-lm", ["-std=gnu11", "-O1", "-fwrapv", "-w"])
+
+
+LANGUAGE = Language("c", "gcc", "gcc", "main.c", parse_c, c_glue, _locate_gcc("gcc"), _c_build, native_run,
+                    prepare=prepare_c)

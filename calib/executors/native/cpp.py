@@ -1,0 +1,87 @@
+"""C++ signatures and call glue for the native harness (``calib/executors/native/harness/cpp/function.cpp``).
+
+Supported parameters: the C scalars (``char`` is a character), ``std::string`` and ``std::vector<T>``
+of those (also nested one level: ``std::vector<std::string>``), by value, by const reference, or by
+non-const reference (then reported after the call). Pointers are not supported. The return value is
+written by the harness's ``w`` overloads (scalars, strings, vectors, pairs, optionals).
+"""
+
+from __future__ import annotations
+
+import re
+
+from calib.executors.native.c import scalar, split_head
+from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
+from calib.executors.native.text import split_top
+from calib.executors.native.types import Param, Signature, Type, Unsupported
+
+__all__ = ["LANGUAGE", "cpp_glue", "parse_cpp"]
+
+
+def _type(text: str) -> Type:
+    t = re.sub(r"\s+", " ", text.replace("std::", "")).strip()
+    t = re.sub(r"\s*([<>,])\s*", r"\1", t)
+    if t == "string":
+        return Type("str", native="std::string")
+    m = re.fullmatch(r"vector<(.+)>", t)
+    if m:
+        elem = _type(m.group(1))
+        if elem.kind == "list":
+            raise Unsupported(text)
+        return Type("list", elem=elem, native=f"std::vector<{elem.native}>")
+    found = scalar(t, bool_names=("bool",))
+    if found is None:
+        raise Unsupported(text)
+    return found
+
+
+def parse_cpp(source: str) -> Signature:
+    """The :class:`Signature` of the first function defined in ``source``."""
+    ret, name, params_text = split_head(source)
+    if "::" in name or "template" in ret:
+        raise Unsupported(f"{ret} {name}: templates and members")
+    params = []
+    for decl in split_top(params_text) if params_text not in ("", "void") else []:
+        decl = re.sub(r"\s*=.*$", "", decl)  # a default value
+        m = re.fullmatch(r"(.+?)([&*\s]+)([A-Za-z_]\w*)", decl.strip())
+        if not m:
+            raise Unsupported(f"parameter {decl!r}")
+        typ, marks, pname = m.group(1), m.group(2), m.group(3)
+        if "*" in marks:
+            raise Unsupported(f"{decl} (pointers)")
+        const = bool(re.search(r"\bconst\b", typ))
+        t = _type(re.sub(r"\b(const|volatile)\b", " ", typ))
+        params.append(Param(pname, t, mutable="&" in marks and not const))
+    void = re.sub(r"\b(static|inline|constexpr)\b", " ", ret).strip() == "void"
+    return Signature(name, tuple(params), Type("void" if void else "str", native=ret))
+
+
+def cpp_glue(sig: Signature) -> str:
+    """The body of ``calib_call``: read the arguments, call, write the return value and references."""
+    lines = [f"auto a{k} = rd<{p.type.native}>(args[{k}]);" for k, p in enumerate(sig.params)]
+    call = f"{sig.name}({', '.join(f'a{k}' for k in range(len(sig.params)))})"
+    if sig.returns.kind == "void":
+        lines += [f"{call};", 'o += "\\"return\\":null";']
+    else:
+        lines += [f"auto r = {call};", 'o += "\\"return\\":";', "w(o, r);"]
+    mutated = [(k, p) for k, p in enumerate(sig.params) if p.mutable]
+    if mutated:
+        lines.append('o += ",\\"args\\":{";')
+        for n, (k, p) in enumerate(mutated):
+            lines.append(f'o += "{"," if n else ""}\\"{p.name}\\":"; w(o, a{k});')
+        lines.append('o += "}";')
+    return "\n  ".join(lines)
+
+
+def _locate_gxx() -> Tools | None:
+    exe = {"cxx": which_real("g++"), "sh": which_real("sh"), "nm": which_real("nm"), "objcopy": which_real("objcopy")}
+    return Tools(exe) if all(exe.values()) else None  # type: ignore[arg-type]
+
+
+def _cpp_build(tools: Tools, build: str) -> list[str]:
+    # strong symbols only: weak ones (inline functions, template instances) are shared COMDAT code
+    return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", ["-std=gnu++17", "-O1", "-fwrapv", "-w"])
+
+
+LANGUAGE = Language("cpp", "g++", "g++", "main.cpp", parse_cpp, cpp_glue, _locate_gxx, _cpp_build, native_run,
+                    build_memory=4 << 30)

@@ -1,0 +1,98 @@
+"""What every native language is: a :class:`Language` record (parse, glue, locate the toolchain, build, run).
+
+Each language's module (:mod:`.c`, :mod:`.cpp`, :mod:`.java`, :mod:`.rust`, :mod:`.go`) defines its
+``LANGUAGE``; :mod:`.languages` collects them. Every path handed to a sandbox is the host's real path
+(``os.path.realpath``): ``/etc`` is not mounted inside, so the ``/etc/alternatives`` links behind ``java``,
+``javac`` and ``cc`` would dangle. The harness templates are package data under ``harness/<language>/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from calib.executors.native.types import Signature
+
+__all__ = ["HARNESS_ROOT", "Language", "Tools", "native_run", "split_build", "which_real"]
+
+#: The harness templates, one folder per language (package data).
+HARNESS_ROOT = Path(__file__).resolve().parent / "harness"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The located toolchain: executables by role, extra read-only mounts, binds and environments."""
+
+    exe: dict[str, str]
+    ro: tuple[str, ...] = ()
+    build_binds: tuple[tuple[str, str, bool], ...] = ()
+    build_env: tuple[tuple[str, str], ...] = ()
+    run_env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Language:
+    """How one language is parsed, glued into its harness, built and run."""
+
+    name: str
+    compiler: str
+    package: str
+    source_name: str
+    parse: Callable[[str], Signature]
+    glue: Callable[[Signature], str]
+    locate: Callable[[], Tools | None]
+    build_argv: Callable[[Tools, str], list[str]]
+    run_argv: Callable[[Tools, str, int], list[str]]
+    prepare: Callable[[str, Signature], str] = lambda source, sig: source
+    build_memory: int = 2 << 30
+    run_overhead: int = 0  # bytes of address space a run gets on top of ``memory_mb``
+    startup: float = 2.0  # seconds a run may take to start before its first input
+
+    def sources(self, function: str, sig: Signature) -> dict[str, str]:
+        """Every file of the harness directory by the name it is built under, placeholders filled: the
+        harness itself is ``source_name``; C and C++ also have the function's own translation unit
+        (``function.c``/``function.cpp``) and the header both include."""
+        body, glue = self.prepare(function, sig), self.glue(sig)
+        out = {}
+        for path in sorted((HARNESS_ROOT / self.name).iterdir()):
+            name = self.source_name if path.stem == "harness" else path.name
+            text = path.read_text(encoding="utf-8")
+            out[name] = text.replace("/*@CALIB_FUNCTION@*/", body).replace("/*@CALIB_CALL@*/", glue)
+        return out
+
+    def find_tools(self) -> Tools | None:
+        return self.locate()
+
+
+def which_real(name: str) -> str | None:
+    found = shutil.which(name)
+    return os.path.realpath(found) if found else None
+
+
+# Two translation units: the function (with its glue) and the harness. The global symbols the function's
+# object defines, but calib_call, are made local before the link, so a `main`, `malloc` or `fwrite` of
+# the function's own cannot replace the harness's (C++: weak ones, i.e. inline and template code, stay
+# global; they are merged by the linker, and the standard headers are read before the function's macros).
+SPLIT_BUILD = r"""set -e
+cd "$1"; cc="$2"; shift 2
+"$cc" "$@" -c function.{ext} -o function.o
+nm -g --defined-only --format=posix function.o | grep -E '^[^ ]+ [{kinds}] ' | cut -d' ' -f1 \
+  | grep -vx calib_call > local.syms || true
+objcopy --localize-symbols=local.syms function.o
+"$cc" "$@" -c main.{ext} -o harness.o
+"$cc" function.o harness.o -o prog {libs}
+"""
+
+
+def split_build(tools: Tools, build: str, cc: str, ext: str, kinds: str, libs: str, flags: list[str]) -> list[str]:
+    """The build command of a two-unit language (C, C++): a fixed shell script, its arguments apart."""
+    script = SPLIT_BUILD.format(ext=ext, kinds=kinds, libs=libs)
+    return [tools.exe["sh"], "-c", script, "calib-build", build, tools.exe[cc], *flags]
+
+
+def native_run(tools: Tools, build: str, memory_mb: int) -> list[str]:
+    """The run command of a language compiled to a native program: the program itself."""
+    return [f"{build}/prog"]
