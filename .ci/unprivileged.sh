@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare a normal user and a Python environment it can run, so that the sandbox's tests also run
-# unprivileged: tests/executors/test_sandbox_threats.py runs the hostile battery as this user (with
+# unprivileged: tests/executors/sandbox/test_sandbox_threats.py runs the hostile battery as this user (with
 # runuser) when the test suite runs as root. Run as root; idempotent, and quick once done (as another
 # user it does nothing).
 #

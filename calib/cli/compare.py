@@ -192,7 +192,7 @@ def compare(truth: Path, candidates: tuple[Path, ...], context_file: Path | None
         click.echo("WARNING: --unsafe-no-sandbox: if bubblewrap cannot run, untrusted code runs with NO "
                    "isolation (only rlimits); it can read and write your files and reach the network.", err=True)
     config = ExecutorConfig(n_inputs=n_inputs, min_valid=min_valid, coverage=coverage, min_distinct=min_distinct,
-                            tau_func=tau_func, seed=seed, input_timeout=timeout, budget_runs=budget_runs,
+                            seed=seed, input_timeout=timeout, budget_runs=budget_runs,
                             budget_seconds=budget_seconds, bare=bare, import_paths=tuple(import_paths),
                             module_name=module_name, unsafe_no_sandbox=unsafe_no_sandbox)
     executor: Any

@@ -41,7 +41,6 @@ class ExecutorConfig:
     min_valid: int = 8
     coverage: float = 0.8
     min_distinct: int = 2
-    tau_func: float = 0.8
     seed: int = 0
     input_timeout: float = 1.0
     budget_runs: int = 200
@@ -61,10 +60,8 @@ class ExecutorConfig:
         if self.min_valid > self.n_inputs:
             raise InvalidParameterError(f"min_valid={self.min_valid} > n_inputs={self.n_inputs}: N_in cannot "
                                         "exceed the number of input states N")
-        for name in ("coverage", "tau_func"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-                raise InvalidParameterError(f"{name}={value!r}: need a share in [0, 1]")
+        if not isinstance(self.coverage, int | float) or not 0.0 <= self.coverage <= 1.0:
+            raise InvalidParameterError(f"coverage={self.coverage!r}: need a share in [0, 1]")
         for name in ("input_timeout", "budget_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
+from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, register
 from calib.executors.llm.prompting import (
     PROMPTS_VERSION,
     AnswerError,
@@ -42,6 +42,7 @@ from calib.executors.llm.prompting import (
     preamble_from_answer,
 )
 from calib.executors.python import SandboxExecutor
+from calib.executors.validity import validity
 
 __all__ = ["LEVELS", "Exchange", "LLMExecutor", "Level", "execution_error"]
 
@@ -118,21 +119,6 @@ def _renumber(warning: str, first: int, count: int) -> str:
     return warning
 
 
-def _problems(config: ExecutorConfig, rows: Sequence[InputResult], coverage: float, distinct: int) -> list[str]:
-    """The reasons a sample is inconclusive, worded as the sandbox executor words them."""
-    problems = []
-    valid = sum(1 for r in rows if r.valid)
-    if valid < config.min_valid:
-        invalid = [r.reason for r in rows if not r.valid]
-        top = max(set(invalid), key=invalid.count) if invalid else "none found"
-        problems.append(f"valid_inputs {valid} < {config.min_valid} (mostly {top})")
-    if coverage < config.coverage:
-        problems.append(f"coverage {coverage:.2f} < {config.coverage:g}")
-    if distinct < config.min_distinct:
-        problems.append(f"distinct_outputs {distinct} < {config.min_distinct}")
-    return problems
-
-
 def _with_invalid(config: ExecutorConfig, first: Comparison, invalid: Mapping[int, str],
                   rerun: Comparison | None, reason: str = "") -> Comparison:
     """``first`` with the inputs in ``invalid`` made invalid (index -> reason) and the others taken from
@@ -150,9 +136,10 @@ def _with_invalid(config: ExecutorConfig, first: Comparison, invalid: Mapping[in
             rows.append(dataclasses.replace(r, valid=False, status="invalid", reason=why))
     coverage = rerun.coverage if rerun is not None else 0.0
     distinct = len({r.output for r in rows if r.valid})
-    problems = _problems(config, rows, coverage, distinct)
-    conclusive = not problems
     valid = sum(1 for r in rows if r.valid)
+    verdict = validity(config, valid_inputs=valid, distinct_outputs=distinct, coverage=coverage,
+                       invalid_reasons=[r.reason for r in rows if not r.valid])
+    conclusive = verdict.conclusive
     candidates = []
     for i, cand in enumerate(first.candidates):
         again = rerun.candidates[i] if rerun is not None else None
@@ -163,7 +150,7 @@ def _with_invalid(config: ExecutorConfig, first: Comparison, invalid: Mapping[in
         candidates.append(dataclasses.replace(
             again or cand, matches=matches, sim_func=hits / valid if conclusive and valid else None,
             outputs=tuple(by_output.get(r.index) for r in rows)))
-    return dataclasses.replace(first, conclusive=conclusive, reason=reason or "; ".join(problems),
+    return dataclasses.replace(first, conclusive=conclusive, reason=reason or verdict.reason,
                                valid_inputs=valid, coverage=coverage, distinct_outputs=distinct, inputs=tuple(rows),
                                candidates=tuple(candidates),
                                uncovered_lines=rerun.uncovered_lines if rerun is not None else (),

@@ -37,6 +37,7 @@ from calib.executors.native.languages import LANGUAGES, Language
 from calib.executors.native.sandbox import Profile, build, inside, run_lines
 from calib.executors.native.types import Signature, Unsupported, args_of, check_state, synthesize
 from calib.executors.sandbox import Sandbox
+from calib.executors.validity import validity
 
 __all__ = ["LANGUAGES", "NativeExecutor", "ToolchainMissing"]
 
@@ -225,14 +226,10 @@ class NativeExecutor:
                                     output=_output((ok, out))))
         valid_rows = [r for r in rows if r.valid]
         distinct = len({r.output for r in valid_rows})
-        problems = []
-        if len(valid_rows) < c.min_valid:
-            invalid = [r.reason for r in rows if not r.valid]
-            top = max(set(invalid), key=invalid.count) if invalid else "none found"
-            problems.append(f"valid_inputs {len(valid_rows)} < {c.min_valid} (mostly {top})")
-        if distinct < c.min_distinct:
-            problems.append(f"distinct_outputs {distinct} < {c.min_distinct}")
-        conclusive = not problems
+        # line coverage is not measured for native code: the criterion is not applied (docs/native-executors.md)
+        verdict = validity(c, valid_inputs=len(valid_rows), distinct_outputs=distinct, coverage=None,
+                           invalid_reasons=[r.reason for r in rows if not r.valid])
+        conclusive = verdict.conclusive
         results = []
         for name, text in zip(names, candidates):
             cand_dir, error = by_text[text]
@@ -247,7 +244,7 @@ class NativeExecutor:
             hits = sum(1 for m in matches if m)
             sim = hits / len(valid_rows) if conclusive and valid_rows else None
             results.append(CandidateResult(name, matches, sim, "ran", "", outs))
-        return Comparison(conclusive=conclusive, reason="; ".join(problems), valid_inputs=len(valid_rows),
+        return Comparison(conclusive=conclusive, reason=verdict.reason, valid_inputs=len(valid_rows),
                           coverage=math.nan, distinct_outputs=distinct, inputs=tuple(rows),
                           candidates=tuple(results), executor=f"native-{self.language}", runs=len(pool),
                           warnings=("coverage_unavailable: line coverage is not measured for native code; "

@@ -32,6 +32,7 @@ from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, In
 from calib.executors.sandbox import Batch, Limits, Sandbox, SandboxRun
 from calib.executors.sandbox.harness import scaffold
 from calib.executors.sandbox.harness.runner import THREADS_EXIT
+from calib.executors.validity import validity
 
 __all__ = ["SandboxExecutor"]
 
@@ -320,16 +321,9 @@ class SandboxExecutor:
         offset = (_index(explored.get("first_line"), 1 << 30) or 1) - 1
         uncovered = tuple(sorted(line - offset for line in executable - covered))
         distinct = len({r.output for r in valid_rows})
-        problems = []
-        if len(valid_rows) < c.min_valid:
-            invalid = [r.reason for r in rows if not r.valid]
-            top = max(set(invalid), key=invalid.count) if invalid else "none found"
-            problems.append(f"valid_inputs {len(valid_rows)} < {c.min_valid} (mostly {top})")
-        if coverage < c.coverage:
-            problems.append(f"coverage {coverage:.2f} < {c.coverage:g}")
-        if distinct < c.min_distinct:
-            problems.append(f"distinct_outputs {distinct} < {c.min_distinct}")
-        conclusive = not problems
+        verdict = validity(c, valid_inputs=len(valid_rows), distinct_outputs=distinct, coverage=coverage,
+                           invalid_reasons=[r.reason for r in rows if not r.valid])
+        conclusive = verdict.conclusive
         cand_results = []
         for name, res in zip(names, results):
             if res.error:
@@ -343,7 +337,7 @@ class SandboxExecutor:
             cand_results.append(CandidateResult(name=name, matches=matches, sim_func=sim, outcome=outcome,
                                                 message=message,
                                                 outputs=tuple(res.outputs.get(r.index) for r in rows)))
-        return Comparison(conclusive=conclusive, reason="; ".join(problems), valid_inputs=len(valid_rows),
+        return Comparison(conclusive=conclusive, reason=verdict.reason, valid_inputs=len(valid_rows),
                           coverage=coverage, distinct_outputs=distinct, inputs=tuple(rows),
                           candidates=tuple(cand_results), runs=_index(explored.get("runs"), 1 << 30) or 0,
                           uncovered_lines=uncovered,

@@ -13,7 +13,7 @@ in the native executors' run profile:
 - resources outside the limits: inotify instances and socket buffer growth are refused, inodes capped;
 - ``--import-path`` inside ``/tmp`` is visible in the sandbox (and survives the wipe, read-only).
 
-The last test runs this file and tests/executors/test_hostile.py again as a normal user (``calib-ci``,
+The last test runs this file and tests/executors/sandbox/test_hostile.py again as a normal user (``calib-ci``,
 prepared by .ci/unprivileged.sh) when the tests run as root, so both ways calib runs are covered.
 """
 
@@ -33,11 +33,11 @@ import pytest
 from calib.executors.sandbox.harness import seccomp
 from calib.executors.native.sandbox import Profile
 from calib.executors.sandbox import Limits, Sandbox, SandboxUnavailable
-from tests.executors.test_forkserver import ALLOW, ERRNO, NR, _in_one_server, _job, _output, _value, evaluate
-from tests.executors.test_native import compare, needs
+from tests.executors.sandbox.test_forkserver import ALLOW, ERRNO, NR, _in_one_server, _job, _output, _value, evaluate
+from tests.executors.native.test_native import compare, needs
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CI_USER = "calib-ci"
 CI_VENV = Path("/opt/calib-ci/venv")
 
@@ -185,7 +185,7 @@ def test_no_call_makes_the_kernel_signal_another_process_and_the_server_serves_o
 
 
 def test_the_programs_refuse_the_signal_routes_by_argument():
-    # evaluated as the kernel evaluates the classic BPF (tests/executors/test_forkserver.py: evaluate)
+    # evaluated as the kernel evaluates the classic BPF (tests/executors/sandbox/test_forkserver.py: evaluate)
     batch, child, server = seccomp.program("x86_64"), seccomp.program("x86_64", pid=7), \
         seccomp.program("x86_64", forks=True)
     for program in (batch, child):
@@ -355,8 +355,8 @@ def test_the_hostile_battery_passes_as_a_normal_user():
                    capture_output=True, timeout=300)
     done = subprocess.run(  # noqa: S603
         ["runuser", "-u", CI_USER, "--", "env", "CALIB_UNPRIVILEGED_RUN=1", f"HOME={CI_VENV.parent / 'home'}",
-         str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/executors/test_hostile.py",
-         "tests/executors/test_sandbox_threats.py", "tests/executors/test_forkserver.py"],
+         str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/executors/sandbox/test_hostile.py",
+         "tests/executors/sandbox/test_sandbox_threats.py", "tests/executors/sandbox/test_forkserver.py"],
         cwd=tree, capture_output=True, text=True, timeout=1800, check=False)
     tail = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 0, tail

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from tests.executors.test_native import compare, needs
+from tests.executors.native.test_native import compare, needs
 
 INPUTS = [{"n": n} for n in range(10)]
 
