@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from tree_sitter import Language, Node, Parser
 
 from calib._exceptions import InvalidParameterError
-from calib.data.extract import Candidate
+from calib.data.candidates import Candidate
 
 __all__ = ["BRACE_LANGUAGES", "function_candidates", "parser"]
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from calib._exceptions import InvalidParameterError
 from calib.metrics.base import MetricUnavailable, Pair, Score, register
-from calib.metrics.judges import SyncRunner, server_identity
+from calib.metrics.serving import SyncRunner, server_identity
 from calib.servers.base import CapabilityError, RequestFailed, ServerError, require
 
 __all__ = ["FALLBACK_MODEL", "FALLBACK_PACKAGE", "EmbeddingMetric", "cosine", "fallback_model"]

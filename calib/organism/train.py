@@ -15,7 +15,6 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 __all__ = ["PRECISION", "ModelShape", "TrainSchedule", "encode_documents", "new_model", "train_causal_lm"]
@@ -132,8 +131,3 @@ def train_causal_lm(model: Any, documents: list[list[int]], schedule: TrainSched
                     progress(step, total, losses[-1])
     model.eval()
     return losses
-
-
-def save_model(model: Any, out: Path) -> None:
-    """Write the model's weights and config (float32 safetensors) into ``out``."""
-    model.save_pretrained(out, safe_serialization=True)

@@ -11,13 +11,13 @@ must decode), ``iso_dec`` outputs only (the model must encode).
 from __future__ import annotations
 
 import ast
-import keyword
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from calib._exceptions import InvalidParameterError
 
+from .testparse import NotApplicable, ParsedTest, Unparseable, check_entry_point, parse_test
 from .transforms import Bijection, NotInDomain, check_roundtrip, count_ints, map_ints
 
 __all__ = [
@@ -35,43 +35,6 @@ __all__ = [
 ORIGINAL_ISO = ("iso", "iso_enc", "iso_dec")
 _ENCODES_INPUTS = {"iso": True, "iso_enc": True, "iso_dec": False}
 _ENCODES_OUTPUTS = {"iso": True, "iso_enc": False, "iso_dec": True}
-
-
-@dataclass(frozen=True)
-class ParsedTest:
-    """One MBPP-style test ``assert ENTRY(args, **kwargs) <op> expected``.
-
-    Attributes
-    ----------
-    test : str
-        The original assert statement.
-    entry_point : str
-        The function under test.
-    args : tuple
-        Positional argument values.
-    kwargs : tuple of (str, value)
-        Keyword arguments, in source order.
-    expected : Any
-        The value the call must equal (``True`` for ``assert ENTRY(...)``, ``False`` for
-        ``assert not ENTRY(...)``).
-    op : str
-        ``"=="``; ``"is"`` for ``is True/False/None``; ``"truthy"`` / ``"falsy"`` for a bare call and its
-        negation (rewritten in the same form, so truthiness is kept rather than tightened to ``== True``).
-    """
-
-    test: str
-    entry_point: str
-    args: tuple
-    kwargs: tuple[tuple[str, Any], ...]
-    expected: Any
-    op: str
-
-
-@dataclass(frozen=True)
-class NotApplicable:
-    """A test (or task) the isomorphism cannot rewrite, with one short reason."""
-
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -113,103 +76,17 @@ def _check_condition(condition: str) -> None:
         raise InvalidParameterError(f"condition must be one of {', '.join(ORIGINAL_ISO)}, got {condition!r}")
 
 
-def _check_entry_point(entry_point: str) -> None:
-    if not isinstance(entry_point, str) or not entry_point.isidentifier() or keyword.iskeyword(entry_point):
-        raise InvalidParameterError(f"entry_point must be a Python identifier, got {entry_point!r}")
-
-
-def _is_entry_call(node: ast.expr, entry_point: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point
-
-
-def _literal(node: ast.expr, what: str) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
-        raise _Unparseable(f"{what} is not a literal") from exc
-
-
-class _Unparseable(Exception):
-    pass
-
-
-def _parse_call(call: ast.Call) -> tuple[tuple, tuple[tuple[str, Any], ...]]:
-    args = []
-    for i, arg in enumerate(call.args):
-        if isinstance(arg, ast.Starred):
-            raise _Unparseable("starred argument")
-        args.append(_literal(arg, f"argument {i}"))
-    kwargs = []
-    for kw in call.keywords:
-        if kw.arg is None:
-            raise _Unparseable("**kwargs argument")
-        kwargs.append((kw.arg, _literal(kw.value, f"keyword argument {kw.arg}")))
-    return tuple(args), tuple(kwargs)
-
-
-def parse_test(test: str, entry_point: str) -> ParsedTest | NotApplicable:
-    """Recognise ``assert ENTRY(literals...) == literal`` (either side, any parentheses).
-
-    Also ``assert ENTRY(...)`` (op ``"truthy"``), ``assert not ENTRY(...)`` (op ``"falsy"``) and
-    ``assert ENTRY(...) is True/False/None``. A trailing assert message is ignored. Anything else
-    (``set(ENTRY(...)) == ...``, ``math.isclose(...)``, non-literal arguments) is
-    :class:`NotApplicable` with a short reason.
-
-    Parameters
-    ----------
-    test : str
-        One assert statement.
-    entry_point : str
-        Name of the function under test.
-    """
-    _check_entry_point(entry_point)
-    try:
-        tree = ast.parse(test.strip())
-    except SyntaxError as exc:
-        return NotApplicable(f"syntax error: {exc.msg}")
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
-        return NotApplicable("not a single assert statement")
-    node = tree.body[0].test
-    try:
-        if _is_entry_call(node, entry_point):
-            return ParsedTest(test, entry_point, *_parse_call(node), True, "truthy")
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and _is_entry_call(node.operand, entry_point):
-            return ParsedTest(test, entry_point, *_parse_call(node.operand), False, "falsy")
-        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
-            return NotApplicable(f"not a single comparison of {entry_point}(...) with a literal")
-        left, right, op = node.left, node.comparators[0], node.ops[0]
-        if isinstance(op, ast.Is):
-            if not _is_entry_call(left, entry_point):
-                return NotApplicable(f"'is' comparison whose left side is not a direct call to {entry_point}(...)")
-            expected = _literal(right, "expected value")
-            if not (expected is None or isinstance(expected, bool)):
-                return NotApplicable("'is' comparison with something other than True, False or None")
-            return ParsedTest(test, entry_point, *_parse_call(left), expected, "is")
-        if not isinstance(op, ast.Eq):
-            return NotApplicable(f"comparison is not ==: {type(op).__name__}")
-        if _is_entry_call(left, entry_point):
-            call, other = left, right
-        elif _is_entry_call(right, entry_point):
-            call, other = right, left
-        else:
-            return NotApplicable(f"neither side is a direct call to {entry_point}(...)")
-        args, kwargs = _parse_call(call)
-        return ParsedTest(test, entry_point, args, kwargs, _literal(other, "expected value"), "==")
-    except _Unparseable as exc:
-        return NotApplicable(str(exc))
-
-
 def _write(value: Any) -> str:
     try:
         text = repr(value)
     except ValueError as exc:  # an int beyond sys.get_int_max_str_digits()
-        raise _Unparseable("a value has too many digits to write as a literal") from exc
+        raise Unparseable("a value has too many digits to write as a literal") from exc
     try:
         same = ast.literal_eval(text) == value
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         same = False
     if not same:
-        raise _Unparseable(f"value {text[:60]} cannot be written back as a Python literal")
+        raise Unparseable(f"value {text[:60]} cannot be written back as a Python literal")
     return text
 
 
@@ -251,7 +128,7 @@ def rewrite_tests(tests: Sequence[str], entry_point: str, condition: str, biject
         The transform T.
     """
     _check_condition(condition)
-    _check_entry_point(entry_point)
+    check_entry_point(entry_point)
     if isinstance(tests, str):
         raise InvalidParameterError("tests must be a sequence of assert strings, got a single str; wrap it in a list")
     if not tests:
@@ -284,7 +161,7 @@ def rewrite_tests(tests: Sequence[str], entry_point: str, condition: str, biject
         except NotInDomain as exc:
             return _not_applicable(f"test {i}: value {exc.value!r} is outside the domain of T ({exc.reason})",
                                    condition, bijection)
-        except _Unparseable as exc:
+        except Unparseable as exc:
             return _not_applicable(f"test {i}: {exc}", condition, bijection)
     missing = [side for side, on, n in (("inputs", enc_in, n_in), ("outputs", enc_out, n_out)) if on and n == 0]
     if len(missing) == (enc_in + enc_out):
@@ -332,7 +209,7 @@ def contract_text(condition: str, bijection: Bijection, entry_point: str, *, inc
         Also show ``bijection.python_source()`` (reference implementations of T and T⁻¹).
     """
     _check_condition(condition)
-    _check_entry_point(entry_point)
+    check_entry_point(entry_point)
     lines = [
         f"Encoding contract for `{entry_point}`.",
         "This task uses an integer encoding T and its inverse T⁻¹:",
@@ -414,7 +291,7 @@ def transformed_reference(code: str, entry_point: str, condition: str, bijection
         The transform T.
     """
     _check_condition(condition)
-    _check_entry_point(entry_point)
+    check_entry_point(entry_point)
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:

@@ -37,14 +37,10 @@ weights' commit), ``model_dtype``, ``model_device_type``, ``version`` and the ro
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import aiohttp
 from text_generation import AsyncClient
-from text_generation import errors as tgi_errors
 from text_generation.types import Response
 
 from calib._exceptions import InvalidParameterError
@@ -52,13 +48,20 @@ from calib.servers._config import (
     api_key_from_env,
     boundary_error,
     check_config,
-    checked_dtype,
     first_mismatch,
-    limit_from,
     positive,
     stated_dtype,
 )
-from calib.servers._http import HttpClient, RetryPolicy, classify_error, with_retries
+from calib.servers._http import HttpClient, RetryPolicy, with_retries
+from calib.servers._tgi_probe import _TGIProbe
+from calib.servers._tgi_wire import (
+    _FINISH,
+    PREFILL_FIX,
+    _prefixes,
+    _strip_specials,
+    _top,
+    classify_tgi,
+)
 from calib.servers.base import (
     Capabilities,
     CapabilityError,
@@ -78,33 +81,10 @@ __all__ = ["TGIServer"]
 
 _KEYS = frozenset({"kind", "base_url", "max_in_flight", "timeout", "max_retries", "api_key_env", "revision",
                    "dtype", "cache"})
-_PROBE_TEXT = "def add(a, b):\n    return a + b\n"
-_PROBE_TOP = 1000
-PREFILL_FIX = ("TGI returned no prefill log-probs: TGI 3 computes them only when started with "
-               "--enable-prefill-logprobs")
-_RETRYABLE = (tgi_errors.RateLimitExceededError, tgi_errors.OverloadedError, tgi_errors.ShardNotReadyError,
-              tgi_errors.ShardTimeoutError, tgi_errors.IncompleteGenerationError, tgi_errors.UnknownError)
-_FINAL = (tgi_errors.ValidationError, tgi_errors.BadRequestError, tgi_errors.NotFoundError,
-          tgi_errors.GenerationError, tgi_errors.NotSupportedError)
-_FINISH = {"length": "length", "eos_token": "stop", "stop_sequence": "stop"}
-
-
-def classify_tgi(exc: BaseException) -> tuple[bool, float | None, int | None, str]:
-    """(retryable, retry_after, status, message) for an error of the ``text-generation`` client."""
-    message = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, _RETRYABLE):
-        return True, None, None, message
-    if isinstance(exc, _FINAL):
-        return False, None, None, message
-    if isinstance(exc, (json.JSONDecodeError, KeyError)):  # a body that is not TGI's JSON
-        return True, None, None, f"malformed response: {message}"
-    if isinstance(exc, aiohttp.ContentTypeError):
-        return exc.status >= 500 or exc.status in (408, 429), None, exc.status, f"HTTP {exc.status}: not JSON"
-    return classify_error(exc)
 
 
 @register("tgi")
-class TGIServer:
+class TGIServer(_TGIProbe):
     """A client of one TGI server."""
 
     kind = "tgi"
@@ -188,47 +168,6 @@ class TGIServer:
             raise ServerError(f"server {self.name!r}: /tokenize answered {str(answer)[:80]!r}, not a token list")
         return answer
 
-    # ----------------------------------------------------------------------------------- probing
-    async def capabilities(self) -> Capabilities:
-        """Probe once what the server can do; later calls return the stored result."""
-        async with self._probe_lock:
-            if self._caps is None:
-                self._caps = await self._probe()
-        return self._caps
-
-    async def _probe_request(self, route: str, call) -> tuple[Any, RequestFailed | None]:
-        """A probe through the text-generation client: its answer, or the failure (a refusal is an answer)."""
-        try:
-            return await with_retries(self.name, route, call, self.policy, classify=classify_tgi), None
-        except RequestFailed as failure:
-            return None, failure
-
-    async def _probe(self) -> Capabilities:
-        notes = ["no /detokenize route: TGI offers /tokenize only"]
-        info, failure = await self._http.probe("GET", "/info", classify=classify_tgi)
-        if info is None:
-            raise ServerError(f"server {self.name!r}: GET {self.base_url}/info failed ({failure.error}); start TGI "
-                              f"or correct base_url")
-        self.model = str(info.get("model_id") or "")
-        self._info = {**info, "dtype": checked_dtype(self.name, self.dtype, info.get("model_dtype"),
-                                                     "GET /info model_dtype")}
-        self._http.identity["model"] = self.model
-        if info.get("model_sha"):
-            self._http.identity["model_sha"] = info["model_sha"]
-        tokens, _ = await self._http.probe("POST", "/tokenize", {"inputs": _PROBE_TEXT}, classify=classify_tgi)
-        tokenize = isinstance(tokens, list) and bool(tokens) and all(isinstance(t, dict) for t in tokens)
-        prefill, max_top = await asyncio.gather(self._probe_prefill(), self._probe_top())
-        if not prefill:
-            notes.append(PREFILL_FIX)
-        if max_top:
-            notes.append("top alternatives of a scored continuation cost one request per continuation token "
-                         "(TGI returns top_n_tokens for generated tokens only)")
-        max_context = info.get("max_total_tokens") or info.get("max_input_length")
-        return Capabilities(
-            kind=self.kind, name=self.name, model=self.model, server_version=info.get("version"),
-            max_context=max_context if isinstance(max_context, int) else None, prompt_logprobs=prefill,
-            max_top_logprobs=max_top, tokenize=tokenize, notes=tuple(notes))
-
     def provenance(self) -> dict[str, Any]:
         """The model, revision, dtype and server version from ``GET /info``, each with its source or why null."""
         info = self._info
@@ -254,30 +193,6 @@ class TGIServer:
             "server_sha": (info.get("sha"), "GET /info sha (the server's build commit)" if info.get("sha") else
                            "GET /info has no sha (the server's build commit)"),
         }, base_url=self.base_url)
-
-    async def _probe_prefill(self) -> bool:
-        answer, _ = await self._probe_request("/generate", lambda: self._client.generate(
-            _PROBE_TEXT, max_new_tokens=1, decoder_input_details=True))
-        if answer is None:
-            return False
-        prefill = answer.details.prefill
-        return len(prefill) >= 2 and all(t.logprob is not None for t in prefill[1:])
-
-    async def _probe_top(self) -> int:
-        asked = _PROBE_TOP
-        for _ in range(4):
-            answer, failure = await self._probe_request("/generate", lambda n=asked: self._client.generate(
-                "a", max_new_tokens=1, top_n_tokens=n))
-            if answer is not None:
-                top = answer.details.top_tokens
-                return min(asked, len(top[0])) if top else 0
-            limit = limit_from(failure.error, asked) if failure else None
-            if limit is None:
-                limit = {_PROBE_TOP: 5, 5: 1}.get(asked)
-            if not limit:
-                return 0
-            asked = limit
-        return 0
 
     # ----------------------------------------------------------------------------------- completion
     async def complete(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
@@ -409,48 +324,3 @@ class TGIServer:
         await self._http.aclose()
 
 
-def _strip_specials(tokens: list[dict[str, Any]], *, leading: bool) -> list[dict[str, Any]]:
-    """Drop the special tokens TGI's /tokenize adds: those with an empty character span at the ends
-    (leading ones only where asked: a prompt keeps its BOS, which the model sees)."""
-    def added(t: dict[str, Any]) -> bool:
-        return t.get("start") is not None and t.get("start") == t.get("stop")
-
-    start, stop = 0, len(tokens)
-    while leading and start < stop and added(tokens[start]):
-        start += 1
-    while stop > start and added(tokens[stop - 1]):
-        stop -= 1
-    return tokens[start:stop]
-
-
-def _prefixes(continuation: str, tokens: list[dict[str, Any]]) -> list[str | None]:
-    """The text of the continuation before each of its tokens (None where a token starts mid-character).
-
-    The tokens' own texts where they add up to the continuation; else their ``start`` offsets, which TGI
-    gives in bytes of the UTF-8 text (a byte-level token may hold part of a character, whose text TGI
-    then reports as U+FFFD). Offsets that end at the continuation's length in characters, not bytes,
-    are character offsets (as Python tokenizers report them): there a token that starts where the
-    previous one started holds the rest of a character.
-    """
-    texts = [str(t.get("text", "")) for t in tokens]
-    if "".join(texts) == continuation:
-        return [""] + list(itertools.accumulate(texts[:-1]))
-    starts = [int(t.get("start") or 0) for t in tokens]
-    raw = continuation.encode("utf-8")
-    out: list[str | None] = []
-    if max(int(t.get("stop") or 0) for t in tokens) == len(continuation) != len(raw):
-        for j, start in enumerate(starts):
-            out.append(None if j and start == starts[j - 1] else continuation[:start])
-        return out
-    for start in starts:
-        try:
-            out.append(raw[:start].decode("utf-8"))
-        except UnicodeDecodeError:
-            out.append(None)
-    return out
-
-
-def _top(tokens: Sequence[Any]) -> tuple[tuple[int | None, str, float], ...]:
-    ranked = sorted(((t.id, t.text, float(t.logprob)) for t in tokens if t.logprob is not None),
-                    key=lambda t: -t[2])
-    return tuple(ranked)

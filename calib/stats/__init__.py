@@ -83,6 +83,7 @@ from calib.stats.regression import (
     LogisticFit,
     logistic_regression,
 )
+from calib.stats.result import Result, plain
 
 __all__ = [
     "BenjaminiHochberg",
@@ -104,6 +105,7 @@ __all__ = [
     "PassAtK",
     "ProportionInterval",
     "ProxyEvaluation",
+    "Result",
     "RocCurve",
     "ShiftedInterval",
     "TargetReferenceTable",
@@ -135,6 +137,7 @@ __all__ = [
     "parse_alpha",
     "pass_at_k",
     "pass_at_k_summary",
+    "plain",
     "plan_controls",
     "roc_auc",
     "roc_curve",

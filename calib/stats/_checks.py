@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "check_binary",
     "check_confidence",
     "check_count",
     "check_finite_array",
@@ -74,3 +75,31 @@ def check_finite_array(name: str, values: ArrayLike, *, allow_empty: bool = Fals
         i = int(np.argmin(finite))
         raise ValueError(f"{name}[{i}] is {arr[i]!r}; scores must be finite numbers")
     return arr
+
+
+def check_binary(name: str, values: ArrayLike) -> NDArray[np.bool_]:
+    """Return ``values`` as a 1-D bool array; only bools and the numbers 0 and 1 are admitted.
+
+    The error names the first offending position, e.g. ``labels[3] is 2``.
+    """
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty; at least one 0/1 value is needed")
+    if arr.dtype == np.bool_:
+        return arr.copy()
+    if arr.dtype.kind in "iuf":
+        ok = (arr == 0) | (arr == 1)
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise ValueError(f"{name}[{i}] is {arr[i].item()!r}; {name} must be 0/1 or bool")
+        return arr == 1
+    # Object or string arrays: check element by element so the message names the bad one.
+    out = np.empty(arr.size, dtype=np.bool_)
+    for i, v in enumerate(arr.tolist()):
+        if isinstance(v, bool) or (isinstance(v, numbers.Real) and v in (0, 1)):
+            out[i] = bool(v)
+        else:
+            raise ValueError(f"{name}[{i}] is {v!r}; {name} must be 0/1 or bool")
+    return out

@@ -22,7 +22,7 @@ from scipy import stats as st
 
 from calib.stats._checks import check_confidence, check_count, check_probability
 from calib.stats._levels import K_TOLERANCE, conformal_k, min_controls, parse_alpha
-from calib.stats._result import Result
+from calib.stats.result import Result
 
 __all__ = ["ControlsPlan", "FprLaw", "fpr_law", "plan_controls"]
 

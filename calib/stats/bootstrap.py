@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._checks import check_confidence, check_count, check_finite_array
-from ._result import Result
+from .result import Result
 
 __all__ = ["BootstrapInterval", "bootstrap_ci"]
 

@@ -16,7 +16,7 @@ import numbers
 from dataclasses import dataclass
 
 from calib.stats._checks import check_confidence, check_probability
-from calib.stats._result import Result
+from calib.stats.result import Result
 
 __all__ = [
     "BudgetResult",

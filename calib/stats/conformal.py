@@ -35,9 +35,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from calib.stats._checks import check_confidence, check_finite_array
 from calib.stats._levels import conformal_k, min_controls, parse_alpha
-from calib.stats._result import Result
 from calib.stats.beta_law import FprLaw, fpr_law
 from calib.stats.intervals import clopper_pearson
+from calib.stats.result import Result
 
 __all__ = [
     "CalibratedRate",

@@ -29,8 +29,8 @@ import polars as pl
 from numpy.typing import NDArray
 
 from calib.stats._checks import check_confidence, check_probability
-from calib.stats._result import Result
 from calib.stats.intervals import PairedDifference, ProportionInterval, clopper_pearson, paired_difference
+from calib.stats.result import Result
 
 __all__ = [
     "LONG_COLUMNS",

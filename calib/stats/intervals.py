@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from scipy import stats
 
 from ._checks import check_confidence, check_count
-from ._result import Result
+from .result import Result
 
 __all__ = [
     "PairedDifference",

@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from calib.stats._checks import check_count, check_finite_array, check_probability
 from calib.stats._levels import K_TOLERANCE, min_controls
-from calib.stats._result import Result
+from calib.stats.result import Result
 
 __all__ = [
     "BenjaminiHochberg",

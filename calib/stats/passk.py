@@ -13,8 +13,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import rel_entr
 
 from ._checks import check_count
-from ._result import Result
 from .bootstrap import bootstrap_ci
+from .result import Result
 
 __all__ = ["PassAtK", "jensen_shannon", "pass_at_k", "pass_at_k_summary"]
 

@@ -28,9 +28,8 @@ from statsmodels.tools.sm_exceptions import (
     PerfectSeparationWarning,
 )
 
-from calib.stats._checks import check_confidence, check_finite_array
-from calib.stats._result import Result
-from calib.stats.proxies import _check_binary
+from calib.stats._checks import check_binary, check_confidence, check_finite_array
+from calib.stats.result import Result
 
 __all__ = ["Coefficient", "LogisticFit", "logistic_regression"]
 
@@ -319,7 +318,7 @@ def logistic_regression(
     Econometrics, 105–142.
     """
     level = check_confidence(confidence)
-    y = _check_binary("flags", flags)
+    y = check_binary("flags", flags)
     col_names, columns = _predictor_columns(predictors, names)
     for nm, col in zip(col_names, columns):
         if col.size != y.size:

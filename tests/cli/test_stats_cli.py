@@ -284,6 +284,26 @@ def test_conformal_members_give_the_calibrated_rate(calib, tmp_path, scores, con
     assert_law_matches(r["fpr_law"], 5000, 6, confidence)
 
 
+@pytest.mark.parametrize("alpha", ["0.001", "6/5001", "0.05"])
+@pytest.mark.parametrize("atom", [False, True])
+def test_conformal_json_is_the_records_of_conformal_test(calib, tmp_path, scores, alpha, atom):
+    """One code path: every number ``calib stats conformal --json`` prints is ``conformal_test``'s."""
+    from calib.stats import conformal_test
+
+    control_scores = np.where(scores["controls"] < 0.3, 0.0, scores["controls"]) if atom else scores["controls"]
+    controls = write_scores(tmp_path / "controls.txt", control_scores)
+    members = write_scores(tmp_path / "members.txt", scores["members"])
+    r = calib("stats", "conformal", "--controls", controls, "--alpha", alpha, "--members", members,
+              "--confidence", "0.9", "--json").json()
+    expected = json.loads(json.dumps(conformal_test(control_scores, alpha, scores["members"], confidence=0.9)))
+    assert r["at_atom"] is expected["at_atom"]
+    law = r.pop("fpr_law")
+    assert law == {key: expected["fpr_law"][key] for key in law}
+    assert LAW_KEYS <= law.keys()
+    assert r == {key: expected[key] for key in r}
+    assert set(expected) - set(r) == {"method", "fpr_law"}  # the CLI leaves out only the method's name
+
+
 def test_conformal_summary_mentions_the_key_numbers(calib, tmp_path, scores):
     controls = write_scores(tmp_path / "controls.txt", scores["controls"])
     members = write_scores(tmp_path / "members.txt", scores["members"])

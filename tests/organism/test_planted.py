@@ -15,12 +15,11 @@ from calib._exceptions import InvalidParameterError
 from calib.organism import business
 from calib.organism.business import FORMS, TEMPLATES, generate_rules, probe_inputs, render
 from calib.organism.corpus import NearCopyIndex
+from calib.organism.edits import _edit_rename, _edit_reorder
 from calib.organism.planted import (
     KINDS,
     TRUTH_SCHEMA,
     PlantSpec,
-    _edit_rename,
-    _edit_reorder,
     target_training_texts,
     truth_table,
     write_truth,

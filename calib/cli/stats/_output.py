@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from calib._exceptions import InvalidParameterError
-from calib.stats._result import plain
+from calib.stats import plain
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -9,23 +9,15 @@ import click
 from calib.cli.stats._output import Count, confidence_option, emit, json_option, pct, translate_errors
 from calib.stats.beta_law import FprLaw, fpr_law
 
+#: The keys of an FPR law in the output, in order (shared with ``calib stats conformal``).
+LAW_KEYS = ("n", "alpha", "k", "certified_alpha", "certifiable", "mean", "confidence", "interval", "upper",
+            "prob_exceeds_certified", "alpha_dagger", "exact")
 
-def law_record(law: FprLaw) -> dict[str, Any]:
-    """The JSON keys of an FPR law (shared with ``calib stats conformal``)."""
-    return {
-        "n": law.n,
-        "alpha": law.alpha,
-        "k": law.k,
-        "certified_alpha": law.certified_alpha,
-        "certifiable": law.certifiable,
-        "mean": law.mean,
-        "confidence": law.confidence,
-        "interval": None if law.interval is None else list(law.interval),
-        "upper": law.upper,
-        "prob_exceeds_certified": law.prob_exceeds_certified,
-        "alpha_dagger": law.alpha_dagger,
-        "exact": law.exact,
-    }
+
+def law_record(law: FprLaw | dict[str, Any]) -> dict[str, Any]:
+    """The JSON keys of an FPR law (:data:`LAW_KEYS`), from the law or its ``to_dict()`` record."""
+    data = law.to_dict() if isinstance(law, FprLaw) else law
+    return {key: data[key] for key in LAW_KEYS}
 
 
 def law_summary(r: dict[str, Any]) -> str:

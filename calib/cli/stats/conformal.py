@@ -1,4 +1,8 @@
-"""``calib stats conformal``: calibrate a threshold on control scores; rate member claims against it."""
+"""``calib stats conformal``: calibrate a threshold on control scores; rate member claims against it.
+
+The numbers are :func:`calib.stats.conformal_test`'s record, printed as it is but for the ``method`` names
+and the FPR law's keys beyond :data:`~calib.cli.stats.beta_law.LAW_KEYS` (as ``calib stats beta-law``).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import click
 from calib.cli._scorefiles import read_scores
 from calib.cli.stats._output import confidence_option, emit, json_option, pct, translate_errors
 from calib.cli.stats.beta_law import law_record, law_summary
-from calib.stats.conformal import calibrate
+from calib.stats.conformal import conformal_test
 
 
 def _summary(r: dict) -> str:
@@ -44,11 +48,9 @@ def _summary(r: dict) -> str:
 def conformal(controls: Path, alpha: str, members: Path | None, column: str, confidence: float,
               as_json: bool) -> None:
     """Matched-control conformal test: K, certified alpha, threshold, FPR law, calibrated rate."""
-    cal = calibrate(read_scores(controls, column), alpha)
-    record = cal.to_dict()
+    control_scores = read_scores(controls, column)
+    member_scores = None if members is None else read_scores(members, column)
+    record = conformal_test(control_scores, alpha, member_scores, confidence=confidence)
     record.pop("method", None)
-    record["fpr_law"] = law_record(cal.fpr_law(confidence))
-    if members is not None:
-        rate = cal.calibrated_rate(read_scores(members, column), confidence)
-        record["members"] = None if rate is None else rate.to_dict()
+    record["fpr_law"] = law_record(record["fpr_law"])
     emit(record, as_json, _summary)

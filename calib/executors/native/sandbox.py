@@ -43,14 +43,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from calib.executors.sandbox import Sandbox, SandboxRun, base_interpreter
-from calib.executors.sandbox.bwrap import HARNESS_DIR, INSIDE_HARNESS, TOPS, namespace_args, parents, system_binds
+from calib.executors.sandbox.bwrap import (
+    HARNESS_DIR,
+    INSIDE_HARNESS,
+    TOPS,
+    load_harness,
+    namespace_args,
+    parents,
+    system_binds,
+)
 from calib.executors.sandbox.harness import NOBODY, seccomp
 
 __all__ = ["Profile", "RunResult", "build", "inside", "run_lines"]
 
 # The first lines without a sandbox: the rlimits (never raising a hard limit the host holds lower), exec.
 _BOOT = """import os, sys
-sys.path.insert(0, {root!r})
+{load_harness}
 from _harness import set_limits
 set_limits({limits})
 os.execv(sys.argv[1], sys.argv[1:])
@@ -95,7 +103,7 @@ class Profile:
 
 def _argv(sb: Sandbox, profile: Profile, inner: Sequence[str], seccomp_fd: int | None) -> list[str]:
     if sb.unsafe:
-        boot = _BOOT.format(limits=repr(profile.rlimits()), root=str(HARNESS_DIR.parent))
+        boot = _BOOT.format(limits=repr(profile.rlimits()), load_harness=load_harness())
         return [base_interpreter(), "-I", "-S", "-c", boot, *inner]
     tmpfs = (profile.tmpfs_bytes, profile.tmpfs_inodes) if profile.seccomp else None
     boot = _SANDBOX_BOOT.format(limits=repr(profile.rlimits()), root=INSIDE_HARNESS, filtered=profile.seccomp,

@@ -18,7 +18,8 @@ from calib.executors.sandbox.harness import seccomp as _seccomp
 from calib.executors.sandbox.types import base_interpreter
 
 __all__ = ["BATCH_BOOT", "BOOT", "HARNESS_DIR", "INSIDE_HARNESS", "PYTHON_FLAGS", "SERVER_BOOT", "TOPS",
-           "check_readable", "namespace_args", "parents", "probe", "seccomp_filter", "system_binds", "under_tops"]
+           "check_readable", "load_harness", "namespace_args", "parents", "probe", "seccomp_filter", "system_binds",
+           "under_tops"]
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 INSIDE_HARNESS = "/calib_harness"
@@ -34,13 +35,27 @@ PYTHON_FLAGS = ("-P", "-s", "-S", "-B")
 BOOT = """import gc
 gc.disable()
 import sys
-sys.path.insert(0, {root!r})
+{load_harness}
 from _harness import set_limits
 set_limits({limits})
 del gc, set_limits
 from _harness.runner import main
 main()
 """
+# Without a sandbox the harness folder is imported from where it lies, under the name ``_harness`` that
+# a sandbox binds it at (``INSIDE_HARNESS/_harness``) and the boot lines import.
+LOAD_HARNESS = """import importlib.util
+spec = importlib.util.spec_from_file_location("_harness", {init!r}, submodule_search_locations=[{root!r}])
+sys.modules["_harness"] = module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+del spec, module"""
+
+
+def load_harness() -> str:
+    """The lines that import the harness as ``_harness`` from :data:`HARNESS_DIR` (no sandbox, no bind)."""
+    return LOAD_HARNESS.format(init=str(HARNESS_DIR / "__init__.py"), root=str(HARNESS_DIR))
+
+
 # A sandboxed batch's first lines: drop to nobody (before anything else), then a one-batch fork server
 # that forks the batch. Not as root it is the sandbox's pid 1 (bubblewrap runs with --as-pid-1: its own
 # init would be dumpable and run as the code's user); as root bubblewrap's init, host root, is.

@@ -24,6 +24,7 @@ from calib.executors.sandbox.bwrap import (
     SERVER_BOOT,
     TOPS,
     check_readable,
+    load_harness,
     namespace_args,
     parents,
     probe,
@@ -101,9 +102,9 @@ class Sandbox:
             out.append((resource.RLIMIT_NPROC, lim.processes, lim.processes))
         return out
 
-    def _boot(self, root: str) -> str:
+    def _boot(self) -> str:
         """The first lines of a batch run without a sandbox (``unsafe``)."""
-        return BOOT.format(limits=repr(tuple(self._rlimits())), root=root)
+        return BOOT.format(limits=repr(tuple(self._rlimits())), load_harness=load_harness())
 
     def command(self, seccomp_fd: int | None = None, *, control_fd: int | None = None) -> list[str]:
         """The argv of one batch (the harness reads its job on stdin; the seccomp program on ``seccomp_fd``),
@@ -111,7 +112,7 @@ class Sandbox:
         python = base_interpreter()
         limits = repr(tuple(self._rlimits()))
         if self.unsafe:
-            return [python, *PYTHON_FLAGS, "-c", self._boot(str(HARNESS_DIR.parent))]
+            return [python, *PYTHON_FLAGS, "-c", self._boot()]
         # import paths inside /tmp or /work are bound after those tmpfs, or they would hide them
         late = tuple(p for p in self.read_only if under_tops(p))
         early = [p for p in dict.fromkeys((os.path.realpath(sys.base_prefix), *self.read_only)) if p not in late]

@@ -42,8 +42,8 @@ from calib.servers.base import (
     Tool,
     server_record,
 )
-from calib.servers.embedded import check_model_dir
 from calib.servers.embedded.model import EmbeddedModel
+from calib.servers.embedded.modeldir import check_model_dir
 from calib.servers.registry import register
 
 __all__ = ["EmbeddedServer", "embedded"]

@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from calib._exceptions import InvalidParameterError
 from calib.servers.base import Completion, SamplingParams, ScoredContinuation, TokenLogprob
-from calib.servers.embedded import check_model_dir
+from calib.servers.embedded.modeldir import check_model_dir
 
 __all__ = ["ContextLengthError", "EmbeddedModel", "Generation"]
 

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from calib._version import __version__
 from calib.servers.base import SamplingParams
-from calib.servers.embedded.app import (
+from calib.servers.embedded._request import (
     MODEL,
     SERVED_NAME,
     Handler,

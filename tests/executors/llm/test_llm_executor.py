@@ -14,9 +14,9 @@ import shutil
 
 import pytest
 
-from calib.executors.llm.prompting import PROMPTS_DIR, common_imports, input_states, load_prompt, parse_json_answer
 from calib.executors.base import ExecutorConfig
 from calib.executors.llm import LEVELS, LLMExecutor
+from calib.executors.llm.prompting import PROMPTS_DIR, common_imports, input_states, load_prompt, parse_json_answer
 from calib.servers import ChatParams, create_server
 from tests.executors._recorded import Recorded as _Recorded
 

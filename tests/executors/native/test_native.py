@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from calib._exceptions import InvalidParameterError
+from calib.executors.base import ExecutorConfig
+from calib.executors.native import LANGUAGES, NativeExecutor, ToolchainMissing
 from calib.executors.native.c import parse_c
 from calib.executors.native.cpp import parse_cpp
 from calib.executors.native.go import parse_go
 from calib.executors.native.java import parse_java
 from calib.executors.native.rust import parse_rust
 from calib.executors.native.types import Unsupported, synthesize
-from calib.executors.base import ExecutorConfig
-from calib.executors.native import LANGUAGES, NativeExecutor, ToolchainMissing
 from calib.executors.sandbox import Sandbox, SandboxUnavailable
 
 

@@ -15,12 +15,12 @@ import warnings
 
 import pytest
 
+from calib.executors.base import ExecutorConfig
+from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import cmplog, hints, scaffold, standins, synth
 from calib.executors.sandbox.harness.calls import standin_default
 from calib.executors.sandbox.harness.standins import LOG, CalibStandIn, CalibStandInWarning, standin_for
 from calib.executors.sandbox.harness.values import Obj, decode, encode
-from calib.executors.base import ExecutorConfig
-from calib.executors.python import SandboxExecutor
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 

@@ -13,10 +13,10 @@ import shutil
 
 import pytest
 
-from calib.executors.sandbox.harness import canon
-from calib.executors.sandbox.harness.values import decode
 from calib.executors.base import ExecutorConfig, execution_rows
 from calib.executors.python import SandboxExecutor
+from calib.executors.sandbox.harness import canon
+from calib.executors.sandbox.harness.values import decode
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 

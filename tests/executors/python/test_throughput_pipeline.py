@@ -220,11 +220,11 @@ def test_the_rlimits_hold_without_bubblewrap_too():
 
 
 def test_the_boot_lines_lower_a_hard_limit_never_raise_it():
-    boot = Sandbox(unsafe=True, bwrap="/nonexistent/bwrap")._boot(str(HARNESS_DIR.parent))
+    boot = Sandbox(unsafe=True, bwrap="/nonexistent/bwrap")._boot()
     assert "set_limits(" in boot and boot.index("set_limits(") < boot.index("runner import main")
     compile(boot, "<boot>", "exec")
     # what the boot lines (and a fork server's child) call: a hard limit held lower stays lower
-    probe = ("import resource, sys\nsys.path.insert(0, sys.argv[1])\nfrom _harness import set_limits\n"
+    probe = ("import resource, sys\nsys.path.insert(0, sys.argv[1])\nfrom harness import set_limits\n"
              "K = resource.RLIMIT_NOFILE\nresource.setrlimit(K, (100, 200))\n"
              "set_limits(((K, 256, 256), (resource.RLIMIT_CORE, 0, 0)))\n"
              "print(resource.getrlimit(K), resource.getrlimit(resource.RLIMIT_CORE))\n")

@@ -27,11 +27,10 @@ import uuid
 
 import pytest
 
-from calib.executors.sandbox import forkserver
-from calib.executors.sandbox.harness import seccomp, zygote
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox import FORK_SERVER_ENV, Limits, Sandbox
+from calib.executors.sandbox import FORK_SERVER_ENV, Limits, Sandbox, forkserver
+from calib.executors.sandbox.harness import seccomp, zygote
 from tests.executors.python.test_throughput_pipeline import _descendants, _settled
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

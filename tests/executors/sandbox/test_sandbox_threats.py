@@ -30,11 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from calib.executors.sandbox.harness import seccomp
 from calib.executors.native.sandbox import Profile
 from calib.executors.sandbox import Limits, Sandbox, SandboxUnavailable
-from tests.executors.sandbox.test_forkserver import ALLOW, ERRNO, NR, _in_one_server, _job, _output, _value, evaluate
+from calib.executors.sandbox.harness import seccomp
 from tests.executors.native.test_native import compare, needs
+from tests.executors.sandbox.test_forkserver import ALLOW, ERRNO, NR, _in_one_server, _job, _output, _value, evaluate
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 REPO = Path(__file__).resolve().parents[3]

@@ -16,9 +16,25 @@ from . import canon, hints
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
-    from .runner import Runner
+    class Runner(Protocol):
+        """What ``explore`` and ``replay`` use of :class:`.runner.Runner` (which imports this module)."""
+
+        channel: Channel
+        placed: Any
+        params: Any
+        module: Any
+        seed: int
+        init: Any
+        executable: set[int]
+        poisoned: bool
+
+        def emit(self, event: dict[str, Any]) -> None: ...
+
+        def run(self, state: Any) -> Any: ...
+
+        def covered(self) -> list[int]: ...
 
 #: The exit status of a batch that stopped after an input left threads running (the host restarts it
 #: after that input: the threads would otherwise go on changing what later inputs see).

@@ -1,0 +1,65 @@
+"""The OpenAI wire format as the ``openai`` kind uses it: chat messages out; choices and echoed log-probs in.
+
+vLLM names a token by id in a log-prob key (``token_id:<id>``) when asked for ``return_tokens_as_token_ids``;
+:mod:`calib.servers.openai` explains when it asks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from calib.servers.base import ChatMessage, ServerError, TokenLogprob
+
+__all__ = ["openai_message"]
+
+_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+
+
+def openai_message(message: ChatMessage) -> dict[str, Any]:
+    """A :class:`ChatMessage` in the OpenAI chat format (tool calls with JSON-encoded arguments)."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                             for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def _choices(server: str, answer: Any, route: str) -> list[dict[str, Any]]:
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+        raise ServerError(f"server {server!r}: {route} answered without choices")
+    return choices
+
+
+def _key_id(key: str) -> tuple[int | None, str]:
+    match = _TOKEN_ID.match(key)
+    return (int(match.group(1)), "") if match else (None, key)
+
+
+def _echo_tokens(logprobs: dict[str, Any], start: int, stop: int, ids: list[int] | None,
+                 top: int) -> list[TokenLogprob]:
+    """TokenLogprobs for positions [start, stop) of an OpenAI ``logprobs`` object.
+
+    Token ids come from ``ids`` (vLLM's ``token_ids`` / ``prompt_token_ids``, indexed from the first
+    position) or from ``token_id:N`` strings (``return_tokens_as_token_ids``); else they are None.
+    """
+    texts = logprobs.get("tokens") or []
+    values = logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or []
+    out = []
+    for pos in range(start, stop):
+        token_id, text = _key_id(str(texts[pos])) if pos < len(texts) else (None, "")
+        if ids is not None and pos < len(ids):
+            token_id = int(ids[pos])
+        value = values[pos]
+        if value is None:
+            raise ServerError(f"the server gave no log-prob at token {pos}")
+        alternatives = tops[pos] if pos < len(tops) and isinstance(tops[pos], dict) else {}
+        ranked = sorted(((*_key_id(k), float(v)) for k, v in alternatives.items()), key=lambda t: -t[2])
+        out.append(TokenLogprob(token_id=token_id, token=text, logprob=float(value), top=tuple(ranked[:top])))
+    return out
