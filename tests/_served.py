@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from calib.servers.tiny import build_tiny_model
+from tests._tiny import build_tiny_model
 
 SERVED_NAME = "tiny"
 

@@ -241,7 +241,7 @@ class WarmUp:
 
 def warm_up(spec: Preset, seed: int, progress: Say | None = None) -> WarmUp:
     """The build's work before training, reported as the phases ``corpus``, ``split`` and ``tokenizer``."""
-    from calib.servers.tiny import train_bpe_tokenizer
+    from calib.organism.tokenizer import train_bpe_tokenizer
 
     say: Say = progress if progress is not None else (lambda phase, done, total: None)
     functions = load_stdlib_functions(progress=lambda done, total: say("corpus", done, total))
@@ -260,7 +260,7 @@ def warm_up(spec: Preset, seed: int, progress: Say | None = None) -> WarmUp:
 def _build_into(out: Path, spec: Preset, seed: int, progress: Say | None) -> None:
     import torch
 
-    from calib.servers.tiny import save_tokenizer
+    from calib.organism.tokenizer import save_tokenizer
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     prepared = warm_up(spec, seed, progress)

@@ -11,7 +11,7 @@ import pytest
 from calib._exceptions import InvalidParameterError
 from calib.data.prompts import PROMPTS_SCHEMA, Prompt, build_prompt, build_prompts
 from calib.servers.registry import create_server
-from calib.servers.tiny import build_tiny_model
+from tests._tiny import build_tiny_model
 
 pytest.importorskip("transformers")
 

@@ -44,8 +44,8 @@ from calib.servers.base import (
 from calib.servers.embedded import check_model_dir
 from calib.servers.embedded.kind import EmbeddedServer
 from calib.servers.registry import create_server
-from calib.servers.tiny import build_tiny_model
 from tests._served import SERVED_NAME, calib_command
+from tests._tiny import build_tiny_model
 
 PROMPTS = ["def parse(self, s):\n    ", "import json\n\nclass Encoder", "    return '\\n'.join(lines)"]
 # A boundary the tokenizer does not merge across, so the joint and the separate tokenizations agree
