@@ -3,7 +3,7 @@
 A sample of real functions (``benchmarks/_functions.py``: half standard library, half third-party
 packages from site-packages, 10-50 body lines, seeded) is run through
 :class:`calib.executors.python.SandboxExecutor` as ``compare(x, [])``: only x is explored and replayed,
-so the figure is whether x alone yields a conclusive sample (DESIGN.md, "Execution semantics": at least
+so the figure is whether x alone yields a conclusive sample (docs/architecture.md, "Execution semantics": at least
 8 valid inputs of 10, line coverage >= 80 %, at least 2 distinct output states).
 
 Two conditions:

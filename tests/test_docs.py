@@ -77,7 +77,7 @@ def test_every_server_config_key_is_documented():
                                         ("extraction.md", "calib.study.tables:CENSUS_SCHEMA"),
                                         ("dedup.md", "calib.dedup.counts:DUPLICATES_SCHEMA"),
                                         ("dedup.md", "calib.dedup.counts:COUNTS_SCHEMA"),
-                                        *[("probes.md", f"calib.study._probes_tables:{name}") for name in (
+                                        *[("probes.md", f"calib.study.probes.tables:{name}") for name in (
                                             "PROBE_TASKS_SCHEMA", "PROBE_PROMPTS_SCHEMA", "PROBE_GENERATIONS_SCHEMA",
                                             "TEST_RESULTS_SCHEMA", "PASS_AT_K_SCHEMA", "MODEL_PAIRS_SCHEMA",
                                             "OPCODES_SCHEMA", "CODEC_SCHEMA", "CODEC_SCORES_SCHEMA")]])

@@ -40,7 +40,7 @@ def test_version_is_the_installed_distributions():
 
 
 def test_stats_imports_nothing_else_of_calib():
-    # DESIGN.md: "stats imports nothing of calib" (dependencies point one way: cli -> ... -> stats).
+    # docs/architecture.md: "stats imports nothing of calib" (dependencies point one way: cli -> ... -> stats).
     for path in sorted((PACKAGE / "stats").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("calib"):

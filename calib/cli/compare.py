@@ -179,8 +179,7 @@ def compare(truth: Path, candidates: tuple[Path, ...], context_file: Path | None
     path, sim_func (matched / valid inputs; null when inconclusive) and matches (one per input, null
     where TRUTH's input is not valid).
     """
-    from calib.executors.base import ExecutorConfig
-    from calib.executors.python import SandboxExecutor
+    from calib.executors import ExecutorConfig, create_executor
 
     if min_valid > n_inputs:
         raise click.BadParameter(f"--min-valid {min_valid} exceeds --n-inputs {n_inputs}", param_hint="--min-valid")
@@ -195,16 +194,10 @@ def compare(truth: Path, candidates: tuple[Path, ...], context_file: Path | None
                             seed=seed, input_timeout=timeout, budget_runs=budget_runs,
                             budget_seconds=budget_seconds, bare=bare, import_paths=tuple(import_paths),
                             module_name=module_name, unsafe_no_sandbox=unsafe_no_sandbox)
-    executor: Any
-    if language == "python":
-        executor = SandboxExecutor(config)
-    else:
-        from calib.executors.native import NativeExecutor
-
-        if inputs is not None:
-            raise click.BadParameter("input states for compiled languages are synthesised; --inputs is Python only",
-                                     param_hint="--inputs")
-        executor = NativeExecutor(config, language)
+    if language != "python" and inputs is not None:
+        raise click.BadParameter("input states for compiled languages are synthesised; --inputs is Python only",
+                                 param_hint="--inputs")
+    executor: Any = create_executor("sandbox" if language == "python" else f"native-{language}", config)
     if executor.sandbox.unsafe:
         click.echo("WARNING: bubblewrap is unavailable: running untrusted code WITHOUT a sandbox.", err=True)
     result = asyncio.run(executor.compare(truth_text, cand_texts, context=context, inputs=inputs,

@@ -1,4 +1,4 @@
-"""The functions table: one row per function extracted from a corpus (DESIGN.md core tables).
+"""The functions table: one row per function extracted from a corpus (docs/architecture.md core tables).
 
 Every stage of ``calib/data`` reads or writes rows of this schema; it is declared once, here. Ids are
 stable content hashes, so the same function from the same file always gets the same id.

@@ -1,4 +1,4 @@
-"""Executors: run a reference function and its candidates on the same input states (DESIGN.md "Seams").
+"""Executors: run a reference function and its candidates on the same input states (docs/architecture.md "Seams").
 
 :class:`SandboxExecutor` (kind ``sandbox``) is the deterministic executor: scaffolding from the file
 context, input synthesis, bubblewrap. :mod:`calib.executors.llm` (the paper's non-agentic levels) and

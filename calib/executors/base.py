@@ -1,4 +1,4 @@
-"""The Executor seam: settings, results, the protocol and the executions table (DESIGN.md, "Seams").
+"""The Executor seam: settings, results, the protocol and the executions table (docs/architecture.md, "Seams").
 
 An executor takes a reference function x (with its file context) and candidates, chooses input states
 on x, runs everything in the sandbox and returns the validity facts and the per-input matches:
@@ -170,7 +170,7 @@ def create_executor(kind: str, config: ExecutorConfig | None = None, **options: 
     return factory(config or ExecutorConfig(), **options)
 
 
-#: The ``executions`` table (DESIGN.md, "Run directory"): one row per (sample, role).
+#: The ``executions`` table (docs/architecture.md, "Run directory"): one row per (sample, role).
 EXECUTIONS_SCHEMA: dict[str, pl.DataType] = {
     "sample_id": pl.String(),
     "role": pl.String(),

@@ -1,4 +1,4 @@
-"""Similarity metrics behind one protocol (DESIGN.md "Seams": Metric).
+"""Similarity metrics behind one protocol (docs/architecture.md "Seams": Metric).
 
 Textual (``exact``, ``bleu``, ``edit``, ``lcs``), structural (``codebleu``, ``codebleu_syntax``,
 ``codebleu_dataflow``, ``tsed``), embedding (``embedding``) and LLM judges (``judge_structure``,

@@ -1,4 +1,4 @@
-"""The Metric seam (DESIGN.md "Seams"): how similar a candidate is to a reference function.
+"""The Metric seam (docs/architecture.md "Seams"): how similar a candidate is to a reference function.
 
 A metric answers ``score(reference_code, candidate_code, language) -> float`` for one pair. Where it
 cannot give a number (a language it does not handle, code that does not parse, a judge's reply that
@@ -127,7 +127,7 @@ class Score:
 
 @runtime_checkable
 class Metric(Protocol):
-    """A similarity metric (DESIGN.md "Seams": Metric).
+    """A similarity metric (docs/architecture.md "Seams": Metric).
 
     Attributes
     ----------
@@ -170,7 +170,7 @@ def score_pairs(metric: Metric, pairs: Sequence[Pair]) -> list[Score]:
     return out
 
 
-#: One row per (sample, role, metric): the ``similarities`` table (DESIGN.md "Run directory").
+#: One row per (sample, role, metric): the ``similarities`` table (docs/architecture.md "Run directory").
 SIMILARITIES_SCHEMA: dict[str, pl.DataType] = {
     "sample_id": pl.String(),
     "role": pl.String(),  # target | reference | ...

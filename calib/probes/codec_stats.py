@@ -125,7 +125,7 @@ def codec_score(samples: Sequence[CodecSample], *, confidence: float = 0.95) -> 
     A tie (``delta == 0``: the context left the mean log-likelihood exactly unchanged) counts as *not*
     decreased, as CoDeC's indicator 1[Δ < 0] does. Failed samples are counted in ``n_failed`` and left
     out of ``k`` and ``n``. Each sample is a Bernoulli trial, so the interval is Clopper–Pearson
-    (:func:`calib.stats.clopper_pearson`; DESIGN.md, "Statistics").
+    (:func:`calib.stats.clopper_pearson`; docs/architecture.md, "Statistics").
 
     Parameters
     ----------

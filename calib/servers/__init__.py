@@ -1,4 +1,4 @@
-"""Generation servers behind one protocol (DESIGN.md "Seams": Server).
+"""Generation servers behind one protocol (docs/architecture.md "Seams": Server).
 
 Build a server from its spec table with :func:`create_server`; the kinds (``openai``, ``tgi``,
 ``anthropic``, ``embedded``) load on first use, so importing this package stays light. The package

@@ -1,4 +1,4 @@
-"""The Server seam (DESIGN.md "Seams"): one small core protocol plus optional abilities.
+"""The Server seam (docs/architecture.md "Seams"): one small core protocol plus optional abilities.
 
 Every kind (``openai``, ``tgi``, ``anthropic``, ``embedded``) implements :class:`Server`
 (``capabilities`` and ``complete``) and, where its server can, the optional protocols

@@ -1,4 +1,4 @@
-"""Pure statistics for calibrated memorization claims (DESIGN.md, "Statistics").
+"""Pure statistics for calibrated memorization claims (docs/architecture.md, "Statistics").
 
 Every function is pure, typed, validates its arguments (``ValueError`` naming the parameter) and
 returns a frozen result object that cites its source. This package imports nothing else of calib.

@@ -1,4 +1,4 @@
-"""Target levels of the conformal test: parsing α and K = floor(α(N+1)) with DESIGN.md's tolerance."""
+"""Target levels of the conformal test: parsing α and K = floor(α(N+1)) with docs/architecture.md's tolerance."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from calib.stats._checks import check_count
 
 __all__ = ["K_TOLERANCE", "conformal_k", "min_controls", "parse_alpha"]
 
-#: Relative tolerance under which α(N+1) counts as the integer it rounds to (DESIGN.md).
+#: Relative tolerance under which α(N+1) counts as the integer it rounds to (docs/architecture.md).
 K_TOLERANCE = 1e-9
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"

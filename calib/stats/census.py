@@ -1,4 +1,4 @@
-"""The single-document census (DESIGN.md "Statistics": Census and Budget; extraction paper §5, §6,
+"""The single-document census (docs/architecture.md "Statistics": Census and Budget; extraction paper §5, §6,
 App. C, E.1, E.2 and F.1).
 
 Every window of a document (a prefix and the suffix it should generate, located by half-open

@@ -1,4 +1,4 @@
-"""The matched-control conformal test (DESIGN.md "Statistics"; extraction paper §4 and App. C).
+"""The matched-control conformal test (docs/architecture.md "Statistics"; extraction paper §4 and App. C).
 
 A score counts as evidence of memorization only when it beats a threshold calibrated on N matched
 non-member (control) scores produced by exactly the same procedure. With target level α:

@@ -1,4 +1,4 @@
-"""Counterfactual textual and functional memorization rates (DESIGN.md "The three methods" 1;
+"""Counterfactual textual and functional memorization rates (docs/architecture.md "The three methods" 1;
 functional-memorization paper §3 and §5.1–5.2).
 
 Each training function x is completed by a target model (trained on x) and a reference model (not
@@ -11,7 +11,7 @@ states) of each completion against x:
 
 "Similar" always means >= τ and "not similar" < τ. SIM_func is null for an inconclusive execution;
 functional counts run over conclusive samples only (both SIM_func values present) and the number of
-inconclusive samples is reported, never counted as a non-match (DESIGN.md, "Execution semantics").
+inconclusive samples is reported, never counted as a non-match (docs/architecture.md, "Execution semantics").
 Rates carry Clopper–Pearson intervals.
 
 The overlaps of §5.1 ("of functions flagged by execution-based testing, 92.2% are not detected by
@@ -49,7 +49,7 @@ WIDE_SCHEMA: dict[str, type[pl.DataType]] = {
     "func_target": pl.Float64,
     "func_reference": pl.Float64,
 }
-#: The columns of DESIGN.md's long ``similarities`` table that :func:`wide_from_long` reads.
+#: The columns of docs/architecture.md's long ``similarities`` table that :func:`wide_from_long` reads.
 LONG_COLUMNS: tuple[str, ...] = ("sample_id", "role", "metric", "value")
 
 _ROLES = ("target", "reference")
@@ -323,7 +323,7 @@ def counterfactual_rates(
 def wide_from_long(
     similarities: pl.DataFrame, *, text_metric: str = "bleu", func_metric: str = "sim_func"
 ) -> pl.DataFrame:
-    """Pivot DESIGN.md's long ``similarities`` table into the wide table of :func:`counterfactual_rates`.
+    """Pivot docs/architecture.md's long ``similarities`` table into the wide table of :func:`counterfactual_rates`.
 
     Parameters
     ----------

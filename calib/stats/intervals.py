@@ -2,7 +2,7 @@
 
 A counterfactual rate (k of n candidates flagged) gets the Clopper–Pearson interval; the calibrated
 memorization rate is that interval shifted down by the certified level α_N; two models judged on the
-same candidates are compared with Newcombe's paired score interval (DESIGN.md, "Statistics").
+same candidates are compared with Newcombe's paired score interval (docs/architecture.md, "Statistics").
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class ProportionInterval(Result):
 
         The calibrated memorization rate is the share of member candidates scoring above the
         threshold minus the certified false-positive level α_N, with the member interval shifted down
-        by α_N (DESIGN.md, "Statistics"): ``rate.shifted(alpha_n)``. The values are deliberately not
+        by α_N (docs/architecture.md, "Statistics"): ``rate.shifted(alpha_n)``. The values are deliberately not
         clipped at 0: a negative lower limit says the member rate is consistent with the controls'
         false-positive level alone, i.e. with a memorization rate of zero, and clipping would hide how
         far the data are from excluding zero.
@@ -148,7 +148,7 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> ProportionInter
         high = B(1 − γ/2; k + 1, n − k)  (high = 1 when k = n)
 
     which invert two one-sided binomial tests, so the coverage is at least ``confidence`` for every
-    true proportion (Clopper & Pearson 1934, the central interval with γ/2 in each tail; DESIGN.md,
+    true proportion (Clopper & Pearson 1934, the central interval with γ/2 in each tail; docs/architecture.md,
     "Statistics").
 
     Parameters

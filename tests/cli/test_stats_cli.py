@@ -153,7 +153,7 @@ def test_beta_law_summary_mentions_the_paper_numbers(calib):
 
 @pytest.mark.parametrize("alpha", ["6/5001", "6/(5000+1)", "0.0011997600479904018"])
 def test_alpha_as_a_fraction_or_its_rounded_decimal_gives_k_6(calib, alpha):
-    # 6/5001 = 0.00119976004799040191...; its 17-digit decimal times 5001 is 6 up to rounding (DESIGN.md
+    # 6/5001 = 0.00119976004799040191...; its 17-digit decimal times 5001 is 6 up to rounding (docs/architecture.md
     # tolerance 1e-9), so K = 6 and alpha_N = 6/5001 for 5000 controls.
     r = calib("stats", "beta-law", "--n", "5000", "--alpha", alpha, "--json").json()
     assert r["k"] == 6

@@ -21,7 +21,7 @@ import pytest
 
 from calib.cli._untrusted import json_text, shown
 from tests.cli._helpers import Outcome
-from tests.executors.test_native import needs
+from tests.executors.native.test_native import needs
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 

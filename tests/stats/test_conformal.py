@@ -35,7 +35,7 @@ def test_k_for_the_decontaminated_pool():
 
 
 def test_rounded_decimal_of_a_grid_point_gives_its_k():
-    # DESIGN.md: alpha = 6/5001 written as 0.0011997600479904018 gives K = 6 (floor alone gives 5).
+    # docs/architecture.md: alpha = 6/5001 written as 0.0011997600479904018 gives K = 6 (floor alone gives 5).
     assert 0.0011997600479904018 * 5001 < 6
     assert conformal_k(0.0011997600479904018, 5000) == 6
     assert conformal_k("6/5001", 5000) == 6

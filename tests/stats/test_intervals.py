@@ -104,7 +104,7 @@ def test_clopper_pearson_rejects_bad_confidence(confidence: object) -> None:
 
 def test_shifted_moves_every_value_and_does_not_clip() -> None:
     member = clopper_pearson(0, 100)
-    alpha_n = 6 / 5001  # DESIGN.md's worked grid point
+    alpha_n = 6 / 5001  # docs/architecture.md's worked grid point
     s = member.shifted(alpha_n)
     assert isinstance(s, ShiftedInterval)
     assert s.estimate == pytest.approx(-alpha_n)

@@ -1,4 +1,4 @@
-"""The ``sandbox`` executor: deterministic execution of Python functions, no LLM (DESIGN.md, "Seams").
+"""The ``sandbox`` executor: deterministic execution of Python functions, no LLM (docs/architecture.md, "Seams").
 
 One comparison is three kinds of sandboxed batch (:mod:`calib.executors.sandbox`), each a fresh
 process that runs one function variant on all its input states:

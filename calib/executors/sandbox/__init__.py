@@ -1,4 +1,4 @@
-"""bubblewrap: the process sandbox every untrusted execution runs in (DESIGN.md, "Execution semantics").
+"""bubblewrap: the process sandbox every untrusted execution runs in (docs/architecture.md, "Execution semantics").
 
 Each batch is a fresh ``bwrap`` process with: no network and no other namespaces shared (PID, IPC, UTS,
 cgroup, network; and user, unless calib is root: then no user namespace, and the first lines switch to

@@ -77,7 +77,7 @@ def run_one(mock: Recorded, level: str, truth: str, candidates: list[str], conte
 
 # ------------------------------------------------------------------------------------------------ prompts
 def test_the_prompts_are_the_papers_verbatim_with_placeholders_filled():
-    # Sentences copied from the paper's Appendix C (papers/functional-memorization.txt).
+    # Sentences copied from the paper's Appendix C (*Detecting Functional Memorization in Code Language Models*).
     gen = load_prompt("input_generation")
     assert gen.system.startswith("You are an expert Python test input generator. Generate inputs that a function "
                                  "can actually execute without errors.")

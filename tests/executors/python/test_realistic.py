@@ -2,7 +2,7 @@
 
 Each test states what an auditor would check on a :class:`~calib.executors.base.Comparison`: whether it
 is conclusive and why not, SIM_func per candidate, which inputs match, and what the output states hold
-(DESIGN.md, "Execution semantics"). The input search gets a small budget so the module stays fast.
+(docs/architecture.md, "Execution semantics"). The input search gets a small budget so the module stays fast.
 """
 
 from __future__ import annotations

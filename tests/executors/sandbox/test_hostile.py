@@ -1,6 +1,6 @@
 """Hostile code through the real sandbox: every attack is contained and reported as that sample's outcome.
 
-DESIGN.md, "Execution semantics": generated code is untrusted; nothing it does may reach the network,
+docs/architecture.md, "Execution semantics": generated code is untrusted; nothing it does may reach the network,
 the run directory or the user's files, and one bad sample is recorded, never fatal. Each attack below
 runs as a *candidate* next to a benign truth ``f(n)`` and a benign copy of it, and each test checks:
 

@@ -1,6 +1,6 @@
 """Canonical form of values in an output state (runs inside the sandbox; stdlib only).
 
-DESIGN.md, "Execution semantics": two executions match iff their canonical output states are identical;
+docs/architecture.md, "Execution semantics": two executions match iff their canonical output states are identical;
 the canonical form drops what differs for reasons unrelated to behaviour (object addresses, the
 harness's own file names and line numbers in messages, set and dict ordering) and nothing else.
 

@@ -113,7 +113,7 @@ class Pools:
             self.params[INIT_PREFIX + p.name] = p
             self.by_param[INIT_PREFIX + p.name] = self._pool(p)
             self.init_names.append(INIT_PREFIX + p.name)
-        if vary_seed:  # the random seed is part of the input state (DESIGN.md); vary it where it matters
+        if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
             self.by_param[STANDINS] = list(STANDIN_MODES)

@@ -2,7 +2,7 @@
 
 A stand-in takes the place of an unimportable module (``requests``), a name the file context does not
 define, or ``self`` when the context class cannot be built. Every *call* to a stand-in (and every item
-or attribute it is given) is appended to the call log, which is part of the output state (DESIGN.md,
+or attribute it is given) is appended to the call log, which is part of the output state (docs/architecture.md,
 "Execution semantics": "ordered log of calls to mocked dependencies"); a call returns the configured
 default, by default another stand-in named after the call so that ``requests.get(url).json()["x"]``
 keeps working and stays visible in the log.
