@@ -26,8 +26,9 @@ def report(run_dir: Path, as_json: bool) -> None:
     line and exit code 2.
     """
     from calib.report import write_report
+    from calib.study.kinds import study_kind
 
-    paths = write_report(run_dir)
+    paths = write_report(run_dir, report_of=lambda kind: study_kind(kind).report)
     if as_json:
         click.echo(json.dumps({key: str(path) for key, path in paths.items()}))
         return

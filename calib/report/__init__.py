@@ -7,8 +7,8 @@ controls); docs/report.md describes every section and every key of summary.json.
 interval comes from :mod:`calib.stats`.
 """
 
-from calib.report._analysis import SUMMARY_VERSION, Analysis, analyze_run
-from calib.report._run import RunData, RunTables, load_run
-from calib.report._write import write_report
+from calib.report.functional.analysis import SUMMARY_VERSION, Analysis, analyze_run
+from calib.report.run import RunData, RunTables, load_run
+from calib.report.write import write_report
 
 __all__ = ["Analysis", "RunData", "RunTables", "SUMMARY_VERSION", "analyze_run", "load_run", "write_report"]

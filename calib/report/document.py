@@ -11,10 +11,10 @@ import html
 import re
 from dataclasses import dataclass, field
 
-from calib.report._figures import inline_svg
+from calib.report.figures import inline_svg
 
-__all__ = ["Block", "Bullets", "Code", "CodeRow", "Figure", "Group", "Heading", "Paragraph", "Table", "to_html",
-           "to_markdown"]
+__all__ = ["Block", "Bullets", "Code", "CodeRow", "Figure", "Group", "Heading", "Markup", "Paragraph", "Table",
+           "to_html", "to_markdown"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,19 @@ class Group:
     css_class: str
     anchor: str
     blocks: tuple[Block, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Markup:
+    """Prepared output for both renderings: ``html`` placed as is in report.html, ``markdown`` in report.md.
+
+    :func:`calib.report.write.write_report` substitutes it where the block stands (the document
+    model has no raw block); ``name`` makes its placeholder unique.
+    """
+
+    name: str
+    html: str
+    markdown: str
 
 
 Block = Heading | Paragraph | Bullets | Table | Figure | CodeRow | Group

@@ -1,11 +1,12 @@
-"""How the report writes numbers: percentages, intervals, similarities, counts."""
+"""How the report writes numbers (percentages, intervals, similarities, counts), cell text and figure names."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["DASH", "count", "fixed", "number", "pct", "pct_range", "power", "rate_cell", "rate_text", "setting_pct",
-           "sim"]
+__all__ = ["DASH", "SUFFIX_CHARS", "count", "figure_name", "fixed", "number", "pct", "pct_range", "plain_text", "power",
+           "rate_cell", "rate_text", "setting_pct", "sim"]
 
 #: What a cell shows where there is no value.
 DASH = "–"
@@ -90,3 +91,20 @@ def count(value: float | None) -> str:
         return str(int(value))
     mantissa, exponent = f"{value:.3g}".split("e") if "e" in f"{value:.3g}" else (f"{value:.3g}", "0")
     return f"{mantissa}e{int(exponent)}"
+
+
+#: Characters of a suffix shown in a review table (summary.json keeps the whole text).
+SUFFIX_CHARS = 240
+
+
+def figure_name(*parts: str) -> str:
+    """A figure's file name from its parts: lower case, runs of other characters as one hyphen."""
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
+
+
+def plain_text(text: str | None, limit: int = SUFFIX_CHARS) -> str:
+    """Generated or document text for a table cell: newlines as ⏎, no inline marks, at most ``limit`` characters."""
+    if text is None:
+        return DASH
+    out = text.replace("\r\n", "\n").replace("\n", "⏎").replace("`", "'").replace("**", "* *")
+    return out if len(out) <= limit else out[:limit] + "…"

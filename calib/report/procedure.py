@@ -14,10 +14,10 @@ from typing import Any
 import polars as pl
 
 from calib._version import __version__
-from calib.report._document import Block, Bullets, Heading, Paragraph, Table
-from calib.report._format import DASH, number
-from calib.report._record import run_record, run_record_blocks
-from calib.report._run import RunTables, setting
+from calib.report.document import Block, Bullets, Heading, Paragraph, Table
+from calib.report.format import DASH, number
+from calib.report.record import run_record, run_record_blocks
+from calib.report.run import RunTables, setting
 
 __all__ = ["BINARY_PROCEDURES", "ROLES", "describe_procedure", "methods_record", "procedure_order",
            "procedure_statement", "provenance", "provenance_blocks", "statement_blocks", "study_facts"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from calib.report._document import Block, Paragraph, Table
-from calib.report._format import DASH
-from calib.report._run import setting
+from calib.report.document import Block, Paragraph, Table
+from calib.report.format import DASH
+from calib.report.run import setting
 
 __all__ = ["NOT_RECORDED", "run_record", "run_record_blocks"]
 

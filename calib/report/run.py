@@ -1,6 +1,6 @@
 """Reading a run directory for the report: the tables of the study's kind, ``spec.json`` and ``manifest.json``.
 
-The report depends on nothing but these files (DESIGN.md "Run directory"), so it declares here the
+The report depends on nothing but these files (docs/architecture.md "Run directory"), so it declares here the
 columns it reads of each study kind's tables (``functional``, ``extraction``, ``census``, ``probes``);
 a missing file or column is an :class:`~calib._exceptions.InputError` naming it. A functional study's
 ``duplicates`` table (written by the ``dedup`` stage of a spec with ``[dedup]``) is optional: absent,

@@ -4,21 +4,46 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from calib._exceptions import InputError
 from calib._files import atomic_write_text
-from calib.report._analysis import analyze_run
-from calib.report._census import Markup, census_report
-from calib.report._document import Figure, Group, Paragraph, to_html, to_markdown
-from calib.report._extraction import extraction_summary
-from calib.report._extraction_blocks import extraction_blocks
-from calib.report._probes import probes_report
-from calib.report._run import RunData, load_run
-from calib.report._sections import report_blocks
+from calib.report.document import Figure, Group, Markup, Paragraph, to_html, to_markdown
+from calib.report.run import RunData, load_run
 
-__all__ = ["write_report"]
+__all__ = ["BUILTIN_REPORTS", "Render", "builtin_report", "write_report"]
+
+#: A study kind's report: ``render(run)`` -> (summary, blocks) for a loaded run (:func:`calib.report.load_run`).
+Render = Callable[[Any], tuple[dict[str, Any], list[Any]]]
+
+#: The renderer of each built-in study kind, as ``module:function`` (imported when used). The study
+#: layer's :class:`calib.study.kinds.StudyKind` records name the same functions; a plugin kind's
+#: renderer reaches :func:`write_report` through ``report_of`` (``calib report`` and the report
+#: stage pass the registry's).
+BUILTIN_REPORTS: dict[str, str] = {
+    "functional": "calib.report.functional:functional_report",
+    "extraction": "calib.report.extraction:extraction_report",
+    "census": "calib.report.extraction:census_report",
+    "probes": "calib.report.probes:probes_report",
+}
+
+
+def builtin_report(kind: str) -> Render:
+    """The renderer of the built-in study kind ``kind``.
+
+    Raises
+    ------
+    InputError
+        When ``kind`` is not a built-in kind (a plugin kind's report needs ``report_of``).
+    """
+    if kind not in BUILTIN_REPORTS:
+        raise InputError(f"study kind {kind!r} is not built in; render its report with `calib report RUN`, which "
+                         "finds the kind's plugin")
+    module, name = BUILTIN_REPORTS[kind].split(":")
+    return getattr(import_module(module), name)
 
 
 def _json_ready(value: Any) -> Any:
@@ -72,20 +97,11 @@ def _render(blocks: list[Any], title: str) -> tuple[str, str]:
     return markdown, page
 
 
-def _content(run_dir: str | Path) -> tuple[Path, dict[str, Any], list[Any]]:
+def _content(run_dir: str | Path, report_of: Callable[[str], Render]) -> tuple[Path, dict[str, Any], list[Any]]:
     """The run directory, the summary and the blocks of the report of the study kind in ``run_dir``."""
     run = load_run(run_dir)
-    if isinstance(run, RunData):
-        analysis = analyze_run(run)
-        summary = {"summary_version": analysis.summary["summary_version"], "kind": "functional", **analysis.summary}
-        return run.root, summary, report_blocks(analysis)
-    if run.kind == "extraction":
-        summary = extraction_summary(run)
-        return run.root, summary, extraction_blocks(run, summary)
-    if run.kind == "probes":
-        summary, blocks = probes_report(run)
-        return run.root, summary, blocks
-    summary, blocks = census_report(run)
+    kind = "functional" if isinstance(run, RunData) else run.kind
+    summary, blocks = report_of(kind)(run)
     return run.root, summary, blocks
 
 
@@ -96,7 +112,7 @@ def _check_folder(folder: Path) -> None:
                          "`calib report RUN` again", path=str(folder))
 
 
-def write_report(run_dir: str | Path) -> dict[str, Path]:
+def write_report(run_dir: str | Path, *, report_of: Callable[[str], Render] | None = None) -> dict[str, Path]:
     """Render the audit report of the study in ``run_dir`` from its tables.
 
     The study kind (``spec.json`` ``study.kind``) decides the report: ``functional`` (counterfactual
@@ -112,6 +128,9 @@ def write_report(run_dir: str | Path) -> dict[str, Path]:
     ----------
     run_dir : str or Path
         A run directory written by ``calib study SPEC``.
+    report_of : callable, optional
+        ``report_of(kind)``: the renderer of a study kind (the study registry's, as ``calib report``
+        and the report stage pass it); by default the built-in kinds' (:data:`BUILTIN_REPORTS`).
 
     Returns
     -------
@@ -124,7 +143,7 @@ def write_report(run_dir: str | Path) -> dict[str, Path]:
         One line, when the directory, ``spec.json`` or a table is missing or unreadable, or when
         ``RUN/report`` (or ``RUN/report/figures``) exists as a file.
     """
-    root, summary, blocks = _content(run_dir)
+    root, summary, blocks = _content(run_dir, report_of or builtin_report)
     out = root / "report"
     _check_folder(out)
     _check_folder(out / "figures")

@@ -1,7 +1,14 @@
-"""Studies: the spec (TOML -> validated model), the stage runner, the run directory (DESIGN.md "Study kind").
+"""Studies: the spec (TOML -> validated model), the stage runner, the run directory (docs/architecture.md).
 
 :func:`run_study` runs a spec's stages in its run directory (resumable; finished stages are skipped);
 :func:`check_study` validates a spec and probes its servers without running anything.
+
+The study core (:mod:`calib.study.runner`, :mod:`calib.study.rundir`, :mod:`calib.study.spec` and
+:mod:`calib.study.sections`, :mod:`calib.study.tables`, :mod:`calib.study.resources`,
+:mod:`calib.study.sampling`, :mod:`calib.study.requests`, :mod:`calib.study.budgets`,
+:mod:`calib.study.provenance`, :mod:`calib.study.check`) serves every study kind; each kind is a
+package (``calib.study.functional``, ``calib.study.extraction`` for ``extraction`` and ``census``,
+``calib.study.probes``) registered in :data:`calib.study.kinds.KINDS`.
 """
 
 from __future__ import annotations
@@ -16,27 +23,15 @@ from calib.study.spec import StudySpec, load_spec
 __all__ = ["KINDS", "RunOptions", "RunResult", "StudySpec", "check_study", "default_run_dir", "load_spec",
            "run_study", "stages_of"]
 
-#: Study kinds and their stage lists.
+#: The built-in study kinds (:data:`calib.study.kinds.KINDS` also knows those of installed plugins).
 KINDS = ("functional", "extraction", "census", "probes")
 
 
 def stages_of(spec: StudySpec) -> tuple[Any, ...]:
-    """The stages of the spec's study kind."""
-    if spec.study.kind == "extraction":
-        from calib.study.extraction import EXTRACTION_STAGES
+    """The stages of the spec's study kind (its :class:`~calib.study.kinds.StudyKind` record says)."""
+    from calib.study.kinds import study_kind
 
-        return EXTRACTION_STAGES
-    if spec.study.kind == "census":
-        from calib.study.extraction import CENSUS_STAGES
-
-        return CENSUS_STAGES
-    if spec.study.kind == "probes":
-        from calib.study.probes import PROBES_STAGES
-
-        return PROBES_STAGES
-    from calib.study.functional import functional_stages
-
-    return functional_stages(spec)
+    return study_kind(spec.study.kind).stages(spec)
 
 
 def default_run_dir(spec: StudySpec) -> Path:
@@ -47,7 +42,7 @@ def default_run_dir(spec: StudySpec) -> Path:
 def run_study(spec_path: str | Path, *, run_dir: str | Path | None = None, options: RunOptions | None = None,
               fresh: bool = False) -> RunResult:
     """Run (or resume) the study at ``spec_path``; returns which stages ran and which were skipped."""
-    from calib.study.functional import Resources
+    from calib.study.resources import Resources
     from calib.study.rundir import RunDir
     from calib.study.runner import run_stages
 

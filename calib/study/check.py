@@ -66,7 +66,7 @@ def _measures(spec: StudySpec) -> dict[str, Any]:
     if spec.study.kind == "functional":
         return {"metrics": list(spec.measure.metrics)}
     if spec.study.kind == "probes":
-        from calib.study.probes import labels
+        from calib.study.probes.stages import labels
 
         return {"conditions": [label for label, _, _ in labels(spec)], "tasks": spec.probes.tasks}  # type: ignore[union-attr]
     return {"procedures": list(spec.extraction.procedures)}
@@ -89,7 +89,7 @@ def _extra_controls(spec: StudySpec, truth_sources: set[str]) -> int:
         return 0
     from types import SimpleNamespace
 
-    from calib.study.extraction import _extra_controls as draw
+    from calib.study.extraction.samples import extra_controls as draw
 
     return len(draw(SimpleNamespace(spec=spec), truth_sources))  # type: ignore[arg-type]
 
@@ -116,12 +116,13 @@ def unmatched_globs(spec: StudySpec) -> None:
 async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
     """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability."""
     from calib.servers.base import CapabilityError, ServerError, require
-    from calib.study import stages_of
-    from calib.study.functional import Resources
+    from calib.study.kinds import study_kind
+    from calib.study.resources import Resources
 
     unmatched_globs(spec)
+    stages = study_kind(spec.study.kind).stages(spec)
     report: dict[str, Any] = {"study": spec.study.name, "kind": spec.study.kind,
-                              "stages": [s.name for s in stages_of(spec)], "servers": {}, "ok": True,
+                              "stages": [s.name for s in stages], "servers": {}, "ok": True,
                               **_measures(spec)}
     built = _organism_built(spec) if spec.organism is not None else None
     if spec.organism is not None:

@@ -1,6 +1,6 @@
 """The run directory: tables written atomically and per chunk, the manifest, the event log.
 
-Layout (DESIGN.md "Run directory")::
+Layout (docs/architecture.md "Run directory")::
 
     RUN/study.toml            the spec as written
     RUN/spec.json             the resolved spec

@@ -19,377 +19,47 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from calib._exceptions import InputError
-from calib.study._corpus_caps import CorpusCaps
-from calib.study._probes_spec import ProbesSection
+from calib.study.sections import (
+    ORGANISM_MODEL_PREFIX,
+    AnalyzeSection,
+    DataSection,
+    HubSection,
+    ModelsSection,
+    OrganismSection,
+    ReportSection,
+    Section,
+    StudySection,
+)
+from calib.study.sections.extraction import (
+    CENSUS_PROCEDURES,
+    PROBABILISTIC,
+    PROCEDURES,
+    CensusPair,
+    CensusSection,
+    ExtractionSection,
+)
+from calib.study.sections.functional import (
+    DedupSection,
+    ExecuteSection,
+    GenerationSection,
+    MeasureSection,
+    PromptSection,
+)
+from calib.study.sections.probes import ProbesSection
 
+# The kinds' own sections are re-exported: ``from calib.study.spec import ExtractionSection`` keeps working.
 __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
            "DedupSection", "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
-           "HubSection", "MeasureSection", "ModelsSection", "OrganismSection", "PromptSection", "ReportSection",
-           "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash"]
+           "HubSection", "MeasureSection", "ModelsSection", "OrganismSection", "ProbesSection", "PromptSection",
+           "ReportSection", "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash"]
 
-#: ``model_dir = "organism:target"`` in an embedded server table names a model of the study's organism.
-ORGANISM_MODEL_PREFIX = "organism:"
 
-#: The metrics a functional study scores by default (judges need ``measure.judge_server``).
-#: The conformal sweep's default grid of target levels (extraction studies).
-DEFAULT_ALPHAS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
-
-DEFAULT_METRICS = ("exact", "bleu", "edit", "lcs", "codebleu", "codebleu_syntax", "codebleu_dataflow", "tsed")
-
-
-#: Upper bounds of the spec's integers: each key is range-checked, so a typo such as ``n_inputs = 10e20``
-#: (or 10^20 written out) is refused with the key named, never run (docs/study-spec.md lists the ranges).
-SEED_MAX = 2**63 - 1  # seeds go to numpy and torch as 64-bit integers
-COUNT_MAX = 10**9  # samples, rows, offsets
-LINES_MAX = 100_000  # function body lines
-TOKENS_MAX = 1_000_000  # tokens of a prompt, a window or a generation
-CONCURRENCY_MAX = 4_096  # requests in flight, worker processes
-
-
-class _Section(BaseModel):
-    # allow_inf_nan=False: TOML has nan and inf, and no key of a spec means anything with them
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class StudySection(_Section):
-    """``[study]``: what the study is."""
-
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    kind: Literal["functional", "extraction", "census", "probes"] = "functional"
-    seed: int = Field(default=0, ge=0, le=SEED_MAX)
-    description: str = ""
-
-
-class OrganismSection(_Section):
-    """``[organism]``: build the model organism and audit its planted members and controls."""
-
-    preset: Literal["tiny", "demo"] = "demo"
-    seed: int = Field(default=0, ge=0, le=SEED_MAX)
-    cache_dir: Path | None = None
-    extra_controls: int = Field(default=0, ge=0, le=100_000)
-
-
-class ModelsSection(_Section):
-    """``[models]``: which server plays which role (names of ``[servers.NAME]`` tables)."""
-
-    target: str | None = Field(default=None, min_length=1)
-    reference: str | None = Field(default=None, min_length=1)
-    panel: tuple[str, ...] = ()
-
-    @field_validator("panel")
-    @classmethod
-    def _panel(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value) or any(not name for name in value):
-            raise ValueError("panel must list distinct server names (the models of a probes study, smallest first)")
-        return value
-
-    def probed(self) -> tuple[str, ...]:
-        """The models a probes study runs: ``panel``, else the target and reference."""
-        return self.panel or tuple(name for name in (self.target, self.reference) if name is not None)
-
-
-class HubSection(_Section):
-    """``[data.hub]``: a corpus in a Hugging Face Hub dataset repository, pinned to a commit."""
-
-    repo_id: str = Field(pattern=r"^[^/\s]+/[^/\s]+$")
-    revision: str = Field(pattern=r"^[0-9a-f]{40}$")
-    files: tuple[str, ...] = ()
-    allow_patterns: tuple[str, ...] = ()
-    repo_type: Literal["dataset", "model", "space"] = "dataset"
-
-    @model_validator(mode="after")
-    def _one_selection(self) -> HubSection:
-        if bool(self.files) == bool(self.allow_patterns):
-            raise ValueError("give exactly one of files or allow_patterns (which files of the repository to read)")
-        return self
-
-
-class DataSection(_Section, CorpusCaps):
-    """``[data]``: where the audited functions come from (``max_file_bytes``, ``max_line_chars``: CorpusCaps)."""
-
-    source: Literal["organism", "corpus", "functions"] = "organism"
-    unit: Literal["function", "document"] = "function"
-    paths: tuple[str, ...] = ()
-    hub: HubSection | None = None
-    metadata_columns: dict[str, str] | None = None
-    format: Literal["files", "jsonl", "parquet", "csv"] | None = None
-    content_column: str = "content"
-    extensions: tuple[str, ...] = ()
-    language: Literal["python", "c", "cpp", "java", "rust", "go"] = "python"
-    min_lines: int = Field(default=10, ge=0, le=LINES_MAX)
-    max_lines: int = Field(default=50, ge=1, le=LINES_MAX)
-    limit: int = Field(default=0, ge=0, le=COUNT_MAX)
-    kinds: tuple[Literal["verbatim", "business_rule", "near_duplicate"], ...] = (
-        "verbatim", "business_rule", "near_duplicate")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> DataSection:
-        if self.min_lines > self.max_lines:
-            raise ValueError(f"min_lines ({self.min_lines}) exceeds max_lines ({self.max_lines})")
-        if self.source == "corpus" and bool(self.paths) == (self.hub is not None):
-            raise ValueError("source = 'corpus' needs exactly one of paths = [...] (files, folders or globs) "
-                             "or a [data.hub] table")
-        if self.source == "functions" and not self.paths:
-            raise ValueError("source = 'functions' needs paths = [...] (functions tables written by calib extract)")
-        if self.source != "corpus" and self.hub is not None:
-            raise ValueError(f"[data.hub] is read only with source = 'corpus' (source is {self.source!r})")
-        if self.source == "organism" and self.paths:
-            raise ValueError("source = 'organism' takes no paths (the organism provides the functions)")
-        if self.unit == "document" and self.source != "corpus":
-            raise ValueError(f"unit = 'document' reads whole documents of a corpus (source is {self.source!r})")
-        return self
-
-
-class PromptSection(_Section):
-    """``[prompt]``: how prompts are built (the paper: up to P = 250 context tokens, then the signature)."""
-
-    max_context_tokens: int = Field(default=250, ge=0, le=TOKENS_MAX)
-
-
-class GenerationSection(_Section):
-    """``[generation]``: decoding, the same for target and reference (the paper: greedy, 500 tokens)."""
-
-    max_tokens: int = Field(default=500, ge=1, le=TOKENS_MAX)
-    temperature: float = Field(default=0.0, ge=0.0, le=100.0)
-    stop: tuple[str, ...] = ()
-    concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
-
-
-class ExecuteSection(_Section):
-    """``[execute]``: the executor and the validity criteria (DESIGN.md "Execution semantics")."""
-
-    executor: Literal["sandbox", "llm", "agent"] = "sandbox"
-    server: str | None = Field(default=None, min_length=1)
-    level: Literal["bare", "common_imports", "preamble", "preamble_retry"] = "preamble_retry"
-    agent_max_turns: int = Field(default=20, ge=1, le=1_000)
-    agent_max_seconds: float = Field(default=600.0, gt=0.0, le=7 * 86_400.0)
-    n_inputs: int = Field(default=10, ge=1, le=10_000)
-    min_valid: int = Field(default=8, ge=1, le=10_000)
-    coverage: float = Field(default=0.8, ge=0.0, le=1.0)
-    min_distinct: int = Field(default=2, ge=1, le=10_000)
-    input_timeout: float = Field(default=1.0, gt=0.0, le=3_600.0)
-    budget_runs: int = Field(default=200, ge=1, le=1_000_000)
-    budget_seconds: float = Field(default=4.0, gt=0.0, le=86_400.0)
-    memory_mb: int = Field(default=1024, ge=64, le=1_048_576)
-    workers: int = Field(default=0, ge=0, le=CONCURRENCY_MAX)
-    unsafe_no_sandbox: bool = False
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ExecuteSection:
-        if self.min_valid > self.n_inputs:
-            raise ValueError(f"min_valid ({self.min_valid}) exceeds n_inputs ({self.n_inputs})")
-        if self.min_distinct > self.n_inputs:
-            raise ValueError(f"min_distinct ({self.min_distinct}) exceeds n_inputs ({self.n_inputs}): no function "
-                             "could show that many distinct outputs")
-        if self.executor in ("llm", "agent") and self.server is None:
-            raise ValueError(f"executor = {self.executor!r} needs server = \"NAME\" (a chat server's [servers.NAME])")
-        return self
-
-
-class MeasureSection(_Section):
-    """``[measure]``: the similarity metrics scored against x (docs/metrics.md)."""
-
-    metrics: tuple[str, ...] = DEFAULT_METRICS
-    judge_server: str | None = None
-    embedding_server: str | None = None
-    judge_max_tokens: int = Field(default=512, ge=1, le=TOKENS_MAX)
-    workers: int = Field(default=0, ge=0, le=CONCURRENCY_MAX)
-
-    @field_validator("metrics")
-    @classmethod
-    def _known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from importlib.metadata import entry_points
-
-        from calib.metrics.base import METRIC_NAMES
-
-        known = set(METRIC_NAMES) | {ep.name for ep in entry_points(group="calib.metrics")}
-        unknown = [name for name in value if name not in known]
-        if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; known: {', '.join(sorted(known))}")
-        if len(set(value)) != len(value):
-            raise ValueError("a metric is listed twice")
-        return value
-
-
-class AnalyzeSection(_Section):
-    """``[analyze]``: thresholds and intervals (DESIGN.md "The three methods" 1, "Statistics")."""
-
-    text_metric: str = "bleu"
-    tau_text: float = Field(default=0.75, gt=0.0, le=1.0)
-    tau_func: float = Field(default=0.8, gt=0.0, le=1.0)
-    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
-    fpr_levels: tuple[float, ...] = (0.001, 0.01, 0.1)
-    alpha: float | str = 0.001
-    alphas: tuple[float | str, ...] = DEFAULT_ALPHAS
-    fdr: float = Field(default=0.05, gt=0.0, lt=1.0)
-    fwer: float = Field(default=0.05, gt=0.0, lt=1.0)
-    budgets: tuple[float, ...] = (1e5,)
-    budget_confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
-    decontaminate: tuple[str, ...] = ()
-    review: int = Field(default=10, ge=0, le=100_000)
-
-    @field_validator("alpha")
-    @classmethod
-    def _alpha(cls, value: float | str) -> float | str:
-        from calib.stats import parse_alpha
-
-        parse_alpha(value)
-        return value
-
-    @field_validator("alphas")
-    @classmethod
-    def _alphas(cls, value: tuple[float | str, ...]) -> tuple[float | str, ...]:
-        from calib.stats import parse_alpha
-
-        if not value:
-            raise ValueError("alphas must list at least one target level")
-        for item in value:
-            parse_alpha(item)
-        return value
-
-    @field_validator("budgets")
-    @classmethod
-    def _budgets(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if any(not v >= 1 for v in value):
-            raise ValueError("budgets are numbers of queries, each >= 1")
-        return value
-
-    @field_validator("fpr_levels")
-    @classmethod
-    def _levels(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if not value or any(not 0.0 < v < 1.0 for v in value):
-            raise ValueError("fpr_levels must be a non-empty list of numbers in (0, 1)")
-        return value
-
-
-PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim")
-#: Procedures whose score is a probability (the others are 0/1): the census and budgets use these.
-PROBABILISTIC = ("top_k", "base", "near_verbatim")
-#: A census's default procedures (a top-k census has no threshold when every control window scores 0).
-CENSUS_PROCEDURES = ("base", "near_verbatim")
-
-
-class ExtractionSection(_Section):
-    """``[extraction]``: windows and scoring procedures of extraction and census studies."""
-
-    prefix_tokens: int = Field(default=50, ge=1, le=TOKENS_MAX)
-    suffix_tokens: tuple[int, ...] = (50,)
-    procedures: tuple[Literal["greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim"], ...] = PROCEDURES
-    top_k: int = Field(default=40, ge=1, le=10_000)
-    temperatures: tuple[float, ...] = (1.0,)
-    epsilon: int = Field(default=5, ge=0, le=TOKENS_MAX)
-    offset: int = Field(default=0, ge=0, le=COUNT_MAX)
-    stride: int = Field(default=1, ge=1, le=COUNT_MAX)
-    concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
-
-    @field_validator("suffix_tokens")
-    @classmethod
-    def _suffixes(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value or any(not 1 <= v <= TOKENS_MAX for v in value) or len(set(value)) != len(value):
-            raise ValueError(f"suffix_tokens must list distinct suffix lengths, each from 1 to {TOKENS_MAX} tokens")
-        return value
-
-    @field_validator("procedures")
-    @classmethod
-    def _procedures(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if not value or len(set(value)) != len(value):
-            raise ValueError(f"procedures must list distinct procedures of {list(PROCEDURES)}")
-        return value
-
-    @field_validator("temperatures")
-    @classmethod
-    def _temperatures(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if not value or any(not t > 0 for t in value) or len(set(value)) != len(value):
-            raise ValueError("temperatures must list distinct temperatures > 0 (greedy is its own procedure)")
-        return value
-
-
-_ORGANISM_RANGE = re.compile(r"^organism:(member|control):(\d+)-(\d+)$")
-
-
-class CensusPair(_Section):
-    """One ``[[census.pairs]]`` entry: a candidate document and its matched control document(s)."""
-
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    document: str = Field(min_length=1)
-    control: tuple[str, ...] = Field(min_length=1)
-
-    @field_validator("control", mode="before")
-    @classmethod
-    def _controls(cls, value: Any) -> Any:
-        """One control or a list; ``organism:control:A-B`` names the organism's controls A to B."""
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list | tuple):
-            return value
-        out: list[Any] = []
-        for item in items:
-            match = _ORGANISM_RANGE.match(item) if isinstance(item, str) else None
-            if match:
-                first, last = int(match.group(2)), int(match.group(3))
-                if first > last:
-                    raise ValueError(f"{item!r}: the range's first index exceeds its last")
-                out.extend(f"organism:{match.group(1)}:{i}" for i in range(first, last + 1))
-            else:
-                out.append(item)
-        if any(not isinstance(i, str) or not i for i in out) or len(set(out)) != len(out):
-            raise ValueError("control must be a document or a list of distinct documents")
-        return tuple(out)
-
-
-class CensusSection(_Section):
-    """``[census]``: the documents a census study audits, each with its matched control."""
-
-    pairs: tuple[CensusPair, ...] = Field(min_length=1)
-
-    @field_validator("pairs")
-    @classmethod
-    def _distinct(cls, value: tuple[CensusPair, ...]) -> tuple[CensusPair, ...]:
-        names = [p.name for p in value]
-        if len(set(names)) != len(names):
-            raise ValueError("two census pairs share a name")
-        return value
-
-
-class DedupSection(_Section, CorpusCaps):
-    """``[dedup]``: near-duplicates of the audited functions in the target's training corpus (functional studies)."""
-
-    source: Literal["organism", "corpus", "functions"] = "organism"
-    paths: tuple[str, ...] = ()
-    format: Literal["files", "jsonl", "parquet", "csv"] | None = None
-    content_column: str = "content"
-    extensions: tuple[str, ...] = ()
-    min_lines: int = Field(default=1, ge=0, le=LINES_MAX)
-    jaccard: float = Field(default=0.4, gt=0.0, le=1.0)
-    num_perm: int = Field(default=128, ge=16, le=65_536)
-    shingle_tokens: int = Field(default=5, ge=1, le=10_000)
-    semantic: bool = True
-    cosine: float = Field(default=0.9, gt=-1.0, le=1.0)
-    embedding_server: str | None = None
-    index: Literal["auto", "exact", "faiss", "hnsw"] = "auto"
-    redis_url: str | None = Field(default=None, pattern=r"^redis://")
-    count_copies: bool = False
-
-    @model_validator(mode="after")
-    def _consistent(self) -> DedupSection:
-        if self.source == "organism" and self.paths:
-            raise ValueError("source = 'organism' takes no paths (the organism's training corpus is rebuilt)")
-        if self.source != "organism" and not self.paths:
-            raise ValueError(f"source = {self.source!r} needs paths = [...] (the training corpus)")
-        return self
-
-
-class ReportSection(_Section):
-    """``[report]``: what the report shows."""
-
-    examples: int = Field(default=5, ge=0, le=10_000)
-
-
-class StudySpec(_Section):
+class StudySpec(Section):
     """A whole study spec. ``path`` is the file it was read from (relative paths resolve against its folder)."""
 
     study: StudySection

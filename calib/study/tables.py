@@ -1,4 +1,4 @@
-"""The tables of a run directory (DESIGN.md "Run directory"): their schemas, declared once, here.
+"""The tables of a run directory (docs/architecture.md "Run directory"): their schemas, declared once, here.
 
 Every stage writes Parquet files under ``<run>/tables/`` with these columns; the report reads only
 these tables plus ``spec.json`` (the resolved spec) and ``manifest.json`` (what ran: versions, servers,
@@ -11,11 +11,10 @@ import polars as pl
 
 from calib.executors.base import EXECUTIONS_SCHEMA
 from calib.metrics.base import SIMILARITIES_SCHEMA
-from calib.study._probes_tables import PROBES_TABLES
 
 __all__ = ["BUDGETS_SCHEMA", "CENSUS_SCHEMA", "CLAIMS_SCHEMA", "EXECUTIONS_SCHEMA", "EXTRACTION_CLAIMS_SCHEMA",
            "EXTRACTION_TABLES", "CENSUS_TABLES", "GENERATIONS_SCHEMA", "OPERATING_POINTS_SCHEMA", "PAIRED_SCHEMA",
-           "PROBES_TABLES", "SAMPLES_SCHEMA", "SCORES_SCHEMA", "SIMILARITIES_SCHEMA", "TABLES", "WINDOWS_SCHEMA",
+           "SAMPLES_SCHEMA", "SCORES_SCHEMA", "SIMILARITIES_SCHEMA", "TABLES", "WINDOWS_SCHEMA",
            "tables_of"]
 
 #: One row per audited function x.
@@ -75,7 +74,7 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
 }
 
 
-# --- extraction and census studies (DESIGN.md "The three methods" 2, "Statistics") -----------------
+# --- extraction and census studies (docs/architecture.md "The three methods" 2, "Statistics") -----------------
 #: One row per (sample, suffix length, window): a prefix of prefix_tokens tokens and the suffix of
 #: suffix_tokens tokens that follows it, cut with the target server's tokenizer. A sample too short for
 #: any window, or whose cut does not round-trip through the tokenizer, gets one row with ``error`` set
@@ -239,6 +238,7 @@ CENSUS_TABLES: dict[str, dict[str, pl.DataType]] = {
 
 
 def tables_of(kind: str) -> dict[str, dict[str, pl.DataType]]:
-    """The tables a study kind writes (name -> schema), in stage order."""
-    kinds = {"functional": TABLES, "extraction": EXTRACTION_TABLES, "census": CENSUS_TABLES, "probes": PROBES_TABLES}
-    return kinds[kind]
+    """The tables a study kind writes (name -> schema), in stage order (the kind's :class:`StudyKind` says)."""
+    from calib.study.kinds import study_kind
+
+    return study_kind(kind).tables()

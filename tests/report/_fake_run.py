@@ -1,7 +1,7 @@
 """Synthetic run directories of a ``functional`` study with known counts, for the report's tests.
 
 :data:`DEFAULT` holds 40 samples (30 members, 10 controls; three kinds) built so that every count of
-the report is known by hand (``tests/report/test_report.py`` states them). Each :class:`FakeSample`
+the report is known by hand (``tests/report/functional/test_report.py`` states them). Each :class:`FakeSample`
 says what the tables should record; :func:`make_run` writes them with the schemas of
 ``calib/study/tables.py``, plus ``spec.json`` and ``manifest.json``.
 

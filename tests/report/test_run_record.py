@@ -22,15 +22,16 @@ from typing import Any
 import pytest
 
 from calib.report import write_report
-from calib.report._record import NOT_RECORDED
-from calib.report._run import setting
+from calib.report.record import NOT_RECORDED
+from calib.report.run import setting
 from calib.study import load_spec
-from calib.study.functional import Resources
 from calib.study.provenance import collect
+from calib.study.resources import Resources
 from calib.study.runner import RunOptions, Stage, run_stages
 from calib.study.spec import StudySpec
-from tests.report import test_census_report, test_extraction_report, test_probes_report
 from tests.report._fake_run import make_run
+from tests.report.extraction import test_census_report, test_extraction_report
+from tests.report.probes import test_probes_report
 from tests.study.test_provenance import _probe_both, _serving, _Tgi3, _Vllm
 
 REPO = Path(__file__).resolve().parents[2]

@@ -216,7 +216,7 @@ def two_runs(request, tmp_path_factory) -> Path:
         organism = request.getfixturevalue("organism_tiny")
         text = _spec(organism.root.parent.parent).replace("limit = 12", "limit = 6")
     else:
-        from tests.study.test_corpus_study import CODE
+        from tests.study.functional.test_corpus_study import CODE
 
         (root / "corpus").mkdir()
         (root / "corpus" / "mod.py").write_text(CODE + "\n\n" + _LOOPS)

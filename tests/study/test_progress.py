@@ -184,7 +184,7 @@ def test_organism_build_prints_training_lines_without_a_terminal(tmp_path):
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 def test_study_prints_a_line_per_stage_with_counts_without_a_terminal(tiny_model_dir, tmp_path):
-    from tests.study.test_corpus_study import CODE
+    from tests.study.functional.test_corpus_study import CODE
     from tests.study.test_integrity import corpus_spec
 
     (tmp_path / "corpus").mkdir()

@@ -28,8 +28,8 @@ import pytest
 from aiohttp import web
 
 from calib.study import load_spec
-from calib.study.functional import Resources
 from calib.study.provenance import _toolchain, spec_seeds
+from calib.study.resources import Resources
 from calib.study.runner import RunOptions, Stage, run_stages
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,26 +1,37 @@
 """The sections of an ``extraction`` report as document blocks, written from its summary (summary.json).
 
-Numbers come from :func:`calib.report._extraction.extraction_summary`; the figures also read the
+Numbers come from :func:`calib.report.extraction.summary.extraction_summary`; the figures also read the
 score, margin and budget columns of the run's tables (too many values for summary.json).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from calib.report._document import Block, Bullets, Figure, Heading, Paragraph, Table
-from calib.report._extraction import groups_of, removed, where
-from calib.report._figures_extraction import budget_figure, calibration_figure, margin_figure, score_figure
-from calib.report._format import DASH, count, fixed, number, pct, pct_range, power, rate_cell, setting_pct
-from calib.report._procedure import BINARY_PROCEDURES, procedure_order, provenance_blocks, statement_blocks
-from calib.report._run import RunTables
+from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from calib.report.extraction.figures import budget_figure, calibration_figure, margin_figure, score_figure
+from calib.report.extraction.summary import groups_of, removed, where
+from calib.report.format import (
+    DASH,
+    count,
+    figure_name,
+    fixed,
+    number,
+    pct,
+    pct_range,
+    plain_text,
+    power,
+    rate_cell,
+    setting_pct,
+)
+from calib.report.procedure import BINARY_PROCEDURES, procedure_order, provenance_blocks, statement_blocks
+from calib.report.run import RunTables
 
-__all__ = ["REFERENCES", "extraction_blocks", "figure_name", "level", "plain_text"]
+__all__ = ["REFERENCES", "extraction_blocks", "level"]
 
 #: The works the extraction and census reports cite.
 REFERENCES = (
@@ -36,26 +47,9 @@ REFERENCES = (
     "paired data. Statistics in Medicine 17(22):2635–2650 (method 10).",
 )
 
-#: Characters of a suffix shown in a review table (summary.json keeps the whole text).
-SUFFIX_CHARS = 240
-
-
 def level(value: float | None) -> str:
     """A certified or target level as a percentage with four significant digits (``0.09998%``)."""
     return DASH if value is None else f"{100 * value:.4g}%"
-
-
-def figure_name(*parts: str) -> str:
-    """A figure's file name from its parts: lower case, runs of other characters as one hyphen."""
-    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
-
-
-def plain_text(text: str | None, limit: int = SUFFIX_CHARS) -> str:
-    """Generated or document text for a table cell: newlines as ⏎, no inline marks, at most ``limit`` characters."""
-    if text is None:
-        return DASH
-    out = text.replace("\r\n", "\n").replace("\n", "⏎").replace("`", "'").replace("**", "* *")
-    return out if len(out) <= limit else out[:limit] + "…"
 
 
 def _what(rec: dict[str, Any]) -> tuple[str, str, str]:

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from calib._exceptions import InputError
-from calib.report._document import Block, Bullets, Figure, Heading, Paragraph, Table
-from calib.report._extraction_blocks import REFERENCES, figure_name, plain_text
-from calib.report._figures_extraction import coverage_figure, margin_profile_figure
-from calib.report._format import count, fixed, number, pct, power, setting_pct
-from calib.report._procedure import (
+from calib.report.document import Block, Bullets, Figure, Heading, Markup, Paragraph, Table
+from calib.report.extraction.blocks import REFERENCES
+from calib.report.extraction.figures import coverage_figure, margin_profile_figure
+from calib.report.format import count, figure_name, fixed, number, pct, plain_text, power, setting_pct
+from calib.report.procedure import (
     ROLES,
     methods_record,
     procedure_order,
@@ -31,10 +30,10 @@ from calib.report._procedure import (
     statement_blocks,
     study_facts,
 )
-from calib.report._run import RunTables, setting
+from calib.report.run import RunTables, setting
 from calib.stats import CensusThreshold, character_margins
 
-__all__ = ["CENSUS_SUMMARY_VERSION", "HEAT_BINS", "Markup", "census_report", "census_summary", "heat_map_html"]
+__all__ = ["CENSUS_SUMMARY_VERSION", "HEAT_BINS", "census_report", "census_summary", "heat_map_html"]
 
 #: Version of the census summary.json layout (docs/report.md); bumped when a key changes meaning or goes away.
 CENSUS_SUMMARY_VERSION = 1
@@ -51,19 +50,6 @@ MAX_RANGES = 30
 
 #: A zero score (log10 = −inf) enters the margins as this log10 value: below every threshold.
 _ZERO = -400.0
-
-
-@dataclass(frozen=True)
-class Markup:
-    """Prepared output for both renderings: ``html`` placed as is in report.html, ``markdown`` in report.md.
-
-    :func:`calib.report._write.write_report` substitutes it where the block stands (the document
-    model has no raw block); ``name`` makes its placeholder unique.
-    """
-
-    name: str
-    html: str
-    markdown: str
 
 
 def _side() -> pl.Expr:

@@ -8,7 +8,7 @@
 - ``coverage``: census coverage within and beyond the query budget per document (Figure 7);
 - ``margin_profile``: census margin along a document, the best covering window per character (App. E.2).
 
-Same determinism as :mod:`calib.report._figures`: fixed hash salt, no date.
+Same determinism as :mod:`calib.report.figures`: fixed hash salt, no date.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from calib.report._figures import _COLORS, _RC, _to_svg
+from calib.report.figures import COLORS, RC, to_svg
 
 __all__ = ["budget_figure", "calibration_figure", "coverage_figure", "margin_figure", "margin_profile_figure",
            "score_figure"]
@@ -35,7 +35,7 @@ PROFILE_FLOOR = -10.0
 
 
 def _color(i: int) -> str:
-    return _COLORS[i % len(_COLORS)]
+    return COLORS[i % len(COLORS)]
 
 
 def _grid(n: int, *, width: float = 9.0, height: float = 2.8, columns: int = 2) -> tuple[Figure, list[Any]]:
@@ -56,7 +56,7 @@ def calibration_figure(series: Sequence[Mapping[str, Any]], primary: float | Non
     drawn = [s for s in series if len(s["certified"])]
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig = Figure(figsize=(6.4, 4.0))
         ax = fig.add_subplot()
         for i, s in enumerate(drawn):
@@ -72,7 +72,7 @@ def calibration_figure(series: Sequence[Mapping[str, Any]], primary: float | Non
         ax.set_xlabel("certified FPR α_N")
         ax.set_ylabel("calibrated memorization rate (percentage points)")
         ax.legend(frameon=False, fontsize=8)
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def score_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
@@ -89,7 +89,7 @@ def score_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
             drawn.append((p, members, controls))
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig, axes = _grid(len(drawn))
         for ax, (p, members, controls) in zip(axes, drawn):
             finite = np.concatenate([members[np.isfinite(members)], controls[np.isfinite(controls)]])
@@ -110,7 +110,7 @@ def score_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
             ax.set_ylabel("share of windows")
             ax.legend(frameon=False, fontsize=7, loc="best")
         fig.tight_layout()
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def margin_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
@@ -121,7 +121,7 @@ def margin_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
     drawn = [p for p in panels if any(len(s["values"]) for s in p["series"])]
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig, axes = _grid(len(drawn))
         for ax, p in zip(axes, drawn):
             values = np.concatenate([np.asarray(s["values"], dtype=float) for s in p["series"]])
@@ -136,7 +136,7 @@ def margin_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
             ax.set_ylabel("claimed members")
             ax.legend(frameon=False, fontsize=7)
         fig.tight_layout()
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def budget_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
@@ -153,7 +153,7 @@ def budget_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
     styles = (("members", "-", "members"), ("controls", "--", "controls"),
               ("extractable", ":", "extractable members (claimed and generated)"))
     labels = list(dict.fromkeys(s["label"] for p in drawn for s in p["series"]))
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig, axes = _grid(len(drawn))
         for ax, p in zip(axes, drawn):
             for s in p["series"]:
@@ -171,7 +171,7 @@ def budget_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
                     for _, style, what in styles]
         fig.tight_layout()
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False, fontsize=7)
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def coverage_figure(rows: Sequence[Mapping[str, Any]]) -> str | None:
@@ -183,21 +183,21 @@ def coverage_figure(rows: Sequence[Mapping[str, Any]]) -> str | None:
     drawn = [r for r in rows if r["within"] is not None or r["beyond"] is not None]
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig = Figure(figsize=(7.0, 0.9 + 0.34 * len(drawn)))
         ax = fig.add_subplot()
         y = np.arange(len(drawn))[::-1]
         within = np.array([100 * (r["within"] or 0.0) for r in drawn])
         beyond = np.array([100 * (r["beyond"] or 0.0) for r in drawn])
-        ax.barh(y, within, color=_COLORS[0], label="generated within the budget")
-        ax.barh(y, beyond, left=within, color=_COLORS[1], label="above the threshold, beyond the budget")
+        ax.barh(y, within, color=COLORS[0], label="generated within the budget")
+        ax.barh(y, beyond, left=within, color=COLORS[1], label="above the threshold, beyond the budget")
         for yi, total in zip(y, within + beyond):
             ax.text(total + 0.8, yi, f"{total:.1f}%", va="center", fontsize=7)
         ax.set_yticks(y, [r["label"] for r in drawn])
         ax.set_xlim(0, max(100.0, float((within + beyond).max()) * 1.02))
         ax.set_xlabel("characters of the document covered (%)")
         ax.legend(frameon=False, fontsize=7, loc="lower right")
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def _binned_max(values: np.ndarray, points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +221,7 @@ def margin_profile_figure(series: Sequence[Mapping[str, Any]]) -> str | None:
     drawn = [s for s in series if np.isfinite(np.asarray(s["margins"], dtype=float)).any()]
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig = Figure(figsize=(8.0, 2.8))
         ax = fig.add_subplot()
         for i, s in enumerate(drawn):
@@ -232,4 +232,4 @@ def margin_profile_figure(series: Sequence[Mapping[str, Any]]) -> str | None:
         ax.set_xlabel("character offset in the document")
         ax.set_ylabel(f"margin log10(score / threshold), ≥ {PROFILE_FLOOR:g}")
         ax.legend(frameon=False, fontsize=7)
-        return _to_svg(fig)
+        return to_svg(fig)

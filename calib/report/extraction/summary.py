@@ -1,7 +1,7 @@
 """Every number of an ``extraction`` report (the population conformal test), computed once from the tables.
 
 :func:`extraction_summary` reads the operating points, claims, budgets, paired comparisons and scores
-of a run and returns the content of summary.json; :mod:`calib.report._extraction_blocks` only formats
+of a run and returns the content of summary.json; :mod:`calib.report.extraction.blocks` only formats
 it. The tables already hold the conformal statistics (``calib.stats.sweep``); the report adds the
 Clopper–Pearson intervals of the binary procedures' generation rates, the Bonferroni feasibility
 (``calib.stats.bonferroni_max_candidates`` / ``bonferroni_min_controls``) and consistency checks
@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 
 from calib._exceptions import InputError
-from calib.report._format import power
-from calib.report._procedure import (
+from calib.report.format import power
+from calib.report.procedure import (
     BINARY_PROCEDURES,
     ROLES,
     methods_record,
@@ -28,7 +28,7 @@ from calib.report._procedure import (
     provenance,
     study_facts,
 )
-from calib.report._run import RunTables, setting
+from calib.report.run import RunTables, setting
 from calib.stats import (
     bonferroni_max_candidates,
     bonferroni_min_controls,

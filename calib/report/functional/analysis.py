@@ -14,14 +14,14 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import InputError
-from calib.report._counts import funnel, reason_counts, sample_counts
-from calib.report._duplication import analyze_duplication
-from calib.report._examples import Example, select_examples
-from calib.report._methods import methods_facts
-from calib.report._proxies import evaluate_proxies
-from calib.report._rates import rate_groups
-from calib.report._run import RunData, setting
-from calib.report._samples import sample_table
+from calib.report.functional.counts import funnel, reason_counts, sample_counts
+from calib.report.functional.duplication import analyze_duplication
+from calib.report.functional.examples import Example, select_examples
+from calib.report.functional.methods import methods_facts
+from calib.report.functional.proxies import evaluate_proxies
+from calib.report.functional.rates import rate_groups
+from calib.report.functional.samples import sample_table
+from calib.report.run import RunData, setting
 from calib.stats import RocCurve
 
 __all__ = ["Analysis", "SUMMARY_VERSION", "analysis_settings", "analyze_run"]

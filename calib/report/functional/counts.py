@@ -10,8 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from calib.report._run import RunData, setting
-from calib.report._samples import ROLES
+from calib.report.functional.samples import ROLES
+from calib.report.run import RunData, setting
 
 __all__ = ["funnel", "reason_counts", "sample_counts"]
 

@@ -29,10 +29,10 @@ import numpy as np
 import polars as pl
 
 from calib._exceptions import InputError
-from calib.report._document import Block, Bullets, Figure, Heading, Paragraph, Table
-from calib.report._figures import duplication_figure
-from calib.report._format import DASH, fixed, number, pct, setting_pct
-from calib.report._run import RunData, setting
+from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from calib.report.format import DASH, fixed, number, pct, setting_pct
+from calib.report.functional.figures import duplication_figure
+from calib.report.run import RunData, setting
 from calib.stats import logistic_regression
 
 __all__ = ["COUNT_COLUMNS", "DEDUP_KINDS", "DUPLICATION_GROUPS", "Duplication", "analyze_duplication",
@@ -174,7 +174,7 @@ def _settings(spec: dict[str, Any]) -> dict[str, Any]:
 def analyze_duplication(run: RunData, frame: pl.DataFrame, analyze: dict[str, Any]) -> Duplication | None:
     """The duplication analysis of ``run``, None when it has no duplicates table (see the module docstring).
 
-    ``frame`` is the per-sample table (:func:`calib.report._samples.sample_table`), ``analyze`` the
+    ``frame`` is the per-sample table (:func:`calib.report.functional.samples.sample_table`), ``analyze`` the
     operating point (``tau_text``, ``tau_func``, ``confidence``).
 
     Raises

@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from calib.report._run import RunData
-from calib.report._samples import ROLES, VERDICTS
+from calib.report.functional.samples import ROLES, VERDICTS
+from calib.report.run import RunData
 
 __all__ = ["Example", "select_examples"]
 

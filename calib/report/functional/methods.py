@@ -11,9 +11,10 @@ from typing import Any
 import polars as pl
 
 from calib._version import __version__
-from calib.report._record import run_record
-from calib.report._run import RunData, setting
-from calib.report._samples import ROLES
+from calib.executors.validity import criteria_of
+from calib.report.functional.samples import ROLES
+from calib.report.record import run_record
+from calib.report.run import RunData, setting
 
 __all__ = ["methods_facts"]
 
@@ -74,6 +75,9 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
     study = {k: setting(manifest, f"study.{k}", setting(spec, f"study.{k}")) for k in ("name", "kind", "description")}
     temperature = float(setting(spec, "generation.temperature", 0.0))
     executors = sorted(set(run.executions["executor"].drop_nulls().to_list()))
+    samples = run.executions.group_by("executor").agg(pl.col("sample_id").n_unique().alias("n"))
+    per_executor = dict(zip(samples["executor"].to_list(), samples["n"].to_list()))
+    criteria = {e: list(criteria_of(e)) for e in executors}
     return {
         "study": study,
         "calib_version": manifest.get("calib_version"),
@@ -91,6 +95,11 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
                                                             "max_lines", "limit", "kinds")},
                  "dropped": _dropped(manifest)},
         "execution": {"executor": setting(spec, "execute.executor"), "executors_in_table": executors,
+                      # the validity criteria each executor applied (calib.executors.validity), and the samples
+                      # judged without line coverage (native executors do not measure it), counted apart
+                      "criteria": criteria,
+                      "samples_without_coverage": {e: int(per_executor.get(e, 0)) for e, c in criteria.items()
+                                                   if "coverage" not in c},
                       **{k: setting(spec, f"execute.{k}") for k in ("n_inputs", "min_valid", "coverage",
                                                                     "min_distinct", "input_timeout")},
                       "tau_func": analyze["tau_func"]},

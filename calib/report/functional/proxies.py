@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from calib.report._run import RunData, setting
-from calib.report._samples import FUNC_METRIC, ROLES
+from calib.report.functional.samples import FUNC_METRIC, ROLES
+from calib.report.run import RunData, setting
 from calib.stats import RocCurve, evaluate_proxy
 
 __all__ = ["ProxyResults", "evaluate_proxies", "metric_order", "proxy_pairs"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from calib._exceptions import InputError
-from calib.report._run import RunData
+from calib.report.run import RunData
 from calib.stats import wide_from_long
 
 __all__ = ["FUNC_METRIC", "ROLES", "VERDICTS", "sample_table", "x_executions"]

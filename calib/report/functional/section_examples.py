@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from calib.report._analysis import Analysis
-from calib.report._document import Block, Code, CodeRow, Group, Heading, Paragraph, Table
-from calib.report._examples import Example
-from calib.report._format import DASH, number, pct, sim
-from calib.report._samples import ROLES
+from calib.report.document import Block, Code, CodeRow, Group, Heading, Paragraph, Table
+from calib.report.format import DASH, number, pct, sim
+from calib.report.functional.analysis import Analysis
+from calib.report.functional.examples import Example
+from calib.report.functional.samples import ROLES
 
 __all__ = ["MATCH_MARKS", "examples_section"]
 
@@ -89,7 +89,7 @@ def _example_blocks(index: int, example: Example, metrics: list[str]) -> Group:
 
 
 def examples_section(analysis: Analysis) -> list[Block]:
-    """The worked examples, in the order of :func:`calib.report._examples.select_examples`."""
+    """The worked examples, in the order of :func:`calib.report.functional.examples.select_examples`."""
     blocks: list[Block] = [Heading(2, "Worked examples", "examples")]
     if not analysis.examples:
         return blocks + [Paragraph("No examples requested (`report.examples = 0`) or no sample.")]

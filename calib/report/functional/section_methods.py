@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from calib.report._document import Block, Bullets, Heading, Paragraph, Table
-from calib.report._format import DASH, number, setting_pct
-from calib.report._record import run_record_blocks
+from calib.report.document import Block, Bullets, Heading, Paragraph, Table
+from calib.report.format import DASH, number, setting_pct
+from calib.report.record import run_record_blocks
 
 __all__ = ["DUPLICATION_REFERENCES", "REFERENCES", "methods_section"]
 
@@ -106,6 +106,11 @@ def _execution(methods: dict[str, Any]) -> list[Block]:
             "distinct output states. SIM_func of a completion is the share of valid inputs on which its whole output "
             "state (return value, exception, calls to mocked dependencies, mutated arguments, stdout, stderr, files) "
             f"equals x's; it is functionally similar when SIM_func ≥ τ_func = {number(ex['tau_func'])}.")
+    apart = ex.get("samples_without_coverage") or {}
+    if apart:
+        names = ", ".join(f"`{e}` ({number(n)} samples)" for e, n in sorted(apart.items()))
+        text += (f" Line coverage is not measured by {names}: those samples were judged on valid inputs and distinct "
+                 "output states only (the coverage criterion was not applied to them), and are counted apart here.")
     return [Heading(3, "Execution", "methods-execution"), Paragraph(text)]
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from calib.report._analysis import Analysis
-from calib.report._document import Block, Bullets, Figure, Heading, Paragraph, Table
-from calib.report._duplication import duplication_blocks
-from calib.report._figures import rates_figure, roc_figure
-from calib.report._format import DASH, number, rate_cell, rate_text, setting_pct, sim
-from calib.report._rates import RATE_LABELS
-from calib.report._section_examples import examples_section
-from calib.report._section_methods import methods_section
+from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from calib.report.format import DASH, number, rate_cell, rate_text, setting_pct, sim
+from calib.report.functional.analysis import Analysis
+from calib.report.functional.duplication import duplication_blocks
+from calib.report.functional.figures import rates_figure, roc_figure
+from calib.report.functional.rates import RATE_LABELS
+from calib.report.functional.section_examples import examples_section
+from calib.report.functional.section_methods import methods_section
 
 __all__ = ["report_blocks"]
 

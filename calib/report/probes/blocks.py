@@ -1,4 +1,4 @@
-"""The blocks of the probes report (scale-aware diagnostics), written from the summary of :mod:`calib.report._probes`.
+"""The blocks of the probes report (scale-aware diagnostics), from the summary of :mod:`calib.report.probes.summary`.
 
 Sections: Procedure, pass@k, Applicability, Model comparisons (two models or more), Opcode divergence,
 Test outcomes, CoDeC (when the study ran it), Methods. Percentages have one decimal; a difference is
@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from calib.report._document import Block, Bullets, Figure, Heading, Paragraph, Table
-from calib.report._extraction_blocks import plain_text
-from calib.report._figures_probes import codec_figure, entropy_figure, jsd_figure, pass_at_1_figure
-from calib.report._format import DASH, fixed, number, setting_pct
-from calib.report._procedure import provenance_blocks
+from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from calib.report.format import DASH, fixed, number, plain_text, setting_pct
+from calib.report.probes.figures import codec_figure, entropy_figure, jsd_figure, pass_at_1_figure
+from calib.report.procedure import provenance_blocks
 
 __all__ = ["REFERENCES", "probes_blocks"]
 

@@ -8,7 +8,7 @@
 - ``codec``: CoDeC contamination scores with their Clopper–Pearson intervals per model, seen and unseen
   datasets apart (paper Figure 4a).
 
-Same determinism as :mod:`calib.report._figures`: fixed hash salt, no date, seeded jitter.
+Same determinism as :mod:`calib.report.figures`: fixed hash salt, no date, seeded jitter.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from calib.report._figures import _COLORS, _RC, _to_svg
+from calib.report.figures import COLORS, RC, to_svg
 
 __all__ = ["codec_figure", "entropy_figure", "jsd_figure", "pass_at_1_figure"]
 
 
 def _color(i: int) -> str:
-    return _COLORS[i % len(_COLORS)]
+    return COLORS[i % len(COLORS)]
 
 
 def _ticks(names: Sequence[str]) -> list[str]:
@@ -53,7 +53,7 @@ def pass_at_1_figure(labels: Sequence[str], names: Sequence[str], series: Sequen
     drawn = [s for s in series if any((s["cells"].get(lab) or {}).get("estimate") is not None for lab in labels)]
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig = Figure(figsize=(max(6.4, 1.0 + 0.9 * len(labels)), 4.0))
         ax = fig.add_subplot()
         x = np.arange(len(labels), dtype=float)
@@ -71,7 +71,7 @@ def pass_at_1_figure(labels: Sequence[str], names: Sequence[str], series: Sequen
         ax.set_ylim(-2, 102)
         ax.set_ylabel("pass@1 (%)")
         ax.legend(frameon=False, fontsize=8, title="model (smallest first)", title_fontsize=8)
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def jsd_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
@@ -83,7 +83,7 @@ def jsd_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
     drawn = [p for p in panels if any(len(g["all"]) or len(g["passing"]) for g in p["groups"])]
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig, axes = _panels(len(drawn))
         rng = np.random.default_rng(0)
         kinds = (("all", 0, "all generations"), ("passing", 1, "passing generations"))
@@ -108,7 +108,7 @@ def jsd_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
         handles = [Line2D([], [], marker="o", linestyle="", color=_color(side), label=what) for _, side, what in kinds]
         fig.tight_layout()
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False, fontsize=8)
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def entropy_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
@@ -124,7 +124,7 @@ def entropy_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
     every = np.concatenate([np.asarray(s["values"], dtype=float) for p in drawn for s in p["series"]])
     lo, hi = float(every.min()), float(every.max())
     bins = np.linspace(lo - 0.5, hi + 0.5, 21) if hi - lo < 1e-9 else np.linspace(lo, hi, 21)
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig, axes = _panels(len(drawn))
         for ax, p in zip(axes, drawn):
             for i, s in enumerate(p["series"]):
@@ -139,7 +139,7 @@ def entropy_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
             ax.set_ylabel("problems")
             ax.legend(frameon=False, fontsize=7)
         fig.tight_layout()
-        return _to_svg(fig)
+        return to_svg(fig)
 
 
 def codec_figure(models: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str | None:
@@ -150,7 +150,7 @@ def codec_figure(models: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> st
     drawn = [r for r in rows if r["score"] is not None and r["model"] in models]
     if not drawn:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         fig = Figure(figsize=(max(5.6, 1.6 + 1.1 * len(models)), 3.8))
         ax = fig.add_subplot()
         datasets = list(dict.fromkeys(r["dataset"] for r in drawn))
@@ -169,4 +169,4 @@ def codec_figure(models: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> st
         handles = [Line2D([], [], marker="o", linestyle="", color=_color(0), label="seen datasets"),
                    Line2D([], [], marker="s", linestyle="", color=_color(1), label="unseen datasets")]
         ax.legend(handles=handles, frameon=False, fontsize=8)
-        return _to_svg(fig)
+        return to_svg(fig)

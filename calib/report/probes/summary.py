@@ -4,7 +4,7 @@ A probes study runs every task of a benchmark under several conditions (original
 dead code, the I/O isomorphisms of three bijection families) through a panel of models, smallest
 first, and measures pass@k, opcode divergence from the original and, optionally, CoDeC contamination
 scores (Rajput et al., "Memorization Diagnostics for Code LLMs Should be Scale-Aware", §5–§7). This
-module reads the run's tables into the summary; :mod:`calib.report._probes_blocks` writes the blocks.
+module reads the run's tables into the summary; :mod:`calib.report.probes.blocks` writes the blocks.
 
 Conditions are named by a **label**: the condition itself (``original``, ``syn20``, ``syn40``,
 ``dead_code``) or ``CONDITION:FAMILY`` for the isomorphisms (``iso:affine``, ``iso_dec:base``).
@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from calib.report._probes_blocks import probes_blocks
-from calib.report._procedure import methods_record, provenance, study_facts
-from calib.report._run import RunTables, probed_models, setting
+from calib.report.probes.blocks import probes_blocks
+from calib.report.procedure import methods_record, provenance, study_facts
+from calib.report.run import RunTables, probed_models, setting
 
 __all__ = ["CONDITION_NAMES", "PROBES_SUMMARY_VERSION", "STATUS_ORDER", "bijection_formula", "label_name",
            "label_order", "probes_report", "probes_summary"]

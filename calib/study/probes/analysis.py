@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from calib.stats import bootstrap_ci, jensen_shannon, pass_at_k, pass_at_k_summary
-from calib.study._probes_tables import CODEC_SCORES_SCHEMA, MODEL_PAIRS_SCHEMA, OPCODES_SCHEMA, PASS_AT_K_SCHEMA
+from calib.study.probes.tables import CODEC_SCORES_SCHEMA, MODEL_PAIRS_SCHEMA, OPCODES_SCHEMA, PASS_AT_K_SCHEMA
 
 __all__ = ["codec_scores_table", "model_pairs_table", "opcodes_table", "pass_at_k_table", "per_problem"]
 

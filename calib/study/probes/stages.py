@@ -1,4 +1,4 @@
-"""The ``probes`` study kind: scale-aware diagnostics (DESIGN.md "The three methods" 3; docs/probes.md).
+"""The ``probes`` study kind: scale-aware diagnostics (docs/architecture.md "The three methods" 3; docs/probes.md).
 
 tasks → prompts → generate → execute → pass_at_k → model_pairs → opcodes → codec → codec_scores → report.
 
@@ -17,23 +17,24 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from calib._exceptions import CalibError, InputError
-from calib.study._probes_analysis import codec_scores_table, model_pairs_table, opcodes_table, pass_at_k_table
-from calib.study._probes_spec import ISO_CONDITIONS
-from calib.study._probes_tables import (
-    CODEC_SCHEMA,
+from calib.study.budgets import completion_budgets
+from calib.study.probes.analysis import codec_scores_table, model_pairs_table, opcodes_table, pass_at_k_table
+from calib.study.probes.codec import codec_stage
+from calib.study.probes.tables import (
     PROBE_GENERATIONS_SCHEMA,
     PROBE_PROMPTS_SCHEMA,
     PROBE_TASKS_SCHEMA,
     TEST_RESULTS_SCHEMA,
 )
-from calib.study.functional import _budgets, _record_requests
+from calib.study.report_stage import report_done, write_report_stage
+from calib.study.requests import record_requests
 from calib.study.runner import RunOptions, Stage, StageContext
+from calib.study.sections.probes import ISO_CONDITIONS
 from calib.study.spec import StudySpec
 
 __all__ = ["PROBES_STAGES", "labels"]
@@ -237,7 +238,7 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
         head = {"prompt_id": item["prompt_id"], "task_id": item["task_id"], "label": item["label"], "model": name,
                 "model_name": caps.get("model") or name}
         try:
-            budget = (await _budgets(server, caps, [item["prompt"]], p.max_tokens))[0]
+            budget = (await completion_budgets(server, caps, [item["prompt"]], p.max_tokens))[0]
             if budget < 1:
                 raise ValueError("the prompt fills the model's context")
             params = SamplingParams(max_tokens=budget, temperature=p.temperature, stop=p.stop, n=p.n,
@@ -264,7 +265,7 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
     frame = await ctx.chunked(items, _GENERATE_CHUNK, work, PROBE_GENERATIONS_SCHEMA, label="generate",
                               concurrency=p.concurrency)
     for name in spec.models.probed():
-        _record_requests(ctx, name)
+        record_requests(ctx, name)
     return frame
 
 
@@ -326,78 +327,6 @@ async def _opcodes(ctx: StageContext) -> pl.DataFrame:
     return await asyncio.to_thread(opcodes_table, ctx.table("probe_generations"), ctx.table("test_results"))
 
 
-# --- codec --------------------------------------------------------------------------------------
-def _codec_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
-    p = spec.probes
-    assert p is not None
-    codec = p.codec.model_dump(mode="json") if p.codec else None
-    return {"codec": codec, "seed": spec.study.seed, "servers": {n: spec.servers[n] for n in spec.models.probed()},
-            "organism": spec.organism.model_dump(mode="json", exclude={"cache_dir"}) if spec.organism else None}
-
-
-def _dataset_texts(ctx: StageContext, source: str, column: str, limit: int) -> list[tuple[str, str]]:
-    """(sample_id, text) pairs of one codec dataset."""
-    if source in ("organism:member", "organism:control"):
-        truth = pl.read_parquet(ctx.resources.organism().truth)
-        rows = truth.filter(pl.col("membership") == source.split(":")[1]).sort("item_id")
-        pairs = [(r["item_id"], (r["training_variants"] or [r["audited"]])[0]) for r in rows.iter_rows(named=True)]
-    elif source.startswith("organism:"):
-        raise InputError(f"probes.codec.datasets: source {source!r}: use organism:member or organism:control")
-    else:
-        pairs = _file_texts(Path(source), column)
-    pairs = [(sid, text) for sid, text in pairs if text and text.strip()]
-    return pairs[:limit] if limit else pairs
-
-
-def _file_texts(path: Path, column: str) -> list[tuple[str, str]]:
-    """A folder of text files (one sample each), a JSONL / JSON list of objects, or a Parquet table."""
-    if path.is_dir():
-        return [(str(f.relative_to(path)), f.read_text(encoding="utf-8", errors="replace"))
-                for f in sorted(path.rglob("*")) if f.is_file()]
-    if path.suffix == ".parquet":
-        frame = pl.read_parquet(path)
-        if column not in frame.columns:
-            raise InputError(f"no column {column!r} (text_column); columns: {', '.join(frame.columns)}",
-                             path=str(path))
-        return [(f"{path.name}#{i}", t) for i, t in enumerate(frame[column].to_list()) if isinstance(t, str)]
-    text = path.read_text(encoding="utf-8")
-    try:
-        items = json.loads(text) if path.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x.strip()]
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON at line {exc.lineno}: {exc.msg}", path=str(path)) from None
-    out = []
-    for i, item in enumerate(items):
-        value = item.get(column) if isinstance(item, dict) else item if isinstance(item, str) else None
-        if isinstance(value, str):
-            out.append((str(item.get("id", i)) if isinstance(item, dict) else str(i), value))
-    return out
-
-
-async def _codec(ctx: StageContext) -> pl.DataFrame:
-    from calib.probes.codec import codec_probe
-
-    spec = ctx.spec
-    codec = spec.probes.codec  # type: ignore[union-attr]
-    if codec is None:
-        return pl.DataFrame(schema=CODEC_SCHEMA)
-    datasets: dict[str, list[tuple[str, str]]] = {}
-    for item in codec.datasets:
-        datasets[item.name] = await asyncio.to_thread(_dataset_texts, ctx, item.source, item.text_column, item.limit)
-    seen = {d.name: d.seen for d in codec.datasets}
-    rows = []
-    for name in spec.models.probed():
-        samples = await codec_probe(ctx.resources.server(name), datasets, n_context=codec.n_context,
-                                    seed=spec.study.seed, separator=codec.separator, concurrency=codec.concurrency)
-        for s in samples:
-            ok = s.error is None
-            rows.append({"model": name, "dataset": s.dataset, "seen": seen[s.dataset], "sample_id": s.sample_id,
-                         "tokens": s.tokens, "ll_without": s.ll_without if ok else None,
-                         "ll_with": s.ll_with if ok else None, "delta": s.delta if ok else None,
-                         "context_ids": list(s.context_ids), "error": s.error})
-        _record_requests(ctx, name)
-    return pl.DataFrame(rows, schema=CODEC_SCHEMA)
-
-
 async def _codec_scores(ctx: StageContext) -> pl.DataFrame:
     return codec_scores_table(ctx.table("codec"), confidence=ctx.spec.probes.confidence)  # type: ignore[union-attr]
 
@@ -406,15 +335,6 @@ async def _codec_scores(ctx: StageContext) -> pl.DataFrame:
 def _report_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     return {"probes": spec.probes.model_dump(mode="json") if spec.probes else None,
             "report": spec.report.model_dump(mode="json"), "study": spec.study.model_dump(mode="json")}
-
-
-async def _report(ctx: StageContext) -> None:
-    from calib.report import write_report
-    from calib.study.rundir import now_iso
-
-    ctx.save_manifest(finished_at=now_iso())
-    await asyncio.to_thread(write_report, ctx.run.root)
-    return None
 
 
 _ANALYSED = ("prompts", "probe_generations", "test_results")
@@ -427,8 +347,8 @@ PROBES_STAGES: tuple[Stage, ...] = (
     Stage("pass_at_k", _ANALYSED, "pass_at_k", "1", _analysis_settings, _pass_at_k),
     Stage("model_pairs", _ANALYSED, "model_pairs", "1", _analysis_settings, _model_pairs),
     Stage("opcodes", _ANALYSED, "opcodes", "1", _analysis_settings, _opcodes),
-    Stage("codec", (), "codec", "1", _codec_settings, _codec),
+    codec_stage,
     Stage("codec_scores", ("codec",), "codec_scores", "1", _analysis_settings, _codec_scores),
     Stage("report", tuple(_ANALYSED) + ("tasks", "pass_at_k", "model_pairs", "opcodes", "codec", "codec_scores"),
-          None, "1", _report_settings, _report, done=lambda run: (run.report / "report.html").is_file()),
+          None, "1", _report_settings, write_report_stage, done=report_done),
 )

@@ -1,13 +1,15 @@
 """``[probes]``: the scale-aware diagnostics study (``study.kind = "probes"``; docs/probes.md).
 
-Kept beside :mod:`calib.study.spec`, which imports :class:`ProbesSection` into the spec model.
+docs/study-spec.md documents every key; :class:`calib.study.spec.StudySpec` composes this section.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from calib.study.sections import Section
 
 __all__ = ["CONDITIONS", "FAMILIES", "ISO_CONDITIONS", "BijectionSettings", "CodecDataset", "CodecSection",
            "ProbesSection"]
@@ -18,12 +20,8 @@ CONDITIONS: tuple[str, ...] = ("original", "syn20", "syn40", "dead_code", "iso",
 ISO_CONDITIONS: tuple[str, ...] = ("iso", "iso_enc", "iso_dec")
 FAMILIES: tuple[str, ...] = ("affine", "base", "cubic")
 
-class _Section(BaseModel):
-    # as in calib.study.spec: no nan or inf, and every integer range-checked with its key named
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-
-class BijectionSettings(_Section):
+class BijectionSettings(Section):
     """``[probes.bijection]``: the parameters of the three families (paper §5.4, §7.1)."""
 
     affine_a: int = Field(default=3, ge=-10**9, le=10**9)
@@ -40,7 +38,7 @@ class BijectionSettings(_Section):
         return self
 
 
-class CodecDataset(_Section):
+class CodecDataset(Section):
     """One ``[[probes.codec.datasets]]`` entry: a set of texts, known seen or unseen by the models."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -50,7 +48,7 @@ class CodecDataset(_Section):
     limit: int = Field(default=0, ge=0, le=10**9)
 
 
-class CodecSection(_Section):
+class CodecSection(Section):
     """``[probes.codec]``: the decoder-side likelihood probe (Zawalski et al. 2025; paper §5.3)."""
 
     datasets: tuple[CodecDataset, ...] = Field(min_length=2)
@@ -68,7 +66,7 @@ class CodecSection(_Section):
         return self
 
 
-class ProbesSection(_Section):
+class ProbesSection(Section):
     """``[probes]``: tasks, conditions, generation and measures of a probes study."""
 
     tasks: str = "mbpp"

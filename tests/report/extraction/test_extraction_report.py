@@ -28,7 +28,7 @@ from scipy import stats
 from calib._exceptions import InputError
 from calib.cli import main
 from calib.report import load_run, write_report
-from calib.report._run import RunTables
+from calib.report.run import RunTables
 from calib.stats import (
     benjamini_hochberg,
     log10_min_probability_within,
@@ -484,7 +484,7 @@ def _keys(value: Any, path: str = "") -> set[str]:
 
 
 def test_docs_describe_every_summary_key_and_section(rendered):
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "report.md").read_text()
     section = doc[doc.index("## Extraction report"):doc.index("## Census report")]
     missing = sorted(k for k in _keys(rendered["summary"]) if f"`{k}`" not in section)
     assert not missing, f"summary.json keys not documented under Extraction report in docs/report.md: {missing}"

@@ -57,7 +57,7 @@ SECTIONS = ("## Headline", "## Rates", "## Inconclusive and unscored samples", "
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Reference: Clopper & Pearson (1934) through scipy.stats.beta quantiles (DESIGN.md "Statistics")."""
+    """Reference: Clopper & Pearson (1934) through scipy.stats.beta quantiles (docs/architecture.md "Statistics")."""
     gamma = 1 - confidence
     low = 0.0 if k == 0 else stats.beta.ppf(gamma / 2, k, n - k + 1)
     high = 1.0 if k == n else stats.beta.ppf(1 - gamma / 2, k + 1, n - k)

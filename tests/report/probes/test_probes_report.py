@@ -30,10 +30,10 @@ from scipy.stats import binomtest
 from calib._exceptions import InputError
 from calib.cli import main
 from calib.report import load_run, write_report
-from calib.report._run import RunTables
+from calib.report.run import RunTables
 from calib.stats import bootstrap_ci
+from calib.study.probes.tables import PROBES_TABLES
 from calib.study.spec import StudySpec
-from calib.study.tables import PROBES_TABLES
 from tests.cli._helpers import Outcome
 
 N = 4
@@ -299,7 +299,7 @@ def test_procedure_statement(rendered):
 
 
 def test_base_and_cubic_formulas_come_from_the_spec():
-    from calib.report._probes import bijection_formula
+    from calib.report.probes.summary import bijection_formula
     # base 7: "25" read in base 7 is 2·7 + 5 = 19 (paper §7.1)
     assert "T(25) = 19" in bijection_formula("base", {"base": 7})
     assert bijection_formula("cubic", {"cubic_c": -2}) == "T(t) = t³ − 2, T⁻¹(u) = ∛(u + 2)"
@@ -490,7 +490,7 @@ def _keys(value: Any, path: str = "") -> set[str]:
 
 
 def test_docs_describe_every_summary_key_section_and_figure(rendered):
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "report.md").read_text()
     section = doc[doc.index("## Probes report"):]
     missing = sorted(k for k in _keys(rendered["summary"]) if f"`{k}`" not in section)
     assert not missing, f"summary.json keys not documented under Probes report in docs/report.md: {missing}"

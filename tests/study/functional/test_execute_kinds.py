@@ -21,7 +21,7 @@ from calib._exceptions import InputError
 from calib.study import RunOptions, run_study
 from calib.study.spec import load_spec
 
-RECORDED = Path(__file__).parents[1] / "executors" / "recorded"
+RECORDED = Path(__file__).parents[2] / "executors" / "recorded"
 
 
 class _Garbage(BaseHTTPRequestHandler):

@@ -34,7 +34,7 @@ from calib.probes.transforms import make_bijection
 from calib.study import RunOptions, run_study
 from tests._loopback import serve_app
 
-FIXTURES = Path(__file__).resolve().parents[1] / "probes" / "fixtures" / "tasks.jsonl"
+FIXTURES = Path(__file__).resolve().parents[2] / "probes" / "fixtures" / "tasks.jsonl"
 N = 2
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
@@ -337,7 +337,7 @@ def test_the_shipped_mbpp_recipe_names_its_panel_and_codec_files(tmp_path):
 
     from calib.study.spec import load_spec
 
-    root = Path(__file__).resolve().parents[2] / "studies"
+    root = Path(__file__).resolve().parents[3] / "studies"
     sh.copy(root / "probes-mbpp.toml", tmp_path / "probes-mbpp.toml")
     (tmp_path / "data" / "codec").mkdir(parents=True)
     for name in ("seen-a", "unseen-a"):
@@ -348,10 +348,10 @@ def test_the_shipped_mbpp_recipe_names_its_panel_and_codec_files(tmp_path):
 
 
 def test_the_shipped_probes_demo_is_valid_and_its_paths_resolve(tmp_path):
-    from calib.study.probes import labels
+    from calib.study.probes.stages import labels
     from calib.study.spec import load_spec
 
-    spec = load_spec(Path(__file__).resolve().parents[2] / "studies" / "probes-demo.toml")
+    spec = load_spec(Path(__file__).resolve().parents[3] / "studies" / "probes-demo.toml")
     assert spec.models.probed() == ("reference", "target")
     assert len(labels(spec)) == 4 + 3
     (tmp_path / "tasks.jsonl").write_text(FIXTURES.read_text())

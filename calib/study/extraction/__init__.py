@@ -1,0 +1,58 @@
+"""The ``extraction`` and ``census`` study kinds: matched-control conformal tests and single-document census.
+
+Both kinds share their samples, windows and scores stages (:mod:`calib.study.extraction.samples`,
+:mod:`calib.study.extraction.scoring`) and their ``[extraction]`` section, so one package serves
+both and registers both names. Stages (:mod:`calib.study.extraction.stages`) and reports
+(:mod:`calib.report.extraction`) are imported when first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calib.study.kinds import KINDS, StudyKind
+
+__all__ = ["CENSUS", "EXTRACTION"]
+
+
+def _extraction_stages(spec: Any) -> tuple[Any, ...]:
+    from calib.study.extraction.stages import EXTRACTION_STAGES
+
+    return EXTRACTION_STAGES
+
+
+def _census_stages(spec: Any) -> tuple[Any, ...]:
+    from calib.study.extraction.stages import CENSUS_STAGES
+
+    return CENSUS_STAGES
+
+
+def _extraction_tables() -> dict[str, Any]:
+    from calib.study.tables import EXTRACTION_TABLES
+
+    return EXTRACTION_TABLES
+
+
+def _census_tables() -> dict[str, Any]:
+    from calib.study.tables import CENSUS_TABLES
+
+    return CENSUS_TABLES
+
+
+def _extraction_report(run: Any) -> tuple[dict[str, Any], list[Any]]:
+    from calib.report.extraction import extraction_report
+
+    return extraction_report(run)
+
+
+def _census_report(run: Any) -> tuple[dict[str, Any], list[Any]]:
+    from calib.report.extraction import census_report
+
+    return census_report(run)
+
+
+#: The ``extraction`` kind's record.
+EXTRACTION = KINDS.register("extraction")(
+    StudyKind("extraction", "extraction", _extraction_stages, _extraction_tables, _extraction_report))
+#: The ``census`` kind's record.
+CENSUS = KINDS.register("census")(StudyKind("census", "census", _census_stages, _census_tables, _census_report))

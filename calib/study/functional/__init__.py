@@ -1,0 +1,35 @@
+"""The ``functional`` study kind: functional memorization against a counterfactual reference (docs/study-spec.md).
+
+The kind registers itself here; its stages (:mod:`calib.study.functional.stages`) and its report
+(:mod:`calib.report.functional`) are imported when first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calib.study.kinds import KINDS, StudyKind
+
+__all__ = ["KIND"]
+
+
+def _stages(spec: Any) -> tuple[Any, ...]:
+    from calib.study.functional.stages import functional_stages
+
+    return functional_stages(spec)
+
+
+def _tables() -> dict[str, Any]:
+    from calib.study.tables import TABLES
+
+    return TABLES
+
+
+def _report(run: Any) -> tuple[dict[str, Any], list[Any]]:
+    from calib.report.functional import functional_report
+
+    return functional_report(run)
+
+
+#: The ``functional`` kind's record.
+KIND = KINDS.register("functional")(StudyKind("functional", None, _stages, _tables, _report))

@@ -1,0 +1,169 @@
+"""The ``functional`` study's execute stage: x and both completions run on the same input states.
+
+Each sample's function and its target and reference candidates go to the study's executor (the
+sandbox, a native executor for C, C++, Java, Rust and Go, or the ``llm`` / ``agent`` executors over a
+chat server); the ``executions`` table holds one row per (sample, role) (docs/execution.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import polars as pl
+
+from calib._exceptions import CalibError
+from calib.study.resources import ROLES
+from calib.study.runner import RunOptions, Stage, StageContext
+from calib.study.spec import StudySpec
+
+__all__ = ["candidate_code", "candidates", "execute_stage"]
+
+_EXECUTE_CHUNK = 4
+
+
+def candidates(samples: pl.DataFrame, generations: pl.DataFrame) -> dict[str, dict[str, str]]:
+    """role -> sample_id -> the candidate code (:func:`candidate_code`), for generations that came back."""
+    signatures = dict(samples.select("sample_id", "signature").iter_rows())
+    out: dict[str, dict[str, str]] = {role: {} for role in ROLES}
+    for g in generations.iter_rows(named=True):
+        code = candidate_code(signatures.get(g["sample_id"], ""), g["function"], g["text"])
+        if code is not None and g["role"] in out:
+            out[g["role"]][g["sample_id"]] = code
+    return out
+
+
+# --- execute ------------------------------------------------------------------------------------
+def _execute_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
+    server = spec.execute.server
+    return {"execute": spec.execute.model_dump(mode="json", exclude={"workers"}), "seed": spec.study.seed,
+            "server": spec.servers.get(server) if server is not None and spec.execute.executor != "sandbox" else None}
+
+
+def _executor_config(spec: StudySpec, jobs: int) -> Any:
+    from calib.executors import ExecutorConfig
+
+    e = spec.execute
+    return ExecutorConfig(n_inputs=e.n_inputs, min_valid=e.min_valid, coverage=e.coverage,
+                          min_distinct=e.min_distinct, seed=spec.study.seed, input_timeout=e.input_timeout,
+                          budget_runs=e.budget_runs, budget_seconds=e.budget_seconds, memory_mb=e.memory_mb,
+                          workers=e.workers or jobs, unsafe_no_sandbox=e.unsafe_no_sandbox)
+
+
+def _executor(spec: StudySpec, jobs: int, resources: Any = None) -> Any:
+    """The study's executor: ``sandbox``, or ``llm`` / ``agent`` over ``execute.server`` (a chat server)."""
+    from calib.executors import create_executor
+
+    e = spec.execute
+    config = _executor_config(spec, jobs)
+    options: dict[str, Any] = {}
+    if e.executor == "llm":
+        options = {"server": resources.server(e.server), "level": e.level}
+    elif e.executor == "agent":
+        options = {"server": resources.server(e.server), "max_turns": e.agent_max_turns,
+                   "max_seconds": e.agent_max_seconds}
+    return create_executor(e.executor, config, **options)
+
+
+def _save_transcript(ctx: StageContext, sample_id: str, transcript: Any) -> None:
+    """The agent's conversation on one sample, whole, as ``RUN/transcripts/SAMPLE_ID.json``."""
+    import dataclasses
+
+    folder = ctx.run.root / "transcripts"
+    folder.mkdir(exist_ok=True)
+    messages = [dataclasses.asdict(m) if dataclasses.is_dataclass(m) else m for m in transcript]
+    path = folder / f"{sample_id}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(messages, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _native(spec: StudySpec, jobs: int, language: str, cache: dict[str, Any]) -> Any:
+    """The native executor of ``language`` (C, C++, Java, Rust, Go), made once per study run."""
+    if language not in cache:
+        from calib.executors.native import NativeExecutor
+
+        cache[language] = NativeExecutor(_executor_config(spec, jobs), language)
+    return cache[language]
+
+
+async def _execute(ctx: StageContext) -> pl.DataFrame:
+    from calib.executors import EXECUTIONS_SCHEMA, execution_rows
+
+    samples = ctx.table("samples")
+    by_role = candidates(samples, ctx.table("generations"))
+    executor = _executor(ctx.spec, ctx.options.jobs, ctx.resources)
+    natives: dict[str, Any] = {}
+    items = samples.select("sample_id", "context", "function", "language").to_dicts()
+    gate = asyncio.Semaphore(max(1, ctx.spec.execute.workers or ctx.options.jobs))
+
+    async def one(r: dict[str, Any]) -> pl.DataFrame:
+        roles = [role for role in ROLES if by_role[role].get(r["sample_id"])]
+        runner = executor
+        if r["language"] != "python":
+            if ctx.spec.execute.executor != "sandbox":
+                return _missing_rows(r["sample_id"], ROLES, f"the {ctx.spec.execute.executor} executor runs python "
+                                     f"only, not {r['language']}", ctx.spec.execute.executor)
+            try:
+                runner = _native(ctx.spec, ctx.options.jobs, r["language"], natives)
+            except CalibError as exc:  # a missing compiler: say which, for every sample of that language
+                return _missing_rows(r["sample_id"], ROLES, " ".join(str(exc).split())[:300],
+                                     f"native-{r['language']}")
+        async with gate:
+            try:
+                candidates = [by_role[role][r["sample_id"]] for role in roles]
+                if hasattr(runner, "compare_with_transcript"):  # the agent: its whole conversation is kept
+                    comparison, transcript = await runner.compare_with_transcript(
+                        r["function"], candidates, context=r["context"] or "", names=roles)
+                    _save_transcript(ctx, r["sample_id"], transcript)
+                else:
+                    comparison = await runner.compare(r["function"], candidates, context=r["context"] or "",
+                                                      names=roles)
+            except CalibError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one bad sample is recorded and skipped
+                ctx.event("sample_error", sample_id=r["sample_id"], error=f"{type(exc).__name__}: {exc}")
+                kind = f"native-{r['language']}" if runner is not executor else ctx.spec.execute.executor
+                return _missing_rows(r["sample_id"], ROLES, f"executor error: {type(exc).__name__}", kind)
+        rows = execution_rows(r["sample_id"], comparison, roles) if roles else pl.DataFrame(schema=EXECUTIONS_SCHEMA)
+        missing = [role for role in ROLES if role not in roles]
+        if missing:
+            extra = _missing_rows(r["sample_id"], missing, "no generation (the request failed)", comparison.executor)
+            extra = extra.with_columns(pl.lit(comparison.valid_inputs).alias("valid_inputs"),
+                                       pl.lit(comparison.coverage).alias("coverage"),
+                                       pl.lit(comparison.distinct_outputs).alias("distinct_outputs"),
+                                       pl.lit(comparison.conclusive).alias("conclusive"))
+            rows = pl.concat([rows, extra.cast(EXECUTIONS_SCHEMA)])
+        return rows
+
+    async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
+        frames = await asyncio.gather(*(one(r) for r in chunk))
+        return pl.concat([f.cast(EXECUTIONS_SCHEMA) for f in frames])
+
+    return await ctx.chunked(items, _EXECUTE_CHUNK, work, EXECUTIONS_SCHEMA, label="execute",
+                             concurrency=max(1, ctx.options.jobs))
+
+
+def candidate_code(signature: str, function: str | None, text: str | None) -> str | None:
+    """What a generation is compared as: its parsed-back function, else the signature plus the raw completion.
+
+    A completion that does not parse back is still a candidate (the paper compares every generation):
+    its text similarity is measured on what the model wrote, and executing it fails on every input, a
+    non-match. Only a generation that never came back (a failed request) has no candidate.
+    """
+    if function is not None:
+        return function
+    return None if text is None else signature + text
+
+
+def _missing_rows(sample_id: str, roles: list[str] | tuple[str, ...], reason: str, executor: str) -> pl.DataFrame:
+    from calib.executors import EXECUTIONS_SCHEMA
+
+    return pl.DataFrame([{"sample_id": sample_id, "role": role, "executor": executor, "valid_inputs": 0,
+                          "coverage": 0.0, "distinct_outputs": 0, "conclusive": False, "reason": reason,
+                          "sim_func": None, "matches": []} for role in roles], schema=EXECUTIONS_SCHEMA)
+
+
+
+execute_stage = Stage("execute", ("samples", "generations"), "executions", "2", _execute_settings, _execute)

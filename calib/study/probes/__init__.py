@@ -1,0 +1,35 @@
+"""The ``probes`` study kind: scale-aware diagnostics (docs/probes.md).
+
+The kind registers itself here; its stages (:mod:`calib.study.probes.stages`) and its report
+(:mod:`calib.report.probes`) are imported when first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calib.study.kinds import KINDS, StudyKind
+
+__all__ = ["KIND"]
+
+
+def _stages(spec: Any) -> tuple[Any, ...]:
+    from calib.study.probes.stages import PROBES_STAGES
+
+    return PROBES_STAGES
+
+
+def _tables() -> dict[str, Any]:
+    from calib.study.probes.tables import PROBES_TABLES
+
+    return PROBES_TABLES
+
+
+def _report(run: Any) -> tuple[dict[str, Any], list[Any]]:
+    from calib.report.probes import probes_report
+
+    return probes_report(run)
+
+
+#: The ``probes`` kind's record.
+KIND = KINDS.register("probes")(StudyKind("probes", "probes", _stages, _tables, _report))

@@ -1,0 +1,183 @@
+"""The spec sections every study kind shares: ``[study]``, ``[organism]``, ``[models]``, ``[data]``, ``[analyze]``,
+``[report]``, and the bounds of the spec's numbers (docs/study-spec.md documents every key).
+
+Each kind's own sections are in :mod:`calib.study.sections.functional`, :mod:`calib.study.sections.extraction`
+and :mod:`calib.study.sections.probes` and subclass :class:`Section`; :class:`calib.study.spec.StudySpec`
+composes them. They sit in the study core, not in the kind packages, because the spec model imports
+them all and no kind may import another (pyproject.toml's import contracts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from calib.study.corpus_caps import CorpusCaps
+
+__all__ = ["CONCURRENCY_MAX", "COUNT_MAX", "DEFAULT_ALPHAS", "LINES_MAX", "ORGANISM_MODEL_PREFIX", "SEED_MAX",
+           "TOKENS_MAX", "AnalyzeSection", "DataSection", "HubSection", "ModelsSection", "OrganismSection",
+           "ReportSection", "Section", "StudySection"]
+
+#: ``model_dir = "organism:target"`` in an embedded server table names a model of the study's organism.
+ORGANISM_MODEL_PREFIX = "organism:"
+#: The conformal sweep's default grid of target levels (extraction studies).
+DEFAULT_ALPHAS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+#: Upper bounds of the spec's integers: each key is range-checked, so a typo such as ``n_inputs = 10e20``
+#: (or 10^20 written out) is refused with the key named, never run (docs/study-spec.md lists the ranges).
+SEED_MAX = 2**63 - 1  # seeds go to numpy and torch as 64-bit integers
+COUNT_MAX = 10**9  # samples, rows, offsets
+LINES_MAX = 100_000  # function body lines
+TOKENS_MAX = 1_000_000  # tokens of a prompt, a window or a generation
+CONCURRENCY_MAX = 4_096  # requests in flight, worker processes
+
+class Section(BaseModel):
+    # allow_inf_nan=False: TOML has nan and inf, and no key of a spec means anything with them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class StudySection(Section):
+    """``[study]``: what the study is."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["functional", "extraction", "census", "probes"] = "functional"
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
+    description: str = ""
+
+
+class OrganismSection(Section):
+    """``[organism]``: build the model organism and audit its planted members and controls."""
+
+    preset: Literal["tiny", "demo"] = "demo"
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
+    cache_dir: Path | None = None
+    extra_controls: int = Field(default=0, ge=0, le=100_000)
+
+
+class ModelsSection(Section):
+    """``[models]``: which server plays which role (names of ``[servers.NAME]`` tables)."""
+
+    target: str | None = Field(default=None, min_length=1)
+    reference: str | None = Field(default=None, min_length=1)
+    panel: tuple[str, ...] = ()
+
+    @field_validator("panel")
+    @classmethod
+    def _panel(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value) or any(not name for name in value):
+            raise ValueError("panel must list distinct server names (the models of a probes study, smallest first)")
+        return value
+
+    def probed(self) -> tuple[str, ...]:
+        """The models a probes study runs: ``panel``, else the target and reference."""
+        return self.panel or tuple(name for name in (self.target, self.reference) if name is not None)
+
+
+class HubSection(Section):
+    """``[data.hub]``: a corpus in a Hugging Face Hub dataset repository, pinned to a commit."""
+
+    repo_id: str = Field(pattern=r"^[^/\s]+/[^/\s]+$")
+    revision: str = Field(pattern=r"^[0-9a-f]{40}$")
+    files: tuple[str, ...] = ()
+    allow_patterns: tuple[str, ...] = ()
+    repo_type: Literal["dataset", "model", "space"] = "dataset"
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> HubSection:
+        if bool(self.files) == bool(self.allow_patterns):
+            raise ValueError("give exactly one of files or allow_patterns (which files of the repository to read)")
+        return self
+
+
+class DataSection(Section, CorpusCaps):
+    """``[data]``: where the audited functions come from (``max_file_bytes``, ``max_line_chars``: CorpusCaps)."""
+
+    source: Literal["organism", "corpus", "functions"] = "organism"
+    unit: Literal["function", "document"] = "function"
+    paths: tuple[str, ...] = ()
+    hub: HubSection | None = None
+    metadata_columns: dict[str, str] | None = None
+    format: Literal["files", "jsonl", "parquet", "csv"] | None = None
+    content_column: str = "content"
+    extensions: tuple[str, ...] = ()
+    language: Literal["python", "c", "cpp", "java", "rust", "go"] = "python"
+    min_lines: int = Field(default=10, ge=0, le=LINES_MAX)
+    max_lines: int = Field(default=50, ge=1, le=LINES_MAX)
+    limit: int = Field(default=0, ge=0, le=COUNT_MAX)
+    kinds: tuple[Literal["verbatim", "business_rule", "near_duplicate"], ...] = (
+        "verbatim", "business_rule", "near_duplicate")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DataSection:
+        if self.min_lines > self.max_lines:
+            raise ValueError(f"min_lines ({self.min_lines}) exceeds max_lines ({self.max_lines})")
+        if self.source == "corpus" and bool(self.paths) == (self.hub is not None):
+            raise ValueError("source = 'corpus' needs exactly one of paths = [...] (files, folders or globs) "
+                             "or a [data.hub] table")
+        if self.source == "functions" and not self.paths:
+            raise ValueError("source = 'functions' needs paths = [...] (functions tables written by calib extract)")
+        if self.source != "corpus" and self.hub is not None:
+            raise ValueError(f"[data.hub] is read only with source = 'corpus' (source is {self.source!r})")
+        if self.source == "organism" and self.paths:
+            raise ValueError("source = 'organism' takes no paths (the organism provides the functions)")
+        if self.unit == "document" and self.source != "corpus":
+            raise ValueError(f"unit = 'document' reads whole documents of a corpus (source is {self.source!r})")
+        return self
+
+
+class AnalyzeSection(Section):
+    """``[analyze]``: thresholds and intervals (docs/architecture.md "The three methods" 1, "Statistics")."""
+
+    text_metric: str = "bleu"
+    tau_text: float = Field(default=0.75, gt=0.0, le=1.0)
+    tau_func: float = Field(default=0.8, gt=0.0, le=1.0)
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    fpr_levels: tuple[float, ...] = (0.001, 0.01, 0.1)
+    alpha: float | str = 0.001
+    alphas: tuple[float | str, ...] = DEFAULT_ALPHAS
+    fdr: float = Field(default=0.05, gt=0.0, lt=1.0)
+    fwer: float = Field(default=0.05, gt=0.0, lt=1.0)
+    budgets: tuple[float, ...] = (1e5,)
+    budget_confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    decontaminate: tuple[str, ...] = ()
+    review: int = Field(default=10, ge=0, le=100_000)
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha(cls, value: float | str) -> float | str:
+        from calib.stats import parse_alpha
+
+        parse_alpha(value)
+        return value
+
+    @field_validator("alphas")
+    @classmethod
+    def _alphas(cls, value: tuple[float | str, ...]) -> tuple[float | str, ...]:
+        from calib.stats import parse_alpha
+
+        if not value:
+            raise ValueError("alphas must list at least one target level")
+        for item in value:
+            parse_alpha(item)
+        return value
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not v >= 1 for v in value):
+            raise ValueError("budgets are numbers of queries, each >= 1")
+        return value
+
+    @field_validator("fpr_levels")
+    @classmethod
+    def _levels(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(not 0.0 < v < 1.0 for v in value):
+            raise ValueError("fpr_levels must be a non-empty list of numbers in (0, 1)")
+        return value
+
+
+class ReportSection(Section):
+    """``[report]``: what the report shows."""
+
+    examples: int = Field(default=5, ge=0, le=10_000)

@@ -1,0 +1,102 @@
+"""The ``extraction`` and ``census`` studies' spec sections: ``[extraction]`` and ``[census]``.
+
+docs/study-spec.md documents every key; :class:`calib.study.spec.StudySpec` composes these sections.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from calib.study.sections import CONCURRENCY_MAX, COUNT_MAX, TOKENS_MAX, Section
+
+__all__ = ["CENSUS_PROCEDURES", "PROBABILISTIC", "PROCEDURES", "CensusPair", "CensusSection", "ExtractionSection"]
+
+PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim")
+#: Procedures whose score is a probability (the others are 0/1): the census and budgets use these.
+PROBABILISTIC = ("top_k", "base", "near_verbatim")
+#: A census's default procedures (a top-k census has no threshold when every control window scores 0).
+CENSUS_PROCEDURES = ("base", "near_verbatim")
+
+
+class ExtractionSection(Section):
+    """``[extraction]``: windows and scoring procedures of extraction and census studies."""
+
+    prefix_tokens: int = Field(default=50, ge=1, le=TOKENS_MAX)
+    suffix_tokens: tuple[int, ...] = (50,)
+    procedures: tuple[Literal["greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim"], ...] = PROCEDURES
+    top_k: int = Field(default=40, ge=1, le=10_000)
+    temperatures: tuple[float, ...] = (1.0,)
+    epsilon: int = Field(default=5, ge=0, le=TOKENS_MAX)
+    offset: int = Field(default=0, ge=0, le=COUNT_MAX)
+    stride: int = Field(default=1, ge=1, le=COUNT_MAX)
+    concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
+
+    @field_validator("suffix_tokens")
+    @classmethod
+    def _suffixes(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(not 1 <= v <= TOKENS_MAX for v in value) or len(set(value)) != len(value):
+            raise ValueError(f"suffix_tokens must list distinct suffix lengths, each from 1 to {TOKENS_MAX} tokens")
+        return value
+
+    @field_validator("procedures")
+    @classmethod
+    def _procedures(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value or len(set(value)) != len(value):
+            raise ValueError(f"procedures must list distinct procedures of {list(PROCEDURES)}")
+        return value
+
+    @field_validator("temperatures")
+    @classmethod
+    def _temperatures(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(not t > 0 for t in value) or len(set(value)) != len(value):
+            raise ValueError("temperatures must list distinct temperatures > 0 (greedy is its own procedure)")
+        return value
+
+
+_ORGANISM_RANGE = re.compile(r"^organism:(member|control):(\d+)-(\d+)$")
+
+
+class CensusPair(Section):
+    """One ``[[census.pairs]]`` entry: a candidate document and its matched control document(s)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    document: str = Field(min_length=1)
+    control: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("control", mode="before")
+    @classmethod
+    def _controls(cls, value: Any) -> Any:
+        """One control or a list; ``organism:control:A-B`` names the organism's controls A to B."""
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            return value
+        out: list[Any] = []
+        for item in items:
+            match = _ORGANISM_RANGE.match(item) if isinstance(item, str) else None
+            if match:
+                first, last = int(match.group(2)), int(match.group(3))
+                if first > last:
+                    raise ValueError(f"{item!r}: the range's first index exceeds its last")
+                out.extend(f"organism:{match.group(1)}:{i}" for i in range(first, last + 1))
+            else:
+                out.append(item)
+        if any(not isinstance(i, str) or not i for i in out) or len(set(out)) != len(out):
+            raise ValueError("control must be a document or a list of distinct documents")
+        return tuple(out)
+
+
+class CensusSection(Section):
+    """``[census]``: the documents a census study audits, each with its matched control."""
+
+    pairs: tuple[CensusPair, ...] = Field(min_length=1)
+
+    @field_validator("pairs")
+    @classmethod
+    def _distinct(cls, value: tuple[CensusPair, ...]) -> tuple[CensusPair, ...]:
+        names = [p.name for p in value]
+        if len(set(names)) != len(names):
+            raise ValueError("two census pairs share a name")
+        return value
