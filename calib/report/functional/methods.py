@@ -97,9 +97,9 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
         "execution": {"executor": setting(spec, "execute.executor"), "executors_in_table": executors,
                       # the validity criteria each executor applied (calib.executors.validity), and the samples
                       # judged without line coverage (native executors do not measure it), counted apart
-                      "criteria": criteria,
-                      "samples_without_coverage": {e: int(per_executor.get(e, 0)) for e, c in criteria.items()
-                                                   if "coverage" not in c},
+                      "criteria": [{"executor": e, "applied": c} for e, c in criteria.items()],
+                      "samples_without_coverage": [{"executor": e, "samples": int(per_executor.get(e, 0))}
+                                                   for e, c in criteria.items() if "coverage" not in c],
                       **{k: setting(spec, f"execute.{k}") for k in ("n_inputs", "min_valid", "coverage",
                                                                     "min_distinct", "input_timeout")},
                       "tau_func": analyze["tau_func"]},

@@ -106,9 +106,9 @@ def _execution(methods: dict[str, Any]) -> list[Block]:
             "distinct output states. SIM_func of a completion is the share of valid inputs on which its whole output "
             "state (return value, exception, calls to mocked dependencies, mutated arguments, stdout, stderr, files) "
             f"equals x's; it is functionally similar when SIM_func ≥ τ_func = {number(ex['tau_func'])}.")
-    apart = ex.get("samples_without_coverage") or {}
+    apart = ex.get("samples_without_coverage") or []
     if apart:
-        names = ", ".join(f"`{e}` ({number(n)} samples)" for e, n in sorted(apart.items()))
+        names = ", ".join(f"`{row['executor']}` ({number(row['samples'])} samples)" for row in apart)
         text += (f" Line coverage is not measured by {names}: those samples were judged on valid inputs and distinct "
                  "output states only (the coverage criterion was not applied to them), and are counted apart here.")
     return [Heading(3, "Execution", "methods-execution"), Paragraph(text)]

@@ -419,3 +419,28 @@ def test_long_reason_lists_are_capped_in_the_report_not_the_summary(tmp_path):
     summary = json.loads(paths["summary"].read_text())
     assert len(summary["reasons"]["inconclusive"]) == 15
     assert "| 5 other reasons (summary.json lists them) | 5 |" in paths["markdown"].read_text()
+
+
+def test_methods_name_the_criteria_each_executor_applied_and_count_native_samples_apart(tmp_path):
+    """docs/report.md, "Methods": native executors measure no line coverage; their samples are named apart."""
+    run = make_run(tmp_path)
+    path = run / "tables" / "executions.parquet"
+    execs = pl.read_parquet(path)
+    native_ids = sorted(set(execs["sample_id"].to_list()))[:3]
+    execs = execs.with_columns(
+        pl.when(pl.col("sample_id").is_in(native_ids)).then(pl.lit("native-c")).otherwise(pl.col("executor"))
+        .alias("executor"),
+        pl.when(pl.col("sample_id").is_in(native_ids)).then(None).otherwise(pl.col("coverage")).alias("coverage"))
+    execs.write_parquet(path)
+    paths = write_report(run)
+    execution = json.loads(paths["summary"].read_text())["methods"]["execution"]
+    assert execution["criteria"] == [
+        {"executor": "native-c", "applied": ["valid_inputs", "distinct_outputs"]},
+        {"executor": "sandbox", "applied": ["valid_inputs", "coverage", "distinct_outputs"]}]
+    assert execution["samples_without_coverage"] == [{"executor": "native-c", "samples": 3}]
+    text = paths["markdown"].read_text()
+    assert "Line coverage is not measured by `native-c` (3 samples)" in text
+    # a sandbox-only run says nothing of the kind
+    plain = write_report(make_run(tmp_path / "plain"))
+    assert "Line coverage is not measured" not in plain["markdown"].read_text()
+    assert json.loads(plain["summary"].read_text())["methods"]["execution"]["samples_without_coverage"] == []
