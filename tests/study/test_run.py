@@ -116,10 +116,10 @@ def test_tables_have_their_schemas_and_the_organism_is_found_memorized(finished)
 def test_the_report_states_the_counterfactual_rates_of_the_claims(finished):
     summary = json.loads((finished / "report" / "summary.json").read_text())
     claims = pl.read_parquet(finished / "tables" / "claims.parquet")
-    textual = summary["headline"]["textual"]
+    textual = summary["headline"]["textually_memorized"]
     assert textual["k"] == claims.filter(pl.col("verdict") == "textual").height and textual["n"] == 12
-    assert summary["headline"]["functional"]["k"] == claims.filter(pl.col("verdict") == "functional").height
-    assert summary["headline"]["controls"]["textual"]["k"] == 0
+    assert summary["headline"]["functionally_memorized"]["k"] == claims.filter(pl.col("verdict") == "functional").height
+    assert summary["headline"]["controls"]["textually_memorized"]["k"] == 0
     html = (finished / "report" / "report.html").read_text()
     assert "<svg" in html and "Clopper" in html
 

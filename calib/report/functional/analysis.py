@@ -27,7 +27,7 @@ from calib.stats import RocCurve
 __all__ = ["Analysis", "SUMMARY_VERSION", "analysis_settings", "analyze_run"]
 
 #: Version of the summary.json layout (docs/report.md); bumped when a key changes meaning or goes away.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 _ANALYZE_DEFAULTS: dict[str, Any] = {"text_metric": "bleu", "tau_text": 0.75, "tau_func": 0.8, "confidence": 0.95,
                                      "fpr_levels": [0.001, 0.01, 0.1]}
@@ -73,12 +73,13 @@ def _headline(groups: list[dict[str, Any]]) -> dict[str, Any]:
     everything = groups[0]
     control = next((g for g in groups if g["membership"] == "control" and g["kind"] is None), None)
     return {
-        "textual": everything["rates"]["text_counterfactual"],
-        "functional": everything["rates"]["func_missed_by_text"],
-        "functional_missed_by_text": everything["overlaps"]["functional_missed_by_text"],
-        "text_not_functional": everything["overlaps"]["text_not_functional"],
-        "controls": None if control is None else {"textual": control["rates"]["text_counterfactual"],
-                                                  "functional": control["rates"]["func_missed_by_text"]},
+        "textually_memorized": everything["rates"]["text_counterfactual"],
+        "functionally_memorized": everything["rates"]["func_memorized"],
+        "func_flags_missed_by_text": everything["overlaps"]["func_flags_missed_by_text"],
+        "text_flags_not_functional": everything["overlaps"]["text_flags_not_functional"],
+        "controls": None if control is None else {
+            "textually_memorized": control["rates"]["text_counterfactual"],
+            "functionally_memorized": control["rates"]["func_memorized"]},
     }
 
 

@@ -22,7 +22,7 @@ RATE_LABELS: dict[str, str] = {
     "func_target": "functional, target",
     "func_reference": "functional, reference",
     "func_counterfactual": "functional, counterfactual (target only)",
-    "func_missed_by_text": "functional, counterfactual, missed by text",
+    "func_memorized": "functionally memorized (counterfactual, low text)",
 }
 _WIDE = ("sample_id", "text_target", "text_reference", "func_target", "func_reference")
 
@@ -46,7 +46,7 @@ def _figure_rates(result: CounterfactualRates) -> dict[str, dict[str, Any] | Non
         "func_target": func.target_rate(conf).to_dict() if has_func else None,
         "func_reference": func.reference_rate(conf).to_dict() if has_func else None,
         "func_counterfactual": clopper_pearson(func.n10, func.n, conf).to_dict() if has_func else None,
-        "func_missed_by_text": _interval(result.functional),
+        "func_memorized": _interval(result.functional),
     }
 
 
@@ -56,21 +56,21 @@ def group_rates(frame: pl.DataFrame, *, label: str, membership: str | None, kind
 
     Returns a dict with ``label, membership, kind`` (null: every value), the counts ``n_samples,
     n_unscored, n_scored, n_conclusive, n_inconclusive``, ``rates`` (key of :data:`RATE_LABELS` ->
-    Clopper–Pearson interval or null), ``overlaps`` (``functional_missed_by_text``,
-    ``text_not_functional``) and ``tables`` (the 2×2 target/reference counts ``text`` and ``func``).
+    Clopper–Pearson interval or null), ``overlaps`` (``func_flags_missed_by_text``,
+    ``text_flags_not_functional``) and ``tables`` (the 2×2 target/reference counts ``text`` and ``func``).
     """
     scored = frame.filter(pl.col("scored"))
     out: dict[str, Any] = {"label": label, "membership": membership, "kind": kind, "n_samples": frame.height,
                            "n_unscored": frame.height - scored.height, "n_scored": scored.height}
     if scored.height == 0:
         return {**out, "n_conclusive": 0, "n_inconclusive": 0, "rates": dict.fromkeys(RATE_LABELS),
-                "overlaps": {"functional_missed_by_text": None, "text_not_functional": None}, "tables": None}
+                "overlaps": {"func_flags_missed_by_text": None, "text_flags_not_functional": None}, "tables": None}
     result = counterfactual_rates(scored.select(_WIDE), tau_text=analyze["tau_text"], tau_func=analyze["tau_func"],
                                   confidence=analyze["confidence"])
     return {**out, "n_conclusive": result.n_conclusive, "n_inconclusive": result.n_inconclusive,
             "rates": _figure_rates(result),
-            "overlaps": {"functional_missed_by_text": _interval(result.functional_missed_by_text),
-                         "text_not_functional": _interval(result.text_not_functional)},
+            "overlaps": {"func_flags_missed_by_text": _interval(result.functional_missed_by_text),
+                         "text_flags_not_functional": _interval(result.text_not_functional)},
             "tables": {"text": _table_counts(result.textual_table), "func": _table_counts(result.functional_table)}}
 
 

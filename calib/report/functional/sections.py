@@ -31,21 +31,21 @@ def _headline(summary: dict[str, Any]) -> list[Block]:
     op, head, counts = summary["operating_point"], summary["headline"], summary["counts"]
     metric, tt, tf = f"`{op['text_metric']}`", number(op["tau_text"]), number(op["tau_func"])
     items = [
-        f"**Textual memorization** (counterfactual, near-verbatim): {rate_text(head['textual'], of='scored samples')}"
+        f"**Textual memorization** (counterfactual, near-verbatim): {rate_text(head['textually_memorized'], of='scored samples')}"
         f" — the target's completion has {metric} ≥ {tt}, the reference's does not.",
-        f"**Functional memorization** (counterfactual): {rate_text(head['functional'], of='conclusive samples')} — "
+        f"**Functional memorization** (counterfactual): {rate_text(head['functionally_memorized'], of='conclusive samples')} — "
         f"the target's completion is functionally similar (SIM_func ≥ {tf}) with {metric} < {tt}, the reference's "
         "is not functionally similar.",
         "**Missed by textual auditing**: "
-        f"{rate_text(head['functional_missed_by_text'], of='target-only functional flags')} have {metric} < {tt}: "
+        f"{rate_text(head['func_flags_missed_by_text'], of='target-only functional flags')} have {metric} < {tt}: "
         "a textual audit at this threshold would not flag them.",
-        f"**Textual flags not functional**: {rate_text(head['text_not_functional'], of='conclusive textual flags')}"
+        f"**Textual flags not functional**: {rate_text(head['text_flags_not_functional'], of='conclusive textual flags')}"
         f" have SIM_func < {tf}.",
     ]
     if head["controls"] is not None:
         items.append("**Controls** (never trained on, so target-only rates on them estimate the false-positive level):"
-                     f" textual {rate_text(head['controls']['textual'], of='scored controls')}; functional "
-                     f"{rate_text(head['controls']['functional'], of='conclusive controls')}.")
+                     f" textual {rate_text(head['controls']['textually_memorized'], of='scored controls')}; functional "
+                     f"{rate_text(head['controls']['functionally_memorized'], of='conclusive controls')}.")
     items.append(f"**Samples**: {counts['samples']} audited; {counts['conclusive']} conclusive; "
                  f"{counts['inconclusive']} inconclusive (the execution of x did not meet the validity criteria: left "
                  f"out of functional counts, never counted as non-matches); {counts['unscored']} unscored (a completion"
@@ -83,8 +83,8 @@ def _rates(analysis: Analysis) -> list[Block]:
     blocks.append(Table(("group", "text flags: both / target only / reference only / neither",
                          "functional flags: both / target only / reference only / neither"), flags, "flags-table",
                         "Target/reference flag counts (functional: conclusive samples)."))
-    overlaps = tuple((g["label"], rate_cell(g["overlaps"]["functional_missed_by_text"]),
-                      rate_cell(g["overlaps"]["text_not_functional"])) for g in groups)
+    overlaps = tuple((g["label"], rate_cell(g["overlaps"]["func_flags_missed_by_text"]),
+                      rate_cell(g["overlaps"]["text_flags_not_functional"])) for g in groups)
     blocks.append(Table(("group", "target-only functional flags with low text overlap",
                          "conclusive textual flags not functionally similar"), overlaps, "overlaps-table",
                         "Overlap of the two audits (paper §5.2)."))

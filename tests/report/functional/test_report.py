@@ -114,9 +114,9 @@ def test_counts_and_funnel_by_hand(rendered):
 @pytest.mark.parametrize("label,rate,k,n", [
     ("all", "text_target", 8, 37), ("all", "text_reference", 3, 37), ("all", "text_counterfactual", 6, 37),
     ("all", "func_target", 13, 32), ("all", "func_reference", 5, 32), ("all", "func_counterfactual", 9, 32),
-    ("all", "func_missed_by_text", 7, 32),
-    ("member", "text_counterfactual", 6, 27), ("member", "func_missed_by_text", 6, 23),
-    ("control", "text_counterfactual", 0, 10), ("control", "func_missed_by_text", 1, 9),
+    ("all", "func_memorized", 7, 32),
+    ("member", "text_counterfactual", 6, 27), ("member", "func_memorized", 6, 23),
+    ("control", "text_counterfactual", 0, 10), ("control", "func_memorized", 1, 9),
     ("control", "func_reference", 1, 9),
 ])
 def test_rates_equal_independent_clopper_pearson(rendered, label, rate, k, n):
@@ -125,19 +125,19 @@ def test_rates_equal_independent_clopper_pearson(rendered, label, rate, k, n):
 
 def test_headline_and_overlaps(rendered):
     head = rendered["summary"]["headline"]
-    assert_interval(head["textual"], 6, 37)
-    assert_interval(head["functional"], 7, 32)
-    assert_interval(head["functional_missed_by_text"], 7, 9)
-    assert_interval(head["text_not_functional"], 3, 5)
-    assert_interval(head["controls"]["textual"], 0, 10)
-    assert_interval(head["controls"]["functional"], 1, 9)
+    assert_interval(head["textually_memorized"], 6, 37)
+    assert_interval(head["functionally_memorized"], 7, 32)
+    assert_interval(head["func_flags_missed_by_text"], 7, 9)
+    assert_interval(head["text_flags_not_functional"], 3, 5)
+    assert_interval(head["controls"]["textually_memorized"], 0, 10)
+    assert_interval(head["controls"]["functionally_memorized"], 1, 9)
     member, control = _group(rendered["summary"], "member"), _group(rendered["summary"], "control")
     assert (member["n_scored"], member["n_conclusive"], member["n_inconclusive"]) == (27, 23, 4)
     assert member["n_unscored"] == 3
     assert (control["n_scored"], control["n_conclusive"], control["n_inconclusive"]) == (10, 9, 1)
     # Kinds: s00, s03 (functional), s06, s09 (textual), s12, s15 ... are "verbatim" (index % 3 == 0).
     verbatim_member = _group(rendered["summary"], "kind verbatim, member")
-    assert_interval(verbatim_member["rates"]["func_missed_by_text"], 2, 8)
+    assert_interval(verbatim_member["rates"]["func_memorized"], 2, 8)
 
 
 def test_the_report_states_the_headline_numbers(rendered):
@@ -292,8 +292,8 @@ def test_no_positive_label_is_said_not_crashed(tmp_path):
     summary = json.loads(write_report(tmp_path)["summary"].read_text())
     for rec in summary["proxies"]["metrics"]:
         assert rec["auc"] is None and rec["operating_points"] == [] and "no positive label" in rec["note"]
-    assert_interval(summary["headline"]["functional"], 0, 32)
-    assert summary["headline"]["functional_missed_by_text"] is None
+    assert_interval(summary["headline"]["functionally_memorized"], 0, 32)
+    assert summary["headline"]["func_flags_missed_by_text"] is None
     assert summary["figures"] == {"rates": "figures/rates.svg"}
     assert not (tmp_path / "report" / "figures" / "roc.svg").exists()  # the stale figure is gone
     md = (tmp_path / "report" / "report.md").read_text()
@@ -310,8 +310,8 @@ def test_every_sample_inconclusive(tmp_path):
     samples = variant(DEFAULT, conclusive=False, reason="too few valid input states (0 < N_in = 8)")
     summary = json.loads(write_report(make_run(tmp_path, samples))["summary"].read_text())
     assert summary["counts"]["conclusive"] == 0 and summary["counts"]["inconclusive"] == 37
-    assert summary["headline"]["functional"] is None
-    assert_interval(summary["headline"]["textual"], 6, 37)
+    assert summary["headline"]["functionally_memorized"] is None
+    assert_interval(summary["headline"]["textually_memorized"], 6, 37)
     assert summary["proxies"]["n_pairs"] == 0
     assert "undefined (no conclusive samples)" in (tmp_path / "report" / "report.md").read_text()
 
@@ -444,3 +444,31 @@ def test_methods_name_the_criteria_each_executor_applied_and_count_native_sample
     plain = write_report(make_run(tmp_path / "plain"))
     assert "Line coverage is not measured" not in plain["markdown"].read_text()
     assert json.loads(plain["summary"].read_text())["methods"]["execution"]["samples_without_coverage"] == []
+
+
+def _resolve(summary: dict[str, Any], path: str) -> list[Any]:
+    """Every value at a dotted ``path`` of summary.json (``name[]``: each element of the list ``name``)."""
+    values: list[Any] = [summary]
+    for part in path.split("."):
+        name, each = part.removesuffix("[]"), part.endswith("[]")
+        values = [v[name] for v in values if isinstance(v, dict) and name in v]
+        if each:
+            values = [item for v in values for item in v]
+    return values
+
+
+def test_summary_version_2_renames_are_the_mapping_table_of_the_docs(rendered):
+    """docs/report.md "Summary versions": every version-1 key is gone and its version-2 key holds the value."""
+    summary = rendered["summary"]
+    assert summary["summary_version"] == 2
+    docs = (Path(__file__).parents[3] / "docs" / "report.md").read_text()
+    section = docs.split("### Summary versions", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \|", section, flags=re.M)
+    assert len(rows) == 9
+    for old, new in rows:
+        assert _resolve(summary, old) == [], old
+        assert _resolve(summary, new), new
+    # the renamed keys hold what their names say: the functional-memorization rate, not the overlap share
+    assert_interval(summary["headline"]["functionally_memorized"], 7, 32)
+    assert summary["headline"]["functionally_memorized"] == _group(summary, "all")["rates"]["func_memorized"]
+    assert_interval(summary["headline"]["func_flags_missed_by_text"], 7, 9)
