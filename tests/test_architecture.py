@@ -11,6 +11,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import grimp
+import numpy as np
 import pytest
 
 import calib
@@ -155,15 +156,8 @@ def test_the_plugin_example_of_the_document_works(tmp_path, monkeypatch):
     dist-info with entry_points.txt on sys.path): calib finds the metric through the entry point."""
     code = _doc_block("`calib_jaccard/__init__.py`:")
     toml = _doc_block("`pyproject.toml` of the plugin:")
-    group, name, target = re.search(r'\[project\.entry-points\."([\w.]+)"\]\s*\n(\w+)\s*=\s*"([\w.:]+)"',
-                                    toml).groups()
-    (tmp_path / "calib_jaccard").mkdir()
-    (tmp_path / "calib_jaccard" / "__init__.py").write_text(code)
-    info = tmp_path / "calib_jaccard-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: calib-jaccard\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {target}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    site, group, name = _install(tmp_path, "calib_jaccard", code, toml)
+    monkeypatch.syspath_prepend(str(site))
     assert name in {ep.name for ep in entry_points(group=group)}
     from calib.metrics import create_metric
     from calib.metrics.base import REGISTRY
@@ -176,3 +170,97 @@ def test_the_plugin_example_of_the_document_works(tmp_path, monkeypatch):
     assert metric.score("a b", "a b", "python") == 1.0
     monkeypatch.delitem(REGISTRY.factories, name, raising=False)
     assert textwrap.dedent(code)  # the block is the module as written
+
+
+def _install(tmp_path: Path, package: str, code: str, toml: str) -> tuple[Path, str, str]:
+    """Install ``package`` (one module) the way pip does: the module and a dist-info with its entry points."""
+    group, name, target = re.search(r'\[project\.entry-points\."([\w.]+)"\]\s*\n(\w+)\s*=\s*"([\w.:]+)"',
+                                    toml).groups()
+    site = tmp_path / "site"
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text(code)
+    info = site / f"{package}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {target}\n")
+    return site, group, name
+
+
+def _calib_cli(*args: str, cwd: Path, site: Path | None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    # cwd is not the plugin's folder: python -m puts the working folder on sys.path
+    return subprocess.run([sys.executable, "-m", "calib", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_study_kind_example_of_the_document_runs_as_a_plugin(tmp_path):
+    """docs/architecture.md's study-kind example, installed as a package: `calib study`, `calib check` and
+    `calib report` find it by its entry point, validate its own spec section, and its table is what scipy says."""
+    import json
+
+    import polars as pl
+    from scipy.stats import mannwhitneyu
+
+    code = _doc_block("`calib_balance/__init__.py`:")
+    toml = re.search(r'```toml\n(\[project\.entry-points\."calib\.study_kinds"\].*?)```', DOC.read_text(), re.S).group(1)
+    site, group, name = _install(tmp_path, "calib_balance", code, toml)
+    assert (group, name) == ("calib.study_kinds", "balance")
+    spec_text = _doc_block("A spec of the kind")
+    work = tmp_path / "study"
+    work.mkdir()
+    (work / "spec.toml").write_text(spec_text)
+    # members have 4 more lines than controls, give or take: the test must find them unbalanced
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(40):
+        membership = "member" if i % 2 else "control"
+        lines = int(rng.integers(3, 10)) + (4 if membership == "member" else 0)
+        body = "\n" + "".join(f"    x{j} = {j}\n" for j in range(lines)) + "    return x0\n"
+        rows.append({"signature": f"def f{i}(a):", "body": body, "membership": membership, "language": "python"})
+    functions = pl.DataFrame(rows)
+    functions.write_parquet(work / "functions.parquet")
+
+    done = _calib_cli("study", "spec.toml", "--run-dir", "run", cwd=work, site=site)
+    assert done.returncode == 0, done.stderr
+    table = pl.read_parquet(work / "run" / "tables" / "balance.parquet")
+    counts = {m: [b.count("\n") + 1 for b in functions.filter(pl.col("membership") == m)["body"]]
+              for m in ("member", "control")}
+    expected = mannwhitneyu(counts["member"], counts["control"]).pvalue  # scipy, independent of the plugin
+    assert table["membership"].to_list() == ["control", "member"]
+    assert table["n"].to_list() == [20, 20]
+    assert table["mean_lines"].to_list() == pytest.approx([np.mean(counts["control"]), np.mean(counts["member"])])
+    assert table["p_value"].to_list() == pytest.approx([expected, expected])
+    assert expected < 0.05
+    summary = json.loads((work / "run" / "report" / "summary.json").read_text())
+    assert summary["p_value"] == pytest.approx(expected) and summary["study"]["kind"] == "balance"
+    assert "Members and controls differ in body lines" in (work / "run" / "report" / "report.md").read_text()
+    assert json.loads((work / "run" / "spec.json").read_text())["balance"] == {"alpha": 0.05}
+
+    checked = _calib_cli("check", "spec.toml", "--json", cwd=work, site=site)
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["stages"] == ["samples", "balance", "report"]
+    again = _calib_cli("study", "spec.toml", "--run-dir", "run", cwd=work, site=site)
+    assert again.returncode == 0 and "ran: none; up to date: samples, balance, report" in again.stdout
+
+    # the kind's own section is validated like a built-in one: key and line named, exit 2
+    (work / "bad.toml").write_text(spec_text.replace("alpha = 0.05", "alpha = 2"))
+    bad = _calib_cli("check", "bad.toml", cwd=work, site=site)
+    line = spec_text.splitlines().index("alpha = 0.05") + 1
+    assert bad.returncode == 2 and f"bad.toml:{line}: balance.alpha:" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    (work / "bad.toml").write_text(spec_text.replace('paths = ["functions.parquet"]', "").replace(
+        'source = "functions"', 'source = "organism"'))
+    bad = _calib_cli("check", "bad.toml", cwd=work, site=site)
+    assert bad.returncode == 2 and "data.source: the balance kind reads a corpus or a functions table" in bad.stderr
+
+    # without the plugin installed: the kind is unknown, with the known ones listed
+    missing = _calib_cli("check", "spec.toml", cwd=work, site=None)
+    assert missing.returncode == 2 and "study.kind: 'balance' is not a study kind; use one of census" in missing.stderr
+    report = _calib_cli("report", "run", cwd=work, site=None)
+    assert report.returncode == 2 and "study.kind = 'balance' is not a study kind the report renders" in report.stderr
+    rendered = _calib_cli("report", "run", cwd=work, site=site)
+    assert rendered.returncode == 0, rendered.stderr

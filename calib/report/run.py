@@ -177,12 +177,16 @@ def _read_json(path: Path, *, required: bool) -> dict[str, Any]:
 
 
 def study_kind(spec: dict[str, Any], path: Path) -> str:
-    """The study kind of ``spec`` (``study.kind``, default ``functional``); an InputError names an unknown one."""
+    """The study kind of ``spec`` (``study.kind``, default ``functional``); an InputError when it is not a name.
+
+    Any name is accepted here: a plugin kind's tables are read whole, and whether some renderer draws the
+    kind's report is decided by :func:`calib.report.write.write_report`.
+    """
     kind = setting(spec, "study.kind", "functional")
-    if kind not in COLUMNS_OF_KIND:
-        known = ", ".join(COLUMNS_OF_KIND)
-        raise InputError(f"study.kind = {kind!r} is not a study kind the report renders ({known})", path=str(path))
-    return str(kind)
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"study.kind = {kind!r} is not the name of a study kind; re-run `calib study SPEC`",
+                         path=str(path))
+    return kind
 
 
 def probed_models(spec: dict[str, Any]) -> list[str]:
@@ -225,6 +229,8 @@ def load_run(run_dir: str | Path) -> RunData | RunTables:
 
     Returns a :class:`RunData` for a ``functional`` study and a :class:`RunTables` (the tables by
     name) for an ``extraction``, ``census`` or ``probes`` study; ``spec.json``'s ``study.kind`` says which.
+    A plugin kind's run is a :class:`RunTables` holding every table of ``RUN/tables/`` (its renderer checks
+    their columns).
 
     Raises
     ------
@@ -245,6 +251,11 @@ def load_run(run_dir: str | Path) -> RunData | RunTables:
         manifest = _read_json(root / "manifest.json", required=False)
         return RunData(root=root, spec=spec, manifest=manifest, **tables, duplicates=duplicates)
     read = {}
+    if kind not in COLUMNS_OF_KIND:  # a plugin kind: every table the run wrote, as it is
+        found = sorted((root / "tables").glob("*.parquet")) if (root / "tables").is_dir() else []
+        read = {path.stem: _read_table(root, path.stem, ()) for path in found}
+        return RunTables(root=root, kind=kind, spec=spec, manifest=_read_json(root / "manifest.json", required=False),
+                         tables=read)
     for name, columns in COLUMNS_OF_KIND[kind].items():
         if _may_lack(kind, name, spec) and not (root / "tables" / f"{name}.parquet").exists():
             continue

@@ -36,12 +36,12 @@ def builtin_report(kind: str) -> Render:
 
     Raises
     ------
-    InputError
+    KeyError
         When ``kind`` is not a built-in kind (a plugin kind's report needs ``report_of``).
     """
     if kind not in BUILTIN_REPORTS:
-        raise InputError(f"study kind {kind!r} is not built in; render its report with `calib report RUN`, which "
-                         "finds the kind's plugin")
+        raise KeyError(f"built-in kinds: {', '.join(BUILTIN_REPORTS)}; a plugin kind's report is rendered by "
+                       "`calib report RUN` with the plugin installed")
     module, name = BUILTIN_REPORTS[kind].split(":")
     return getattr(import_module(module), name)
 
@@ -101,7 +101,14 @@ def _content(run_dir: str | Path, report_of: Callable[[str], Render]) -> tuple[P
     """The run directory, the summary and the blocks of the report of the study kind in ``run_dir``."""
     run = load_run(run_dir)
     kind = "functional" if isinstance(run, RunData) else run.kind
-    summary, blocks = report_of(kind)(run)
+    try:
+        render = report_of(kind)
+    except KeyError as exc:
+        reason = exc.args[0] if exc.args else "no renderer"
+        raise InputError(f"study.kind = {kind!r} is not a study kind the report renders ({reason}); install the "
+                         "package that defines the kind, then run `calib report RUN` again",
+                         path=str(run.root / "spec.json")) from None
+    summary, blocks = render(run)
     return run.root, summary, blocks
 
 
@@ -130,7 +137,8 @@ def write_report(run_dir: str | Path, *, report_of: Callable[[str], Render] | No
         A run directory written by ``calib study SPEC``.
     report_of : callable, optional
         ``report_of(kind)``: the renderer of a study kind (the study registry's, as ``calib report``
-        and the report stage pass it); by default the built-in kinds' (:data:`BUILTIN_REPORTS`).
+        and the report stage pass it), raising ``KeyError`` for a kind it does not know; by default
+        the built-in kinds' (:data:`BUILTIN_REPORTS`).
 
     Returns
     -------
@@ -140,8 +148,8 @@ def write_report(run_dir: str | Path, *, report_of: Callable[[str], Render] | No
     Raises
     ------
     InputError
-        One line, when the directory, ``spec.json`` or a table is missing or unreadable, or when
-        ``RUN/report`` (or ``RUN/report/figures``) exists as a file.
+        One line, when the directory, ``spec.json`` or a table is missing or unreadable, when no
+        renderer knows the study kind, or when ``RUN/report`` (or ``RUN/report/figures``) exists as a file.
     """
     root, summary, blocks = _content(run_dir, report_of or builtin_report)
     out = root / "report"

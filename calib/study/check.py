@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from calib.study.kinds import study_kind
 from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
 
 __all__ = ["check", "needs", "top_logprobs_needed", "unmatched_globs"]
@@ -20,56 +21,22 @@ def top_logprobs_needed(spec: StudySpec) -> int:
 
 
 def needs(spec: StudySpec) -> dict[str, list[str]]:
-    """Server name -> the capabilities the study needs from it (``calib.servers.base.Capabilities`` fields)."""
-    need: dict[str, list[str]] = {}
+    """Server name -> the capabilities the study needs from it (``calib.servers.base.Capabilities`` fields).
 
-    def add(name: str | None, capability: str) -> None:
-        if name is not None and capability not in need.setdefault(name, []):
-            need[name].append(capability)
-
-    roles = [name for name in (spec.models.target, spec.models.reference) if name is not None]
-    if spec.study.kind == "probes":
-        for name in spec.models.probed():
-            need.setdefault(name, [])
-            if spec.probes is not None and spec.probes.codec is not None:
-                add(name, "scoring")  # CoDeC scores each sample by teacher forcing
-        return need
-    if spec.study.kind in ("extraction", "census"):
-        # windows are cut with the target's tokenizer; every model scores them by teacher forcing
-        add(spec.models.target, "tokenize")
-        for name in roles:
-            add(name, "scoring")
-            add(name, "tokenize")
-            if any(float(t) != 1.0 for t in spec.extraction.temperatures) and "base" in spec.extraction.procedures:
-                add(name, "full_distribution")
-        return need
-    if spec.data.source != "organism":
-        add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
-    for name in roles:
-        need.setdefault(name, [])
-    if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
-        add(spec.execute.server, "chat")  # the llm executor's model writes inputs and preambles
-        if spec.execute.executor == "agent":
-            add(spec.execute.server, "tools")  # the agent's loop is tool calls
-    if spec.dedup is not None and spec.dedup.semantic and spec.dedup.embedding_server:
-        add(spec.dedup.embedding_server, "embeddings")
-    if any(m.startswith("judge_") for m in spec.measure.metrics):
-        add(spec.measure.judge_server, "chat")
-    if "embedding" in spec.measure.metrics and spec.measure.embedding_server:
-        add(spec.measure.embedding_server, "embeddings")
-    return need
+    The study kind's record says (``StudyKind.needs``: each built-in kind's ``check`` module); a kind
+    that does not needs completion only, of its target and reference models.
+    """
+    record = study_kind(spec.study.kind)
+    if record.needs is not None:
+        return {name: list(capabilities) for name, capabilities in record.needs(spec).items()}
+    return {name: [] for name in (spec.models.target, spec.models.reference) if name is not None}
 
 
 def _measures(spec: StudySpec) -> dict[str, Any]:
-    """What the study measures: metrics (functional), procedures (extraction, census), condition labels and
-    the task source (probes)."""
-    if spec.study.kind == "functional":
-        return {"metrics": list(spec.measure.metrics)}
-    if spec.study.kind == "probes":
-        from calib.study.probes.stages import labels
-
-        return {"conditions": [label for label, _, _ in labels(spec)], "tasks": spec.probes.tasks}  # type: ignore[union-attr]
-    return {"procedures": list(spec.extraction.procedures)}
+    """What the study measures, as its kind describes it (``StudyKind.describe``): metrics (functional),
+    procedures (extraction, census), condition labels and the task source (probes)."""
+    describe = study_kind(spec.study.kind).describe
+    return {} if describe is None else dict(describe(spec))
 
 
 def _organism_built(spec: StudySpec) -> bool:
@@ -116,7 +83,6 @@ def unmatched_globs(spec: StudySpec) -> None:
 async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
     """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability."""
     from calib.servers.base import CapabilityError, ServerError, require
-    from calib.study.kinds import study_kind
     from calib.study.resources import Resources
 
     unmatched_globs(spec)
@@ -148,7 +114,7 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
                     entry["error"] = " ".join(str(exc).split())
                     report["ok"] = False
             report["servers"][name] = entry
-        if spec.data.source == "organism" and built and spec.study.kind != "probes":
+        if spec.data.source == "organism" and built and spec.study.kind in ("functional", "extraction", "census"):
             import polars as pl
 
             truth = pl.read_parquet(resources.organism().truth)

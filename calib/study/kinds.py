@@ -1,7 +1,8 @@
 """The registry of study kinds: what a ``study.kind`` names, found the way servers, metrics and executors are.
 
 A :class:`StudyKind` record says everything the study core needs of a kind: its name, its own spec
-section (or None), its stages for a spec, the tables it writes and how its report is made. Built-in
+section (or None), its stages for a spec, the tables it writes, how its report is made and, for
+``calib check``, what it needs of each server and what it measures. Built-in
 kinds register themselves when their package (``calib.study.<kind>``) is imported; a third-party kind
 registers through the ``calib.study_kinds`` entry-point group, its entry point naming the record
 (docs/architecture.md, "Adding a plugin"). No kind imports another; all of them import the study core.
@@ -15,7 +16,7 @@ from typing import Any
 
 from calib._registry import Registry
 
-__all__ = ["KINDS", "StudyKind", "study_kind"]
+__all__ = ["BUILTIN_KINDS", "KINDS", "StudyKind", "study_kind"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,21 @@ class StudyKind:
     report:
         ``report(run)``: the summary and the report's blocks of a loaded run directory
         (:func:`calib.report.load_run`).
+    section:
+        A plugin kind's own spec section: a pydantic model (subclass
+        :class:`calib.study.sections.Section`) that validates the spec's ``[<spec_section>]`` table, read
+        as ``spec.<spec_section>``. None for the built-in kinds, whose sections are fields of
+        :class:`calib.study.spec.StudySpec`.
+    validate:
+        ``validate(spec)``: checks across sections for this kind, raising ``ValueError`` with a message
+        that starts with the key it is about (``"models.target: ..."``); it runs when the spec is loaded.
+        None: the built-in rules only.
+    needs:
+        ``needs(spec)``: server name -> the capabilities (``calib.servers.base.Capabilities`` fields)
+        the study needs of it beyond completion, for ``calib check``. None: the target and reference
+        models need completion only.
+    describe:
+        ``describe(spec)``: what ``calib check`` reports the study measures (a JSON object). None: nothing.
     """
 
     name: str
@@ -42,6 +58,10 @@ class StudyKind:
     stages: Callable[[Any], tuple[Any, ...]]
     tables: Callable[[], dict[str, Any]]
     report: Callable[[Any], tuple[dict[str, Any], list[Any]]]
+    section: type | None = None
+    validate: Callable[[Any], None] | None = None
+    needs: Callable[[Any], dict[str, list[str]]] | None = None
+    describe: Callable[[Any], dict[str, Any]] | None = None
 
     def __call__(self) -> StudyKind:
         """The record itself: a registry entry is a factory, and a kind needs no building."""
@@ -55,6 +75,9 @@ KINDS: Registry[Callable[[], StudyKind]] = Registry("study kind", "calib.study_k
     "census": "calib.study.extraction",
     "probes": "calib.study.probes",
 })
+
+#: The kinds calib itself defines (their spec sections are fields of the spec model).
+BUILTIN_KINDS: tuple[str, ...] = tuple(KINDS.builtins)
 
 
 def study_kind(name: str) -> StudyKind:

@@ -21,9 +21,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
 from calib._exceptions import InputError
+from calib.study.kinds import BUILTIN_KINDS, KINDS, study_kind
 from calib.study.sections import (
     ORGANISM_MODEL_PREFIX,
     AnalyzeSection,
@@ -56,7 +57,7 @@ from calib.study.sections.probes import ProbesSection
 __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
            "DedupSection", "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
            "HubSection", "MeasureSection", "ModelsSection", "OrganismSection", "ProbesSection", "PromptSection",
-           "ReportSection", "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash"]
+           "ReportSection", "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash", "spec_model"]
 
 
 class StudySpec(Section):
@@ -136,7 +137,7 @@ class StudySpec(Section):
                     raise ValueError(f"probes.codec.datasets: {item.source!r} needs an [organism] table")
         elif self.probes is not None:
             raise ValueError(f"[probes] is read only by study.kind = 'probes' (kind is {kind!r})")
-        elif self.models.target is None:
+        elif self.models.target is None and kind in BUILTIN_KINDS:
             raise ValueError(f"models.target: a {kind} study needs a target model")
         if kind == "functional" and self.models.reference is None:
             raise ValueError("models.reference: a functional study needs a reference model (the counterfactual)")
@@ -155,18 +156,44 @@ class StudySpec(Section):
                         raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
         elif self.census is not None:
             raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
-        if self.data.source == "organism" and self.organism is None and kind not in ("census", "probes"):
+        if self.data.source == "organism" and self.organism is None and kind in ("functional", "extraction"):
             raise ValueError("data.source = 'organism' needs an [organism] table")
         judges = [m for m in self.measure.metrics if m.startswith("judge_")]
         if judges and self.measure.judge_server is None:
             raise ValueError(f"measure.metrics lists {judges}: set measure.judge_server to a chat server's name")
         if self.analyze.text_metric not in self.measure.metrics:
             raise ValueError(f"analyze.text_metric = {self.analyze.text_metric!r} is not in measure.metrics")
+        if kind not in BUILTIN_KINDS:
+            record = study_kind(kind)
+            if record.validate is not None:
+                record.validate(self)  # a plugin kind's own rules across sections
         return self
 
     def public(self) -> dict[str, Any]:
         """The spec as JSON data, with every server's secret-bearing keys left as written (names, not values)."""
         return json.loads(self.model_dump_json())
+
+
+def spec_model(kind: str) -> type[StudySpec]:
+    """The spec model of a study of ``kind``: :class:`StudySpec`, with a plugin kind's own section added.
+
+    A plugin kind whose :class:`~calib.study.kinds.StudyKind` names a ``section`` model gets a subclass
+    of :class:`StudySpec` with the required field ``<spec_section>`` of that model, so its table is
+    validated (unknown keys, types, ranges: one line naming the key) and written to ``spec.json`` like
+    any other section. Any other kind, or a name no kind has (the ``study.kind`` check then names it),
+    gets :class:`StudySpec`.
+    """
+    if kind in BUILTIN_KINDS or kind not in KINDS:
+        return StudySpec
+    record = study_kind(kind)
+    if record.section is None:
+        return StudySpec
+    name = record.spec_section
+    if not name or name in StudySpec.model_fields:
+        raise InputError(f"study kind {kind!r}: its spec section must have a name of its own, not "
+                         f"{name!r} (the built-in sections are {', '.join(StudySpec.model_fields)}); fix the "
+                         "plugin's StudyKind record")
+    return create_model(f"StudySpec_{kind}", __base__=StudySpec, **{name: (record.section, ...)})
 
 
 def _server_kinds() -> tuple[str, ...]:
@@ -275,7 +302,9 @@ def load_spec(path: str | Path) -> StudySpec:
         line = re.search(r"line (\d+)", str(exc))
         raise InputError(f"not valid TOML: {exc}", path=str(path), line=int(line.group(1)) if line else None) from None
     try:
-        spec = StudySpec.model_validate(data)
+        study = data.get("study")
+        kind = study.get("kind", "functional") if isinstance(study, dict) else None
+        spec = spec_model(kind if isinstance(kind, str) else "functional").model_validate(data)
     except ValidationError as exc:
         loc, msg = _message(exc.errors()[0])
         if not loc:  # a check across sections: its message starts with the key it is about

@@ -51,8 +51,22 @@ def _census_report(run: Any) -> tuple[dict[str, Any], list[Any]]:
     return census_report(run)
 
 
+def _needs(spec: Any) -> dict[str, list[str]]:
+    from calib.study.extraction.check import needs
+
+    return needs(spec)
+
+
+def _describe(spec: Any) -> dict[str, Any]:
+    from calib.study.extraction.check import describe
+
+    return describe(spec)
+
+
 #: The ``extraction`` kind's record.
 EXTRACTION = KINDS.register("extraction")(
-    StudyKind("extraction", "extraction", _extraction_stages, _extraction_tables, _extraction_report))
+    StudyKind("extraction", "extraction", _extraction_stages, _extraction_tables, _extraction_report,
+              needs=_needs, describe=_describe))
 #: The ``census`` kind's record.
-CENSUS = KINDS.register("census")(StudyKind("census", "census", _census_stages, _census_tables, _census_report))
+CENSUS = KINDS.register("census")(StudyKind("census", "census", _census_stages, _census_tables, _census_report,
+                                                         needs=_needs, describe=_describe))

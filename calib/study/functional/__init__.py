@@ -31,5 +31,18 @@ def _report(run: Any) -> tuple[dict[str, Any], list[Any]]:
     return functional_report(run)
 
 
+def _needs(spec: Any) -> dict[str, list[str]]:
+    from calib.study.functional.check import needs
+
+    return needs(spec)
+
+
+def _describe(spec: Any) -> dict[str, Any]:
+    from calib.study.functional.check import describe
+
+    return describe(spec)
+
+
 #: The ``functional`` kind's record.
-KIND = KINDS.register("functional")(StudyKind("functional", None, _stages, _tables, _report))
+KIND = KINDS.register("functional")(StudyKind("functional", None, _stages, _tables, _report,
+                                                            needs=_needs, describe=_describe))

@@ -31,5 +31,18 @@ def _report(run: Any) -> tuple[dict[str, Any], list[Any]]:
     return probes_report(run)
 
 
+def _needs(spec: Any) -> dict[str, list[str]]:
+    from calib.study.probes.check import needs
+
+    return needs(spec)
+
+
+def _describe(spec: Any) -> dict[str, Any]:
+    from calib.study.probes.check import describe
+
+    return describe(spec)
+
+
 #: The ``probes`` kind's record.
-KIND = KINDS.register("probes")(StudyKind("probes", "probes", _stages, _tables, _report))
+KIND = KINDS.register("probes")(StudyKind("probes", "probes", _stages, _tables, _report,
+                                                        needs=_needs, describe=_describe))

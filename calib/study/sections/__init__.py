@@ -41,9 +41,19 @@ class StudySection(Section):
     """``[study]``: what the study is."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    kind: Literal["functional", "extraction", "census", "probes"] = "functional"
+    kind: str = "functional"
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
     description: str = ""
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        from calib.study.kinds import KINDS
+
+        if value not in KINDS.names():  # the built-ins and installed plugins (entry points), none imported
+            raise ValueError(f"{value!r} is not a study kind; use one of {', '.join(KINDS.names())} (a plugin's "
+                             "kind needs its package installed: docs/architecture.md, \"Adding a plugin\")")
+        return value
 
 
 class OrganismSection(Section):

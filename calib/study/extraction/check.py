@@ -1,0 +1,32 @@
+"""What ``calib check`` asks of an extraction or census study's servers, and what the study measures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["describe", "needs"]
+
+
+def needs(spec: Any) -> dict[str, list[str]]:
+    """Server name -> the capabilities beyond completion (``calib.servers.base.Capabilities`` fields)."""
+    need: dict[str, list[str]] = {}
+
+    def add(name: str | None, capability: str) -> None:
+        if name is not None and capability not in need.setdefault(name, []):
+            need[name].append(capability)
+
+    # windows are cut with the target's tokenizer; every model scores them by teacher forcing
+    add(spec.models.target, "tokenize")
+    for name in (spec.models.target, spec.models.reference):
+        if name is None:
+            continue
+        add(name, "scoring")
+        add(name, "tokenize")
+        if any(float(t) != 1.0 for t in spec.extraction.temperatures) and "base" in spec.extraction.procedures:
+            add(name, "full_distribution")
+    return need
+
+
+def describe(spec: Any) -> dict[str, Any]:
+    """What the study measures: its extraction procedures."""
+    return {"procedures": list(spec.extraction.procedures)}

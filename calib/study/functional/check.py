@@ -1,0 +1,38 @@
+"""What ``calib check`` asks of a functional study's servers, and what the study measures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["describe", "needs"]
+
+
+def needs(spec: Any) -> dict[str, list[str]]:
+    """Server name -> the capabilities beyond completion (``calib.servers.base.Capabilities`` fields)."""
+    need: dict[str, list[str]] = {}
+
+    def add(name: str | None, capability: str) -> None:
+        if name is not None and capability not in need.setdefault(name, []):
+            need[name].append(capability)
+
+    if spec.data.source != "organism":
+        add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
+    for name in (spec.models.target, spec.models.reference):
+        if name is not None:
+            need.setdefault(name, [])
+    if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
+        add(spec.execute.server, "chat")  # the llm executor's model writes inputs and preambles
+        if spec.execute.executor == "agent":
+            add(spec.execute.server, "tools")  # the agent's loop is tool calls
+    if spec.dedup is not None and spec.dedup.semantic and spec.dedup.embedding_server:
+        add(spec.dedup.embedding_server, "embeddings")
+    if any(m.startswith("judge_") for m in spec.measure.metrics):
+        add(spec.measure.judge_server, "chat")
+    if "embedding" in spec.measure.metrics and spec.measure.embedding_server:
+        add(spec.measure.embedding_server, "embeddings")
+    return need
+
+
+def describe(spec: Any) -> dict[str, Any]:
+    """What the study measures: its similarity metrics."""
+    return {"metrics": list(spec.measure.metrics)}

@@ -1,0 +1,20 @@
+"""What ``calib check`` asks of a probes study's servers, and what the study measures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["describe", "needs"]
+
+
+def needs(spec: Any) -> dict[str, list[str]]:
+    """Server name -> the capabilities beyond completion: CoDeC scores each sample by teacher forcing."""
+    codec = spec.probes is not None and spec.probes.codec is not None
+    return {name: ["scoring"] if codec else [] for name in spec.models.probed()}
+
+
+def describe(spec: Any) -> dict[str, Any]:
+    """What the study measures: its condition labels and the task source."""
+    from calib.study.probes.stages import labels
+
+    return {"conditions": [label for label, _, _ in labels(spec)], "tasks": spec.probes.tasks}
