@@ -61,8 +61,10 @@ class _OpenAIProbe:
         if max_context is None and isinstance(tok, dict):
             max_context = tok.get("max_model_len")
 
-        (token_ids_in, batch, echo, prompt_lp, extensions, max_top, chat, tools, embeddings) = await asyncio.gather(
-            self._probe_token_ids(ids if tokenize else None), self._probe_batch(), self._probe_echo(),
+        (complete, token_ids_in, batch, echo, prompt_lp, extensions, max_top, chat, tools,
+         embeddings) = await asyncio.gather(
+            self._probe_complete(), self._probe_token_ids(ids if tokenize else None), self._probe_batch(),
+            self._probe_echo(),
             self._probe_prompt_logprobs(), self._probe_extensions(), self._probe_max_top(), self._probe_chat(),
             self._probe_tools(), self._probe_embeddings())
         self._return_token_ids, self._ids_as_tokens = extensions
@@ -75,15 +77,22 @@ class _OpenAIProbe:
                          "re-tokenization of prompt + continuation and refused where they differ")
         if tools and not chat:
             tools = False
+        if not complete:
+            notes.append("no text completion (/v1/completions did not answer): chat only")
         return Capabilities(
             kind=self.kind, name=self.name, model=self.model, server_version=server_version,
-            max_context=max_context if isinstance(max_context, int) else None, batch_prompts=batch,
+            max_context=max_context if isinstance(max_context, int) else None, complete=complete,
+            batch_prompts=batch,
             echo_logprobs=echo is not None, prompt_logprobs=prompt_lp is not None, max_top_logprobs=max_top,
             token_ids_in=token_ids_in, full_distribution=False, tokenize=tokenize, chat=chat, tools=tools,
             embeddings=embeddings, notes=tuple(notes))
 
     def _completion_body(self, prompt: Any, **extra: Any) -> dict[str, Any]:
         return {"model": self.model, "prompt": prompt, "temperature": 0.0, **extra}
+
+    async def _probe_complete(self) -> bool:
+        answer, _ = await self._http.probe("POST", "/v1/completions", self._completion_body("a", max_tokens=1))
+        return bool(isinstance(answer, dict) and answer.get("choices"))
 
     async def _probe_token_ids(self, ids: list[int] | None) -> bool:
         if not ids:

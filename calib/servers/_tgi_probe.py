@@ -49,7 +49,10 @@ class _TGIProbe:
             self._http.identity["model_sha"] = info["model_sha"]
         tokens, _ = await self._http.probe("POST", "/tokenize", {"inputs": _PROBE_TEXT}, classify=classify_tgi)
         tokenize = isinstance(tokens, list) and bool(tokens) and all(isinstance(t, dict) for t in tokens)
-        prefill, max_top = await asyncio.gather(self._probe_prefill(), self._probe_top())
+        complete, prefill, max_top = await asyncio.gather(self._probe_complete(), self._probe_prefill(),
+                                                          self._probe_top())
+        if not complete:
+            notes.append("no text generation (/generate did not answer)")
         if not prefill:
             notes.append(PREFILL_FIX)
         if max_top:
@@ -58,8 +61,13 @@ class _TGIProbe:
         max_context = info.get("max_total_tokens") or info.get("max_input_length")
         return Capabilities(
             kind=self.kind, name=self.name, model=self.model, server_version=info.get("version"),
-            max_context=max_context if isinstance(max_context, int) else None, prompt_logprobs=prefill,
+            max_context=max_context if isinstance(max_context, int) else None, complete=complete,
+            prompt_logprobs=prefill,
             max_top_logprobs=max_top, tokenize=tokenize, notes=tuple(notes))
+
+    async def _probe_complete(self) -> bool:
+        answer, _ = await self._probe_request("/generate", lambda: self._client.generate("a", max_new_tokens=1))
+        return answer is not None
 
     async def _probe_prefill(self) -> bool:
         answer, _ = await self._probe_request("/generate", lambda: self._client.generate(

@@ -123,7 +123,7 @@ class AnthropicServer:
 
     async def capabilities(self) -> Capabilities:
         """Chat and tools; nothing else (no network probe: the API's abilities are documented)."""
-        return Capabilities(kind=self.kind, name=self.name, model=self.model, chat=True, tools=True,
+        return Capabilities(kind=self.kind, name=self.name, model=self.model, complete=False, chat=True, tools=True,
                             notes=("chat only: no completions, scoring, tokenizer or embeddings",
                                    "the Messages API takes no temperature or seed"))
 

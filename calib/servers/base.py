@@ -101,6 +101,9 @@ class Capabilities:
         Identity: the kind, the spec's name for the server, the served model, the version string.
     max_context
         Context length in tokens, when the server says.
+    complete
+        Text completion answers (``complete``): the completions route (OpenAI ``/v1/completions``, TGI
+        ``/generate``) answered a one-token request. False for chat-only hosts.
     batch_prompts
         One request may carry a list of prompts (OpenAI /v1/completions on vLLM).
     echo_logprobs, prompt_logprobs
@@ -121,6 +124,7 @@ class Capabilities:
     model: str
     server_version: str | None = None
     max_context: int | None = None
+    complete: bool = True
     batch_prompts: bool = False
     echo_logprobs: bool = False
     prompt_logprobs: bool = False
@@ -250,6 +254,8 @@ class Embedding(Protocol):
 
 
 _HOW_TO_ENABLE = {
+    "complete": "it answers no text completion (a chat-only host: /v1/completions is not served); use a server "
+    "with a completions route (vLLM, TGI, calib serve) for this role",
     "prompt_logprobs": "use vLLM (prompt_logprobs) or an OpenAI-compatible server that accepts echo with "
     "logprobs; for TGI 3 start it with --enable-prefill-logprobs",
     "scoring": "use vLLM (prompt_logprobs) or an OpenAI-compatible server that accepts echo with logprobs; "
@@ -265,25 +271,37 @@ _HOW_TO_ENABLE = {
 }
 
 
-def require(caps: Capabilities, needed: Sequence[str], *, top_logprobs: int = 0) -> None:
-    """Stop before any work when ``caps`` lacks something in ``needed``.
+def missing(caps: Capabilities, needed: Sequence[str], *, top_logprobs: int = 0) -> list[str]:
+    """Every capability of ``needed`` that ``caps`` lacks, each as ``"NAME: how to enable it"``, in order.
 
-    ``needed`` names attributes of :class:`Capabilities` (``"scoring"``, ``"tokenize"``, ``"chat"``,
-    ``"tools"``, ``"embeddings"``, ``"full_distribution"``, ...). ``top_logprobs`` checks the number
-    of alternatives the server returns per position.
+    ``needed`` names attributes of :class:`Capabilities` (``"complete"``, ``"scoring"``, ``"tokenize"``,
+    ``"chat"``, ``"tools"``, ``"embeddings"``, ``"full_distribution"``, ...). ``top_logprobs`` checks
+    the number of alternatives the server returns per position (``"top_logprobs: ..."``).
+    """
+    out = [f"{name}: {_HOW_TO_ENABLE.get(name, 'use a server that offers it')}"
+           for name in dict.fromkeys(needed) if not getattr(caps, name)]
+    if top_logprobs > caps.max_top_logprobs:
+        out.append(f"top_logprobs: it returns at most {caps.max_top_logprobs} top log-probs per token, the study "
+                   f"needs {top_logprobs}; raise the server's limit (vLLM: --max-logprobs {top_logprobs}) or lower "
+                   "the study's top_k")
+    return out
+
+
+def require(caps: Capabilities, needed: Sequence[str], *, top_logprobs: int = 0) -> None:
+    """Stop before any work when ``caps`` lacks something in ``needed`` (see :func:`missing`).
 
     Raises
     ------
     CapabilityError
-        Naming the server, the capability and how to enable it.
+        One line naming the server and every capability it lacks, each with how to enable it.
     """
-    for name in needed:
-        if not getattr(caps, name):
-            fix = _HOW_TO_ENABLE.get(name, "use a server that offers it")
-            raise CapabilityError(f"server {caps.name!r} ({caps.kind}, model {caps.model!r}) lacks {name}: {fix}")
-    if top_logprobs > caps.max_top_logprobs:
+    lacks = missing(caps, needed, top_logprobs=top_logprobs)
+    if len(lacks) == 1 and lacks[0].startswith("top_logprobs: "):
         raise CapabilityError(
             f"server {caps.name!r} ({caps.kind}) returns at most {caps.max_top_logprobs} top log-probs per "
             f"token, the study needs {top_logprobs}: raise the server's limit (vLLM: --max-logprobs "
             f"{top_logprobs}) or lower the study's top_k"
         )
+    if lacks:
+        what = "; ".join(f"lacks {item}" for item in lacks)
+        raise CapabilityError(f"server {caps.name!r} ({caps.kind}, model {caps.model!r}) {what}")

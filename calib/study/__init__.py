@@ -42,6 +42,7 @@ def default_run_dir(spec: StudySpec) -> Path:
 def run_study(spec_path: str | Path, *, run_dir: str | Path | None = None, options: RunOptions | None = None,
               fresh: bool = False) -> RunResult:
     """Run (or resume) the study at ``spec_path``; returns which stages ran and which were skipped."""
+    from calib.study.check import verify_servers
     from calib.study.resources import Resources
     from calib.study.rundir import RunDir
     from calib.study.runner import run_stages
@@ -55,7 +56,8 @@ def run_study(spec_path: str | Path, *, run_dir: str | Path | None = None, optio
     resources = Resources(spec)
     resources.cache_path = run.cache_path
     return run_stages(stages_of(spec), spec, text, root, options=options or RunOptions(), resources=resources,
-                      manifest_extra=lambda: resources.manifest(run))
+                      manifest_extra=lambda: resources.manifest(run),
+                      before_work=lambda: verify_servers(spec, resources))
 
 
 def check_study(spec_path: str | Path, *, probe: bool = True) -> dict[str, Any]:

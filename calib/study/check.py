@@ -7,7 +7,7 @@ from typing import Any
 from calib.study.kinds import study_kind
 from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
 
-__all__ = ["check", "needs", "top_logprobs_needed", "unmatched_globs"]
+__all__ = ["check", "needs", "top_logprobs_needed", "unmatched_globs", "verify_servers"]
 
 
 def top_logprobs_needed(spec: StudySpec) -> int:
@@ -24,12 +24,12 @@ def needs(spec: StudySpec) -> dict[str, list[str]]:
     """Server name -> the capabilities the study needs from it (``calib.servers.base.Capabilities`` fields).
 
     The study kind's record says (``StudyKind.needs``: each built-in kind's ``check`` module); a kind
-    that does not needs completion only, of its target and reference models.
+    that does not needs completion, of its target and reference models.
     """
     record = study_kind(spec.study.kind)
     if record.needs is not None:
         return {name: list(capabilities) for name, capabilities in record.needs(spec).items()}
-    return {name: [] for name in (spec.models.target, spec.models.reference) if name is not None}
+    return {name: ["complete"] for name in (spec.models.target, spec.models.reference) if name is not None}
 
 
 def _measures(spec: StudySpec) -> dict[str, Any]:
@@ -37,6 +37,43 @@ def _measures(spec: StudySpec) -> dict[str, Any]:
     procedures (extraction, census), condition labels and the task source (probes)."""
     describe = study_kind(spec.study.kind).describe
     return {} if describe is None else dict(describe(spec))
+
+
+def _organism_model(spec: StudySpec, name: str) -> bool:
+    model_dir = spec.servers[name].get("model_dir")
+    return isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX)
+
+
+async def verify_servers(spec: StudySpec, resources: Any) -> None:
+    """Before any stage works: probe every server the study needs and stop if one lacks something.
+
+    Every server of :func:`needs` is probed through ``resources`` (its capabilities are kept for the
+    manifest and the stages), except a model of the study's organism that is not built yet (calib's
+    own embedded server, built by the first stage).
+
+    Raises
+    ------
+    CapabilityError
+        One line naming every server that lacks a capability, each capability it lacks and the remedy.
+    ServerError
+        When a server cannot be reached (one line: which, and how to fix it).
+    """
+    from calib.servers.base import CapabilityError, missing
+
+    built = _organism_built(spec) if spec.organism is not None else False
+    problems: list[str] = []
+    for name, capabilities in needs(spec).items():
+        if _organism_model(spec, name) and not built:
+            continue
+        caps = await resources.server(name).capabilities()
+        resources.capabilities[name] = caps.to_dict()
+        top = top_logprobs_needed(spec) if "scoring" in capabilities else 0
+        lacks = missing(caps, capabilities, top_logprobs=top)
+        if lacks:
+            problems.append(f"server {name!r} ({caps.kind}, model {caps.model!r}) lacks " + "; lacks ".join(lacks))
+    if problems:
+        raise CapabilityError(f"the {spec.study.kind} study cannot run, nothing was started: {' | '.join(problems)}"
+                              " (`calib check SPEC` lists what each server offers)")
 
 
 def _organism_built(spec: StudySpec) -> bool:
@@ -82,7 +119,7 @@ def unmatched_globs(spec: StudySpec) -> None:
 
 async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
     """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability."""
-    from calib.servers.base import CapabilityError, ServerError, require
+    from calib.servers.base import CapabilityError, ServerError, missing, require
     from calib.study.resources import Resources
 
     unmatched_globs(spec)
@@ -96,9 +133,8 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
     resources = Resources(spec)
     try:
         for name, capabilities in needs(spec).items():
-            entry: dict[str, Any] = {"kind": spec.servers[name].get("kind"), "needs": ["complete", *capabilities]}
-            model_dir = spec.servers[name].get("model_dir")
-            organism_model = isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX)
+            entry: dict[str, Any] = {"kind": spec.servers[name].get("kind"), "needs": list(capabilities)}
+            organism_model = _organism_model(spec, name)
             if not probe or (organism_model and not built):
                 entry["probed"] = False
                 entry["note"] = ("the organism is built on the study's first run" if organism_model and not built
@@ -108,8 +144,9 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
                     caps = await resources.server(name).capabilities()
                     entry["capabilities"] = caps.to_dict()
                     entry["probed"] = True
-                    require(caps, capabilities, top_logprobs=top_logprobs_needed(spec) if "scoring" in capabilities
-                            else 0)
+                    top = top_logprobs_needed(spec) if "scoring" in capabilities else 0
+                    entry["missing"] = missing(caps, capabilities, top_logprobs=top)
+                    require(caps, capabilities, top_logprobs=top)  # one line naming all of them
                 except (CapabilityError, ServerError, OSError) as exc:
                     entry["error"] = " ".join(str(exc).split())
                     report["ok"] = False

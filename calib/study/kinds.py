@@ -16,7 +16,19 @@ from typing import Any
 
 from calib._registry import Registry
 
-__all__ = ["BUILTIN_KINDS", "KINDS", "StudyKind", "study_kind"]
+__all__ = ["BUILTIN_KINDS", "KINDS", "Needs", "StudyKind", "study_kind"]
+
+
+class Needs(dict[str, list[str]]):
+    """Server name -> capabilities, in the order first asked for; what a kind's ``needs(spec)`` builds."""
+
+    def add(self, name: str | None, capability: str | None = None) -> None:
+        """Record that server ``name`` (None: nothing recorded) needs ``capability`` (None: only listed)."""
+        if name is None:
+            return
+        wanted = self.setdefault(name, [])
+        if capability is not None and capability not in wanted:
+            wanted.append(capability)
 
 
 @dataclass(frozen=True)

@@ -224,9 +224,13 @@ def _fingerprint(stage: Stage, spec: StudySpec, options: RunOptions, manifest: d
 
 
 def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir: str | Path, *,
-               options: RunOptions, resources: Any, manifest_extra: Callable[[], dict[str, Any]] | None = None
-               ) -> RunResult:
-    """Run ``stages`` in order (skipping those already done under the same fingerprint)."""
+               options: RunOptions, resources: Any, manifest_extra: Callable[[], dict[str, Any]] | None = None,
+               before_work: Callable[[], Awaitable[None]] | None = None) -> RunResult:
+    """Run ``stages`` in order (skipping those already done under the same fingerprint).
+
+    ``before_work()`` runs once, in the run's event loop, before the first stage that is not up to
+    date (a finished study re-run sends nothing); what it raises stops the run before any work.
+    """
     names = [s.name for s in stages]
     if options.until is not None and options.until not in names:
         raise InvalidParameterError(f"--stage {options.until!r}: the {spec.study.kind} study's stages are "
@@ -271,6 +275,9 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
                     result.skipped.append(stage.name)
                     run.event("stage_skip", stage=stage.name, fingerprint=fingerprint)
                 else:
+                    if before_work is not None:
+                        loop.run(before_work())
+                        before_work = None
                     before = manifest["checksums"].get(stage.writes)
                     _run_one(stage, ctx, fingerprint, manifest, run, progress, loop)
                     if before is not None and manifest["checksums"].get(stage.writes) != before:

@@ -9,12 +9,10 @@ __all__ = ["describe", "needs"]
 
 def needs(spec: Any) -> dict[str, list[str]]:
     """Server name -> the capabilities beyond completion (``calib.servers.base.Capabilities`` fields)."""
-    need: dict[str, list[str]] = {}
+    from calib.study.kinds import Needs
 
-    def add(name: str | None, capability: str) -> None:
-        if name is not None and capability not in need.setdefault(name, []):
-            need[name].append(capability)
-
+    need = Needs()
+    add = need.add
     # windows are cut with the target's tokenizer; every model scores them by teacher forcing
     add(spec.models.target, "tokenize")
     for name in (spec.models.target, spec.models.reference):
@@ -24,6 +22,8 @@ def needs(spec: Any) -> dict[str, list[str]]:
         add(name, "tokenize")
         if any(float(t) != 1.0 for t in spec.extraction.temperatures) and "base" in spec.extraction.procedures:
             add(name, "full_distribution")
+        if any(p in spec.extraction.procedures for p in ("near_verbatim_greedy", "near_verbatim")):
+            add(name, "complete")  # the near-verbatim procedures generate the suffix greedily
     return need
 
 

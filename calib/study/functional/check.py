@@ -9,17 +9,14 @@ __all__ = ["describe", "needs"]
 
 def needs(spec: Any) -> dict[str, list[str]]:
     """Server name -> the capabilities beyond completion (``calib.servers.base.Capabilities`` fields)."""
-    need: dict[str, list[str]] = {}
+    from calib.study.kinds import Needs
 
-    def add(name: str | None, capability: str) -> None:
-        if name is not None and capability not in need.setdefault(name, []):
-            need[name].append(capability)
-
+    need = Needs()
+    add = need.add
+    for name in (spec.models.target, spec.models.reference):
+        add(name, "complete")  # both models complete every prompt
     if spec.data.source != "organism":
         add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
-    for name in (spec.models.target, spec.models.reference):
-        if name is not None:
-            need.setdefault(name, [])
     if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
         add(spec.execute.server, "chat")  # the llm executor's model writes inputs and preambles
         if spec.execute.executor == "agent":

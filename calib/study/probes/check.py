@@ -10,7 +10,7 @@ __all__ = ["describe", "needs"]
 def needs(spec: Any) -> dict[str, list[str]]:
     """Server name -> the capabilities beyond completion: CoDeC scores each sample by teacher forcing."""
     codec = spec.probes is not None and spec.probes.codec is not None
-    return {name: ["scoring"] if codec else [] for name in spec.models.probed()}
+    return {name: ["complete", "scoring"] if codec else ["complete"] for name in spec.models.probed()}
 
 
 def describe(spec: Any) -> dict[str, Any]:
