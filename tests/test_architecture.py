@@ -206,7 +206,8 @@ def test_the_study_kind_example_of_the_document_runs_as_a_plugin(tmp_path):
     from scipy.stats import mannwhitneyu
 
     code = _doc_block("`calib_balance/__init__.py`:")
-    toml = re.search(r'```toml\n(\[project\.entry-points\."calib\.study_kinds"\].*?)```', DOC.read_text(), re.S).group(1)
+    toml = re.search(r'```toml\n(\[project\.entry-points\."calib\.study_kinds"\].*?)```', DOC.read_text(),
+                     re.S).group(1)
     site, group, name = _install(tmp_path, "calib_balance", code, toml)
     assert (group, name) == ("calib.study_kinds", "balance")
     spec_text = _doc_block("A spec of the kind")

@@ -44,6 +44,10 @@ def study(spec: Path, run_dir: Path | None, stage: str | None, limit: int | None
     report = result.run_dir / "report" / "report.html"
     if report.is_file() and "report" in result.ran + result.skipped:
         click.echo(f"report: {report}")
+    if result.empty is not None:
+        # a study that measured nothing is not a success, whatever its stages did (docs/cli.md, exit 3)
+        click.echo(f"calib study: error: the study measured nothing: {result.empty}", err=True)
+        raise click.exceptions.Exit(3)
 
 
 @click.command("check")

@@ -55,9 +55,25 @@ def run_study(spec_path: str | Path, *, run_dir: str | Path | None = None, optio
         run.wipe()
     resources = Resources(spec)
     resources.cache_path = run.cache_path
-    return run_stages(stages_of(spec), spec, text, root, options=options or RunOptions(), resources=resources,
-                      manifest_extra=lambda: resources.manifest(run),
-                      before_work=lambda: verify_servers(spec, resources))
+    stages = stages_of(spec)
+    result = run_stages(stages, spec, text, root, options=options or RunOptions(), resources=resources,
+                        manifest_extra=lambda: resources.manifest(run),
+                        before_work=lambda: verify_servers(spec, resources))
+    result.empty = _nothing_measured(spec, run, finished=len(result.ran) + len(result.skipped) == len(stages))
+    return result
+
+
+def _nothing_measured(spec: StudySpec, run: Any, *, finished: bool) -> str | None:
+    """Why a finished study measured nothing (its kind reads the report's summary.json), else None."""
+    import json
+
+    from calib.study.kinds import study_kind
+
+    empty = study_kind(spec.study.kind).empty
+    summary = run.report / "summary.json"
+    if not finished or empty is None or not summary.is_file():
+        return None
+    return empty(json.loads(summary.read_text(encoding="utf-8")))
 
 
 def check_study(spec_path: str | Path, *, probe: bool = True) -> dict[str, Any]:

@@ -63,6 +63,10 @@ class StudyKind:
         models need completion only.
     describe:
         ``describe(spec)``: what ``calib check`` reports the study measures (a JSON object). None: nothing.
+    empty:
+        ``empty(summary)``: why a finished run measured nothing, in one sentence naming the dominant
+        cause, read from its report's summary.json; None when it measured something. ``calib study``
+        then exits 3. None (the field): the kind makes no such claim.
     """
 
     name: str
@@ -74,6 +78,7 @@ class StudyKind:
     validate: Callable[[Any], None] | None = None
     needs: Callable[[Any], dict[str, list[str]]] | None = None
     describe: Callable[[Any], dict[str, Any]] | None = None
+    empty: Callable[[dict[str, Any]], str | None] | None = None
 
     def __call__(self) -> StudyKind:
         """The record itself: a registry entry is a factory, and a kind needs no building."""

@@ -81,6 +81,8 @@ class RunResult:
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    #: Why the finished study measured nothing (its kind's ``StudyKind.empty``), else None.
+    empty: str | None = None
 
 
 class StageContext:

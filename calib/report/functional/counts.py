@@ -13,7 +13,7 @@ import polars as pl
 from calib.report.functional.samples import ROLES
 from calib.report.run import RunData, setting
 
-__all__ = ["funnel", "reason_counts", "sample_counts"]
+__all__ = ["funnel", "nothing_measured", "reason_counts", "sample_counts"]
 
 
 def _tally(values: list[str | None], *, missing: str) -> list[dict[str, Any]]:
@@ -118,3 +118,29 @@ def reason_counts(run: RunData, frame: pl.DataFrame) -> dict[str, Any]:
             "inconclusive": _tally(inconclusive, missing="inconclusive"),
             "inconclusive_criteria": _criteria(run, inconclusive_rows),
             "generation_errors": errors, "similarity_failures": failures}
+
+
+def nothing_measured(summary: dict[str, Any]) -> str | None:
+    """Why a functional run scored no sample, in one sentence naming the dominant cause; None if it scored one.
+
+    The cause is the most frequent reason samples are unscored and, when generations failed, the most
+    frequent generation error (the role with the most failed generations): a chat-only host, an outage
+    or a quota shows there.
+    """
+    counts = summary.get("counts") or {}
+    if counts.get("scored"):
+        return None
+    n = int(counts.get("samples") or 0)
+    if n == 0:
+        return "no sample was audited: the data gave no function (see the funnel in the Methods section)"
+    reasons = summary.get("reasons") or {}
+    text = f"none of the {n} samples was scored"
+    unscored = reasons.get("unscored") or []
+    if unscored:
+        text += f"; most often: {unscored[0]['reason']} ({unscored[0]['count']} of {n})"
+    failed = [(role, tally[0]) for role, tally in (reasons.get("generation_errors") or {}).items() if tally]
+    if failed:
+        role, top = max(failed, key=lambda item: item[1]["count"])
+        text += f"; the {role} model's generations failed, most often with: {top['reason']} ({top['count']})"
+    return text
+

@@ -11,6 +11,7 @@ from typing import Any
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from calib.report.format import DASH, number, rate_cell, rate_text, setting_pct, sim
 from calib.report.functional.analysis import Analysis
+from calib.report.functional.counts import nothing_measured
 from calib.report.functional.duplication import duplication_blocks
 from calib.report.functional.figures import rates_figure, roc_figure
 from calib.report.functional.rates import RATE_LABELS
@@ -30,16 +31,19 @@ def _operating_point(op: dict[str, Any]) -> str:
 def _headline(summary: dict[str, Any]) -> list[Block]:
     op, head, counts = summary["operating_point"], summary["headline"], summary["counts"]
     metric, tt, tf = f"`{op['text_metric']}`", number(op["tau_text"]), number(op["tau_func"])
+    textual = rate_text(head["textually_memorized"], of="scored samples")
+    functional = rate_text(head["functionally_memorized"], of="conclusive samples")
+    not_functional = rate_text(head["text_flags_not_functional"], of="conclusive textual flags")
     items = [
-        f"**Textual memorization** (counterfactual, near-verbatim): {rate_text(head['textually_memorized'], of='scored samples')}"
+        f"**Textual memorization** (counterfactual, near-verbatim): {textual}"
         f" — the target's completion has {metric} ≥ {tt}, the reference's does not.",
-        f"**Functional memorization** (counterfactual): {rate_text(head['functionally_memorized'], of='conclusive samples')} — "
+        f"**Functional memorization** (counterfactual): {functional} — "
         f"the target's completion is functionally similar (SIM_func ≥ {tf}) with {metric} < {tt}, the reference's "
         "is not functionally similar.",
         "**Missed by textual auditing**: "
         f"{rate_text(head['func_flags_missed_by_text'], of='target-only functional flags')} have {metric} < {tt}: "
         "a textual audit at this threshold would not flag them.",
-        f"**Textual flags not functional**: {rate_text(head['text_flags_not_functional'], of='conclusive textual flags')}"
+        f"**Textual flags not functional**: {not_functional}"
         f" have SIM_func < {tf}.",
     ]
     if head["controls"] is not None:
@@ -50,7 +54,12 @@ def _headline(summary: dict[str, Any]) -> list[Block]:
                  f"{counts['inconclusive']} inconclusive (the execution of x did not meet the validity criteria: left "
                  f"out of functional counts, never counted as non-matches); {counts['unscored']} unscored (a completion"
                  " is missing or has no text score: left out of every rate).")
-    blocks: list[Block] = [Heading(2, "Headline", "headline"), Paragraph(_operating_point(op)), Bullets(tuple(items))]
+    blocks: list[Block] = [Heading(2, "Headline", "headline")]
+    empty = nothing_measured(summary)
+    if empty is not None:
+        blocks.append(Paragraph(f"**Nothing was measured**: {empty}. Every rate below is undefined; fix the cause "
+                                "and run the study again (finished work is kept)."))
+    blocks += [Paragraph(_operating_point(op)), Bullets(tuple(items))]
     consistency = summary["consistency"]
     if consistency["disagreements"]:
         ids = ", ".join(f"`{s}`" for s in consistency["sample_ids"])

@@ -63,10 +63,16 @@ def _describe(spec: Any) -> dict[str, Any]:
     return describe(spec)
 
 
+def _empty(summary: dict[str, Any]) -> str | None:
+    from calib.study.extraction.check import nothing_measured
+
+    return nothing_measured(summary)
+
+
 #: The ``extraction`` kind's record.
 EXTRACTION = KINDS.register("extraction")(
     StudyKind("extraction", "extraction", _extraction_stages, _extraction_tables, _extraction_report,
-              needs=_needs, describe=_describe))
+              needs=_needs, describe=_describe, empty=_empty))
 #: The ``census`` kind's record.
 CENSUS = KINDS.register("census")(StudyKind("census", "census", _census_stages, _census_tables, _census_report,
-                                                         needs=_needs, describe=_describe))
+                                                         needs=_needs, describe=_describe, empty=_empty))

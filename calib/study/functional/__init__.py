@@ -43,6 +43,12 @@ def _describe(spec: Any) -> dict[str, Any]:
     return describe(spec)
 
 
+def _empty(summary: dict[str, Any]) -> str | None:
+    from calib.study.functional.check import nothing_measured
+
+    return nothing_measured(summary)
+
+
 #: The ``functional`` kind's record.
 KIND = KINDS.register("functional")(StudyKind("functional", None, _stages, _tables, _report,
-                                                            needs=_needs, describe=_describe))
+                                                            needs=_needs, describe=_describe, empty=_empty))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["describe", "needs"]
+__all__ = ["describe", "needs", "nothing_measured"]
 
 
 def needs(spec: Any) -> dict[str, list[str]]:
@@ -28,6 +28,13 @@ def needs(spec: Any) -> dict[str, list[str]]:
     if "embedding" in spec.measure.metrics and spec.measure.embedding_server:
         add(spec.measure.embedding_server, "embeddings")
     return need
+
+
+def nothing_measured(summary: dict[str, Any]) -> str | None:
+    """Why the finished run scored no sample (its report's summary.json says), or None."""
+    from calib.report.functional.counts import nothing_measured as why
+
+    return why(summary)
 
 
 def describe(spec: Any) -> dict[str, Any]:

@@ -43,6 +43,12 @@ def _describe(spec: Any) -> dict[str, Any]:
     return describe(spec)
 
 
+def _empty(summary: dict[str, Any]) -> str | None:
+    from calib.study.probes.check import nothing_measured
+
+    return nothing_measured(summary)
+
+
 #: The ``probes`` kind's record.
 KIND = KINDS.register("probes")(StudyKind("probes", "probes", _stages, _tables, _report,
-                                                        needs=_needs, describe=_describe))
+                                                        needs=_needs, describe=_describe, empty=_empty))

@@ -8,19 +8,19 @@ completion and 500 to every attempt whose prompt holds ``poison``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 
 import polars as pl
 import pytest
-from aiohttp import ClientSession, web
+from aiohttp import web
+
+from tests._hosted import LoopbackProxy
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
@@ -52,53 +52,24 @@ def clamp(x, low=0, high=10):
 '''
 
 
-class FlakyProxy:
+class FlakyProxy(LoopbackProxy):
     """Forwards to ``upstream``; completions fail once (503), or always (500) when their prompt says poison."""
 
     def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
+        super().__init__(upstream)
         self.attempts: Counter[str] = Counter()
-        self.url = ""
-        self._ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        if request.path == "/v1/completions":
-            data = json.loads(body)
-            prompts = data["prompt"] if isinstance(data["prompt"], list) else [data["prompt"]]
-            key = json.dumps(prompts)
-            self.attempts[key] += 1
-            if any("poison" in str(p) for p in prompts):
-                return web.json_response({"error": {"message": "poisoned"}}, status=500)
-            if self.attempts[key] == 1:
-                return web.json_response({"error": {"message": "busy"}}, status=503, headers={"Retry-After": "0"})
-        async with ClientSession() as session:
-            async with session.request(request.method, self.upstream + request.path_qs, data=body,
-                                       headers={"Content-Type": request.headers.get("Content-Type", "")}) as up:
-                return web.Response(body=await up.read(), status=up.status, content_type=up.content_type)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app)
-        self._loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self._loop.run_until_complete(site.start())
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
-        self._ready.set()
-        self._loop.run_forever()
-
-    def __enter__(self) -> FlakyProxy:
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+    def answer(self, path: str, body: dict | None) -> web.Response | None:
+        if path != "/v1/completions" or body is None:
+            return None
+        prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        key = json.dumps(prompts)
+        self.attempts[key] += 1
+        if any("poison" in str(p) for p in prompts):
+            return web.json_response({"error": {"message": "poisoned"}}, status=500)
+        if self.attempts[key] == 1:
+            return web.json_response({"error": {"message": "busy"}}, status=503, headers={"Retry-After": "0"})
+        return None
 
 
 def _spec(url: str, corpus: Path) -> str:
