@@ -8,6 +8,7 @@ tests that compare real vLLM servers with calib's own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -61,6 +62,20 @@ def served_model(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
             proc.wait()
             raise AssertionError(f"calib serve ignored SIGTERM; its stderr:\n{log.read_text()}") from None
     assert code == 0, f"calib serve exited {code} on SIGTERM; its stderr:\n{log.read_text()}"
+
+
+@contextlib.contextmanager
+def serving(model_dir: Path, name: str, log: Path) -> Iterator[str]:
+    """``calib serve MODEL_DIR`` on 127.0.0.1 (a free port) while the block runs; yields its base URL."""
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    argv = calib_command("serve", str(model_dir), "--port", "0", "--name", name, "--threads", "1")
+    with log.open("w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
+    try:
+        yield _wait_until_listening(proc, log, timeout=90.0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 def _wait_until_listening(proc: subprocess.Popen, log: Path, timeout: float) -> str:

@@ -1,10 +1,24 @@
-"""Completion budgets: how many tokens a generation may take, given the model's context and the prompt."""
+"""Completion budgets: how many tokens a generation may take, given the model's context and the prompt.
+
+With the server's tokenizer the budget is computed before asking (:func:`completion_budgets`). A host
+without one (no ``/tokenize``: most hosted APIs) is asked for ``max_tokens``; when it refuses because
+prompt plus completion exceed its context (HTTP 400 stating its context length and the prompt's
+tokens, as vLLM, the OpenAI API and calib serve word it), :func:`context_refusal` reads what the
+refusal says and the request is asked again with what is left (:func:`budget_after_refusal`) —
+recorded, never a silent truncation.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["completion_budgets"]
+__all__ = ["budget_after_refusal", "completion_budgets", "context_refusal"]
+
+_LIMIT = re.compile(r"maximum context length is (\d+)")
+# "(100 in the prompt, 500 in the completion)" / "(100 in the messages, ...)": vLLM before 0.8, the
+# OpenAI API, calib serve; "your request has 100 input tokens": vLLM 0.8 and later.
+_USED = re.compile(r"\((\d+) in the (?:prompt|messages)|request has (\d+) input tokens")
 
 
 async def completion_budgets(server: Any, caps: dict[str, Any], prompts: list[str], max_tokens: int) -> list[int]:
@@ -12,10 +26,33 @@ async def completion_budgets(server: Any, caps: dict[str, Any], prompts: list[st
 
     The paper generates up to 500 tokens; a model with a short context (the organism's 512) gets what
     fits, so that no request is refused. Needs the server's tokenizer and ``max_context``; without them
-    every prompt gets ``max_tokens``.
+    every prompt gets ``max_tokens`` (and a refusal is answered by :func:`budget_after_refusal`).
     """
     limit = caps.get("max_context")
     if not limit or not caps.get("tokenize") or not hasattr(server, "tokenize"):
         return [max_tokens] * len(prompts)
     lengths = [len(await server.tokenize(p)) for p in prompts]
     return [min(max_tokens, int(limit) - n - 1) for n in lengths]
+
+
+def context_refusal(message: str) -> tuple[int, int] | None:
+    """``(context length, prompt tokens)`` that a host's context-length refusal states, or None for another error."""
+    limit, used = _LIMIT.search(message), _USED.search(message)
+    if limit is None or used is None:
+        return None
+    return int(limit.group(1)), int(used.group(1) or used.group(2))
+
+
+def budget_after_refusal(message: str, asked: int) -> int | None:
+    """The completion budget to ask again with after the refusal ``message`` of a request for ``asked`` tokens.
+
+    What the context leaves after the prompt, by the host's own count (the same rule as
+    :func:`completion_budgets`, which counts the prompt with the server's tokenizer); None when the
+    message is not a context refusal or leaves nothing smaller to ask for (then the failure stands).
+    """
+    refusal = context_refusal(message)
+    if refusal is None:
+        return None
+    limit, used = refusal
+    budget = limit - used
+    return budget if 1 <= budget < asked else None

@@ -69,6 +69,20 @@ def _server_entry(run: RunData, name: str | None) -> dict[str, Any] | None:
             **({"model": caps["model"]} if caps.get("model") else {})}
 
 
+def _budgets(run: RunData) -> list[dict[str, Any]]:
+    """Per role how completion budgets were set: ahead with the server's tokenizer, or after its refusals."""
+    lowered = setting(run.manifest, "counts.max_tokens_lowered", {}) or {}
+    out = []
+    for role in ROLES:
+        name = setting(run.spec, f"models.{role}")
+        caps = setting(run.manifest, f"servers.{name}", {}) if name else {}
+        if not name or not caps:
+            continue
+        out.append({"role": role, "tokenizer": bool(caps.get("tokenize")), "max_context": caps.get("max_context"),
+                    "lowered_after_refusal": int(lowered.get(role, 0))})
+    return out
+
+
 def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
     """Everything the methods section states, as JSON data (see docs/report.md, "Methods")."""
     spec, manifest = run.spec, run.manifest
@@ -88,7 +102,7 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
         "organism": manifest.get("organism") if "organism" in manifest else spec.get("organism"),
         "decoding": {"strategy": "greedy" if temperature == 0.0 else "sampling", "temperature": temperature,
                      "max_tokens": setting(spec, "generation.max_tokens"),
-                     "stop": list(setting(spec, "generation.stop", []))},
+                     "stop": list(setting(spec, "generation.stop", [])), "budgets": _budgets(run)},
         "prompt": {"max_context_tokens": setting(spec, "prompt.max_context_tokens"),
                    "context_tokens": _context_tokens(run)},
         "data": {**{k: setting(spec, f"data.{k}") for k in ("source", "paths", "format", "language", "min_lines",

@@ -62,6 +62,14 @@ def _prompting(methods: dict[str, Any]) -> list[Block]:
             "the code preceding x in its file (counted with the target server's tokenizer), then x's signature. "
             f"They complete it with {how}, at most {number(dec['max_tokens'])} new tokens; stop sequences: {stop}. "
             "A function is parsed from each completion.")
+    for b in dec.get("budgets") or []:
+        if b["tokenizer"]:
+            how_counted = "lowered ahead to what its context leaves after the prompt, counted with its tokenizer"
+        else:
+            how_counted = ("its server has no tokenizer route, so it was asked for that many and, when it refused "
+                           "a request for its context, asked again with what its refusal said was left "
+                           f"({b['lowered_after_refusal']} request(s); nothing was truncated silently)")
+        text += f" The {b['role']} model's budget: {how_counted}."
     kept = prompt["context_tokens"]
     if kept is not None:
         text += (f" Context tokens kept per prompt: {kept['min']} to {kept['max']} "

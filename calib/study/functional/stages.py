@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import CalibError
-from calib.study.budgets import completion_budgets
+from calib.study.budgets import budget_after_refusal, completion_budgets
 from calib.study.functional.dedup import dedup_stage
 from calib.study.functional.execute import execute_stage
 from calib.study.functional.measure import analyze_stage, measure_stage
@@ -112,12 +112,28 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
     # Both roles of a sample in the same chunk: the two servers work at the same time.
     items = [{**r, "role": role} for r in base for role in ROLES]
 
+    lowered: dict[str, int] = {}  # requests asked again with a lower budget after a context refusal, per role
+
     async def complete(role: str, chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
         server = ctx.resources.server(getattr(ctx.spec.models, role))
         budgets = await completion_budgets(server, ctx.resources.capabilities[getattr(ctx.spec.models, role)],
                                             [r["prompt"] for r in chunk], params.max_tokens)
         answers: list[Any] = [[] for _ in chunk]
         failures: list[str | None] = [None] * len(chunk)
+
+        async def one(i: int, batch: Any) -> list[Any]:
+            """One prompt's completions; a context refusal is asked again with what the host says is left."""
+            try:
+                return (await server.complete([chunk[i]["prompt"]], batch))[0]
+            except (RequestFailed, CalibError) as exc:
+                lower = budget_after_refusal(str(exc), batch.max_tokens)
+                if lower is None:
+                    raise
+                ctx.event("budget_lowered", sample_id=chunk[i]["sample_id"], role=role, asked=batch.max_tokens,
+                          budget=lower)
+                lowered[role] = lowered.get(role, 0) + 1
+                return (await server.complete([chunk[i]["prompt"]], replace(batch, max_tokens=lower)))[0]
+
         for budget in sorted(set(budgets)):  # one request per completion budget
             idx = [i for i, b in enumerate(budgets) if b == budget]
             if budget < 1:
@@ -125,19 +141,20 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
                     failures[i] = "prompt fills the model's context"
                 continue
             batch = replace(params, max_tokens=budget)
-            try:
-                got = await server.complete([chunk[i]["prompt"] for i in idx], batch)
-            except (RequestFailed, CalibError) as exc:
-                if len(idx) == 1:  # recorded per sample, never fatal
-                    failures[idx[0]] = request_failure(exc)
-                    continue
+            got = None
+            if len(idx) > 1:
+                try:
+                    got = await server.complete([chunk[i]["prompt"] for i in idx], batch)
+                except (RequestFailed, CalibError):
+                    got = None
+            if got is None:
                 got = []
                 for i in idx:  # one bad prompt must not sink the others of its batch: ask one by one
                     try:
-                        got.extend(await server.complete([chunk[i]["prompt"]], batch))
-                    except (RequestFailed, CalibError) as one:
+                        got.append(await one(i, batch))
+                    except (RequestFailed, CalibError) as exc:  # recorded per sample, never fatal
                         got.append([])
-                        failures[i] = request_failure(one)
+                        failures[i] = request_failure(exc)
             for i, answer in zip(idx, got):
                 answers[i] = answer
         rows = []
@@ -167,6 +184,8 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
                               concurrency=ctx.spec.generation.concurrency)
     for role in ROLES:
         record_requests(ctx, getattr(ctx.spec.models, role))
+    if lowered:  # the manifest's counts, for the report's Methods
+        ctx.resources.counts["max_tokens_lowered"] = dict(sorted(lowered.items()))
     return frame
 
 

@@ -20,22 +20,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests._served import _wait_until_listening, calib_command
+from tests._served import serving
 
 
 @pytest.fixture(scope="module")
 def served_target(organism_tiny, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve-target") / "stderr.txt"
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    argv = calib_command("serve", str(organism_tiny.target), "--port", "0", "--name", "organism-target",
-                         "--threads", "1")
-    with log.open("w") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
-    try:
-        yield _wait_until_listening(proc, log, timeout=90.0)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    with serving(organism_tiny.target, "organism-target", log) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
