@@ -61,6 +61,8 @@ class Stage:
 
     ``settings(spec, options)`` returns what of the spec the stage's output depends on (part of its
     fingerprint); ``run(ctx)`` computes the table (``None`` for a stage that writes files, the report).
+    ``offline``: the stage sends no server request (reading data, extracting functions), so a run that
+    stops after such stages (``--stage extract``) probes no server.
     """
 
     name: str
@@ -70,6 +72,7 @@ class Stage:
     settings: Callable[[StudySpec, RunOptions], Any]
     run: Callable[[StageContext], Awaitable[pl.DataFrame | None]]
     done: Callable[[RunDir], bool] | None = None
+    offline: bool = False
 
 
 @dataclass
@@ -231,7 +234,8 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
     """Run ``stages`` in order (skipping those already done under the same fingerprint).
 
     ``before_work()`` runs once, in the run's event loop, before the first stage that is not up to
-    date (a finished study re-run sends nothing); what it raises stops the run before any work.
+    date (a finished study re-run sends nothing) — unless every stage up to ``options.until`` is
+    offline; what it raises stops the run before any work.
     """
     names = [s.name for s in stages]
     if options.until is not None and options.until not in names:
@@ -242,6 +246,9 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
     (run.root / "study.toml").write_text(spec_text, encoding="utf-8")
     run.write_json("spec.json", spec.public())
     result = RunResult(run_dir=run.root)
+    end = names.index(options.until) + 1 if options.until is not None else len(stages)
+    if all(stage.offline for stage in stages[:end]):
+        before_work = None  # nothing up to --stage asks a server
     manifest, damaged = run.read_manifest()
     if damaged is not None:
         _warn(run, result, f"{run.root / 'manifest.json'} is {damaged}; the stages whose tables cannot be "

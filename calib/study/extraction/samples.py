@@ -154,5 +154,5 @@ def organism_document(truth: pl.DataFrame, ref: str) -> tuple[str, str, str, str
     return row["audited"], row["kind"], row["source"], row["membership"]
 
 
-samples_stage = Stage("samples", (), "samples", "1", samples_settings, _extraction_samples)
-census_samples_stage = Stage("samples", (), "samples", "1", samples_settings, _census_samples)
+samples_stage = Stage("samples", (), "samples", "1", samples_settings, _extraction_samples, offline=True)
+census_samples_stage = Stage("samples", (), "samples", "1", samples_settings, _census_samples, offline=True)

@@ -196,7 +196,7 @@ def _report_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("extract", (), "functions", "1", _extract_settings, _extract),
+    Stage("extract", (), "functions", "1", _extract_settings, _extract, offline=True),
     Stage("prompt", ("functions",), "samples", "1", _prompt_settings, _prompt),
     Stage("generate", ("samples",), "generations", "1", _generate_settings, _generate),
     execute_stage,

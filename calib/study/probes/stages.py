@@ -340,7 +340,7 @@ def _report_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
 _ANALYSED = ("prompts", "probe_generations", "test_results")
 
 PROBES_STAGES: tuple[Stage, ...] = (
-    Stage("tasks", (), "tasks", "1", _tasks_settings, _tasks),
+    Stage("tasks", (), "tasks", "1", _tasks_settings, _tasks, offline=True),
     Stage("prompts", ("tasks",), "prompts", "2", _prompts_settings, _prompts),
     Stage("generate", ("tasks", "prompts"), "probe_generations", "1", _generate_settings, _generate),
     Stage("execute", ("prompts", "probe_generations"), "test_results", "1", _execute_settings, _execute),
