@@ -75,16 +75,18 @@ def test_a_host_without_tokenizer_gets_the_budget_its_refusal_leaves(organism_ti
     b = pl.read_parquet(hosted / "tables" / "generations.parquet").select(columns).sort("sample_id", "role")
     assert a["text"].null_count() == 0  # every request answered in both runs (the tiny model's text may not parse)
     assert a.equals(b)  # the same completions, token for token
-    # the default 500 tokens do not fit the organism's context: every target prompt was refused once
+    # the default 500 tokens do not fit the organism's 512-token context after most prompts: those target
+    # requests were refused once and asked again with what the refusal left
     manifest = json.loads((hosted / "manifest.json").read_text())
-    n = a.filter(pl.col("role") == "target").height
+    events = [json.loads(line) for line in (hosted / "events.jsonl").read_text().splitlines()]
+    lowered = [e for e in events if e["event"] == "budget_lowered"]
+    n = len(lowered)
+    assert 1 <= n <= a.filter(pl.col("role") == "target").height
+    assert all(e["role"] == "target" and e["asked"] == 500 and 0 < e["budget"] < 500 for e in lowered)
     assert manifest["counts"]["max_tokens_lowered"] == {"target": n}
     assert manifest["servers"]["target"]["tokenize"] is False
     assert "max_tokens_lowered" not in json.loads((direct / "manifest.json").read_text())["counts"]
-    events = [json.loads(line) for line in (hosted / "events.jsonl").read_text().splitlines()]
-    lowered = [e for e in events if e["event"] == "budget_lowered"]
-    assert len(lowered) == n and all(e["asked"] == 500 and 0 < e["budget"] < 500 for e in lowered)
-    assert completions >= 2 * n
+    assert completions >= a.filter(pl.col("role") == "target").height + n
     # the report says how each model's budget was set
     budgets = json.loads((hosted / "report" / "summary.json").read_text())["methods"]["decoding"]["budgets"]
     assert budgets == [{"role": "target", "tokenizer": False, "max_context": 512, "lowered_after_refusal": n},
