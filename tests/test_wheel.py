@@ -119,6 +119,9 @@ for name, spec in judges.JUDGES.items():
     loaded.append(name)
 assert data_judge.load_judge_prompt().version
 loaded.append("judge_meaningful_logic")
+from calib.data.rules import RULES, load_rule
+for name in RULES:
+    loaded.append("rule_" + load_rule(name).name)
 print(json.dumps({"package": str(Path(calib.__file__).parent), "loaded": loaded}))
 """
     run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=root, env=_env(),
@@ -127,5 +130,5 @@ print(json.dumps({"package": str(Path(calib.__file__).parent), "loaded": loaded}
     out = json.loads(run.stdout)
     assert Path(out["package"]).is_relative_to(root / "venv")
     assert {"input_generation", "preamble", "preamble_retry", "common_imports", "agent_system",
-            "judge_meaningful_logic"} <= set(out["loaded"])
+            "judge_meaningful_logic", "rule_natural", "rule_continue", "rule_parrot"} <= set(out["loaded"])
     assert len([n for n in out["loaded"] if n.startswith("judge_") and n != "judge_meaningful_logic"]) == 3
