@@ -3,21 +3,40 @@
 Tests put it between calib and the session's served tiny model (``served_model``) to stand for the
 hosts calib cannot reach here. It listens on 127.0.0.1 only and forwards every request it does not
 answer itself. :class:`LoopbackProxy` is the forwarding machinery (a thread with its own event loop);
-``answer(path, body)`` decides per request: None forwards it, a ``web.Response`` answers instead.
+``answer(path, body)`` decides per request: None forwards it, a ``web.Response`` answers instead
+(``answer_async`` where the decision needs a request of its own upstream). It counts the requests per
+path, those in flight, and the usage (``prompt_tokens``, ``completion_tokens``) of the answers it
+forwards.
 
-:class:`HostedProxy` modes (more come with the hosted issue):
+:class:`HostedProxy` modes:
 
 ``direct``              forward everything;
 ``no_tokenize``         no ``/tokenize`` or ``/detokenize`` (a host without a tokenizer route);
 ``chat_only``           additionally no ``/v1/completions``: only ``/v1/models`` and chat (a chat-only host);
 ``outage_after_probe``  completions of at most one token (what calib's capability probe sends) are
                         answered; every longer one gets HTTP 500 "quota exceeded" (an outage or an
-                        exhausted quota after the host looked healthy).
+                        exhausted quota after the host looked healthy);
+``rate_limited``        a request that arrives while ``concurrency`` requests (4) are being forwarded
+                        gets HTTP 429 with ``Retry-After: <retry_after>`` (``"0.1"`` seconds),
+                        whatever its route: a host's per-key concurrency limit. A rule by requests in
+                        flight rather than per second, so that what the host refuses follows from
+                        what the client sends at once, not from how fast a loaded machine runs;
+                        ``throttled`` counts the 429s;
+``context_refusal``     a ``/v1/completions`` request whose prompt plus ``max_tokens`` (16 when not
+                        given) exceed ``context_length`` tokens (256) gets HTTP 400 in vLLM's wording
+                        ("This model's maximum context length is N tokens. However, you requested M
+                        tokens (P in the messages, C in the completion). ..."), which
+                        :func:`calib.study.budgets.budget_after_refusal` reads. The prompt's tokens are
+                        counted exactly, by the upstream's ``/tokenize`` (with the special tokens a
+                        completion adds), or are the length of a token-id prompt; each prompt of a
+                        list is checked, and the first that overflows is the one named (as vLLM
+                        refuses a whole batch). ``refused`` counts the 400s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -25,17 +44,26 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
-__all__ = ["MODES", "HostedProxy", "LoopbackProxy"]
+__all__ = ["MODES", "HostedProxy", "LoopbackProxy", "context_message"]
 
-MODES = ("direct", "no_tokenize", "chat_only", "outage_after_probe")
+MODES = ("direct", "no_tokenize", "chat_only", "outage_after_probe", "rate_limited", "context_refusal")
 
 
 class LoopbackProxy:
-    """Forwards to ``upstream`` what :meth:`answer` leaves alone; counts requests per path."""
+    """Forwards to ``upstream`` what :meth:`answer` leaves alone; counts requests per path.
+
+    ``in_flight`` (requests being forwarded now; :meth:`answer` sees those before the one it decides)
+    and ``max_in_flight`` (the most at once); ``usage`` sums the ``prompt_tokens`` and ``completion_tokens`` of the
+    forwarded 2xx answers that state them, ``usage_answers`` counts those answers.
+    """
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.requests: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.usage: Counter[str] = Counter()
+        self.usage_answers = 0
         self.url = ""
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
@@ -45,6 +73,20 @@ class LoopbackProxy:
         """The proxy's own answer to a request (None: forward it upstream)."""
         return None
 
+    async def answer_async(self, path: str, body: dict[str, Any] | None) -> web.Response | None:
+        """As :meth:`answer`, for a decision that asks the upstream first (it calls :meth:`answer`)."""
+        return self.answer(path, body)
+
+    async def upstream_json(self, path: str, body: Any) -> tuple[int, Any]:
+        """POST ``body`` to the upstream's ``path``: (status, decoded JSON or None)."""
+        async with ClientSession() as session:
+            async with session.post(self.upstream + path, json=body) as up:
+                raw = await up.read()
+        try:
+            return up.status, json.loads(raw)
+        except ValueError:
+            return up.status, None
+
     async def _handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
         self.requests[request.path] += 1
@@ -52,19 +94,38 @@ class LoopbackProxy:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        own = self.answer(request.path, body if isinstance(body, dict) else None)
+        own = await self.answer_async(request.path, body if isinstance(body, dict) else None)
         if own is not None:
             return own
-        async with ClientSession() as session:
-            async with session.request(request.method, self.upstream + request.path_qs, data=raw,
-                                       headers={"Content-Type": request.headers.get("Content-Type", "")}) as up:
-                return web.Response(body=await up.read(), status=up.status, content_type=up.content_type)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            async with ClientSession() as session:
+                async with session.request(request.method, self.upstream + request.path_qs, data=raw,
+                                           headers={"Content-Type": request.headers.get("Content-Type", "")}) as up:
+                    payload = await up.read()
+                    response = web.Response(body=payload, status=up.status, content_type=up.content_type)
+        finally:
+            self.in_flight -= 1
+        if response.status < 300:
+            self._count_usage(payload)
+        return response
+
+    def _count_usage(self, payload: bytes) -> None:
+        try:
+            usage = json.loads(payload).get("usage")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(usage, dict) and all(isinstance(usage.get(k), int) for k in ("prompt_tokens",
+                                                                                  "completion_tokens")):
+            self.usage.update({k: usage[k] for k in ("prompt_tokens", "completion_tokens")})
+            self.usage_answers += 1
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app)
+        runner = self._runner = web.AppRunner(app)
         self._loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
         self._loop.run_until_complete(site.start())
@@ -78,6 +139,9 @@ class LoopbackProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Close the listening socket and the open connections first, so no handler is left pending.
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
@@ -88,16 +152,34 @@ def _not_found(path: str) -> web.Response:
 
 
 class HostedProxy(LoopbackProxy):
-    """A host of one of :data:`MODES` made of a real model server."""
+    """A host of one of :data:`MODES` made of a real model server.
 
-    def __init__(self, upstream: str, mode: str) -> None:
+    ``concurrency`` and ``retry_after`` shape ``rate_limited``, ``context_length`` shapes
+    ``context_refusal``; ``throttled`` and ``refused`` count the 429 and 400 answers the proxy gave.
+    """
+
+    def __init__(self, upstream: str, mode: str, *, concurrency: int = 4, retry_after: str = "0.1",
+                 context_length: int = 256) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: one of {MODES}")
         super().__init__(upstream)
         self.mode = mode
+        self.concurrency = concurrency
+        self.retry_after = retry_after
+        self.context_length = context_length
+        self.throttled = 0
+        self.refused = 0
 
     def answer(self, path: str, body: dict[str, Any] | None) -> web.Response | None:
         if self.mode == "direct":
+            return None
+        if self.mode == "rate_limited":
+            if self.in_flight >= self.concurrency:
+                self.throttled += 1
+                return web.json_response(
+                    {"error": {"message": f"Rate limit reached: at most {self.concurrency} concurrent requests",
+                               "type": "rate_limit_error", "param": None, "code": "rate_limit_exceeded"}},
+                    status=429, headers={"Retry-After": self.retry_after})
             return None
         if path in ("/tokenize", "/detokenize") and self.mode in ("no_tokenize", "chat_only"):
             return _not_found(path)
@@ -108,3 +190,39 @@ class HostedProxy(LoopbackProxy):
                 return web.json_response({"error": {"message": "quota exceeded", "type": "insufficient_quota"}},
                                          status=500)
         return None
+
+    async def answer_async(self, path: str, body: dict[str, Any] | None) -> web.Response | None:
+        if self.mode == "context_refusal" and path == "/v1/completions" and body is not None:
+            return await self._context_check(body)
+        return self.answer(path, body)
+
+    async def prompt_tokens(self, prompt: Any, model: Any) -> int:
+        """Tokens of one prompt: a token-id list's length, else the upstream's ``/tokenize`` count."""
+        if isinstance(prompt, list):
+            return len(prompt)
+        status, answer = await self.upstream_json("/tokenize", {"model": model, "prompt": str(prompt),
+                                                               "add_special_tokens": True})
+        if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("tokens"), list):
+            raise AssertionError(f"the upstream's /tokenize answered {status}: {str(answer)[:200]}")
+        return len(answer["tokens"])
+
+    async def _context_check(self, body: dict[str, Any]) -> web.Response | None:
+        prompt = body.get("prompt")
+        # One prompt: a string or a token-id list; several: a list of strings or of token-id lists.
+        many = isinstance(prompt, list) and bool(prompt) and all(isinstance(p, str | list) for p in prompt)
+        completion = int(body.get("max_tokens") or 16)
+        for one in (prompt if many else [prompt]):
+            tokens = await self.prompt_tokens(one, body.get("model"))
+            if tokens + completion > self.context_length:
+                self.refused += 1
+                return web.json_response({"error": {
+                    "message": context_message(self.context_length, tokens, completion),
+                    "type": "BadRequestError", "param": None, "code": 400}}, status=400)
+        return None
+
+
+def context_message(context_length: int, prompt_tokens: int, completion_tokens: int) -> str:
+    """vLLM's context-length refusal, word for word."""
+    return (f"This model's maximum context length is {context_length} tokens. However, you requested "
+            f"{prompt_tokens + completion_tokens} tokens ({prompt_tokens} in the messages, {completion_tokens} in "
+            f"the completion). Please reduce the length of the messages or completion.")

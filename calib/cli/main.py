@@ -133,7 +133,7 @@ def main(args: Sequence[str] | None = None) -> None:
         if debug:
             raise
         click.echo(f"calib: error: {_one_line(str(exc))}", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(getattr(exc, "exit_code", EXIT_USAGE))  # a [budget] cap: 4 (docs/cli.md)
     except UnicodeDecodeError as exc:
         if debug:
             raise

@@ -1,4 +1,4 @@
-"""HTTP for server kinds: one long-lived aiohttp pool per server, bounded concurrency, retries.
+"""HTTP for server kinds: one long-lived aiohttp pool per server, adaptive concurrency, retries, token usage.
 
 aiohttp is the transport on the hot path because it was measured fastest here (the generation
 servers issue: a plain aiohttp loop reached 92–94 % of a 640 requests/s loopback server at 0.3 s CPU
@@ -8,6 +8,15 @@ Retries (:func:`with_retries`) use exponential backoff with full jitter on timeo
 resets, HTTP 408/409/425/429/5xx (honouring ``Retry-After``) and malformed JSON. Other 4xx answers
 are the caller's mistake and fail at once. A request that still fails raises
 :class:`~calib.servers.base.RequestFailed`, which the caller records; nothing is dropped silently.
+
+Concurrency adapts to a host's rate limits (:class:`~calib.servers._limit.AdaptiveLimit`): a
+throttled answer (429, or 503 with ``Retry-After``) halves the requests allowed in flight, runs of
+successes grow them back up to ``max_in_flight``.
+
+Token usage: a kind may give :class:`HttpClient` a ``usage`` reader; every answer actually received
+(never one from the cache, so a re-run counts nothing twice and a cached run counts nothing) adds
+what it reports to ``stats.input_tokens`` / ``stats.output_tokens``, or counts in
+``stats.usage_missing`` when it reports no complete usage.
 """
 
 from __future__ import annotations
@@ -17,21 +26,26 @@ import itertools
 import json
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import aiohttp
 
+from calib.servers._limit import AdaptiveLimit, HttpStats, usage_count
 from calib.servers.base import RequestFailed
 from calib.servers.cache import RequestCache, cache_key
 
 __all__ = [
+    "AdaptiveLimit",
     "HTTPStatusError",
     "HttpClient",
+    "HttpStats",
     "MalformedResponse",
     "RetryPolicy",
+    "Usage",
     "classify_error",
+    "usage_count",
     "with_retries",
 ]
 
@@ -162,20 +176,15 @@ async def with_retries(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-@dataclass
-class HttpStats:
-    """Counters of one client: requests sent (attempts), retries, requests that failed, cache hits."""
-
-    attempts: int = 0
-    retries: int = 0
-    failures: int = 0
-    cache_hits: int = 0
-    failed: list[RequestFailed] = field(default_factory=list)
+Usage = Callable[[str, Any], tuple[int | None, int | None] | None]
+"""``(route, answer) -> (input tokens, output tokens)`` an answer reports (None for a count it lacks), or
+None for a route whose answers carry no usage (``/tokenize``, ``/v1/models``: not counted at all)."""
 
 
 class HttpClient:
     """A JSON-over-HTTP client for one server: one connection pool, at most ``max_in_flight``
-    requests at once, retries, an optional request cache, and several base URLs served round-robin.
+    requests at once (fewer while the server throttles: :class:`AdaptiveLimit`), retries, an optional
+    request cache, token usage, and several base URLs served round-robin.
 
     Parameters
     ----------
@@ -187,12 +196,18 @@ class HttpClient:
         Sent with every request (e.g. an ``Authorization`` header built from an environment variable);
         never part of a cache key or a record.
     max_in_flight
-        The most requests in flight at once.
+        The most requests in flight at once (the ceiling of the adaptive limit).
     policy
         Retry and timeout policy.
     cache, identity
         A :class:`RequestCache` and the server identity (kind, model, revision, ...) hashed into
         every key; without a cache nothing is stored.
+    usage
+        Reads the token usage of an answer (:data:`Usage`); each answer received over the network
+        adds it to ``stats``.
+    adaptive
+        False keeps ``max_in_flight`` fixed whatever the server answers (throttled answers are still
+        counted and retried).
     """
 
     def __init__(
@@ -206,6 +221,8 @@ class HttpClient:
         cache: RequestCache | None = None,
         identity: Mapping[str, Any] | None = None,
         seed: int | None = None,
+        usage: Usage | None = None,
+        adaptive: bool = True,
     ) -> None:
         if not base_urls:
             raise ValueError(f"server {name!r}: give at least one base URL")
@@ -220,9 +237,10 @@ class HttpClient:
         self.cache = cache
         self.identity = dict(identity or {})
         self.stats = HttpStats()
+        self.limiter = AdaptiveLimit(max_in_flight, self.stats, adaptive=adaptive, max_pause=self.policy.max_delay)
+        self._usage = usage
         self._rng = random.Random(seed)
         self._session: aiohttp.ClientSession | None = None
-        self._semaphore: asyncio.Semaphore | None = None
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -231,24 +249,31 @@ class HttpClient:
             timeout = aiohttp.ClientTimeout(total=self.policy.timeout, sock_connect=self.policy.connect_timeout)
             self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self.headers,
                                                   json_serialize=json.dumps, raise_for_status=False)
-            self._semaphore = asyncio.Semaphore(self.max_in_flight)
         return self._session
 
     async def _once(self, method: str, route: str, body: Any) -> Any:
         session = self._open()
-        assert self._semaphore is not None
-        async with self._semaphore:
+        async with self.limiter.slot() as slot:
             self.stats.attempts += 1
             url = next(self._next_url) + route
             async with session.request(method, url, json=body) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:
                     text = raw[:300].decode("utf-8", "replace")
-                    raise HTTPStatusError(resp.status, text, _retry_after(resp.headers.get("Retry-After")))
+                    retry_after = _retry_after(resp.headers.get("Retry-After"))
+                    if resp.status == 429 or (resp.status == 503 and retry_after is not None):
+                        slot.throttled(retry_after)
+                    raise HTTPStatusError(resp.status, text, retry_after)
+                slot.succeeded()
         try:
-            return json.loads(raw)
+            answer = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise MalformedResponse(f"{route} answered {raw[:80]!r}") from exc
+        if self._usage is not None:
+            counts = self._usage(route, answer)
+            if counts is not None:
+                self.stats.add_usage(*counts)
+        return answer
 
     def _count_retry(self) -> None:
         self.stats.retries += 1

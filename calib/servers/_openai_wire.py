@@ -1,4 +1,4 @@
-"""The OpenAI wire format as the ``openai`` kind uses it: chat messages out; choices and echoed log-probs in.
+"""The OpenAI wire format as the ``openai`` kind uses it: chat messages out; choices, echoed log-probs and usage in.
 
 vLLM names a token by id in a log-prob key (``token_id:<id>``) when asked for ``return_tokens_as_token_ids``;
 :mod:`calib.servers.openai` explains when it asks.
@@ -10,11 +10,14 @@ import json
 import re
 from typing import Any
 
+from calib.servers._http import usage_count
 from calib.servers.base import ChatMessage, ServerError, TokenLogprob
 
-__all__ = ["openai_message"]
+__all__ = ["openai_message", "openai_usage"]
 
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+# The routes whose answers carry ``usage`` (the OpenAI API, vLLM, SGLang and calib serve alike).
+_USAGE_ROUTES = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/embeddings"})
 
 
 def openai_message(message: ChatMessage) -> dict[str, Any]:
@@ -27,6 +30,23 @@ def openai_message(message: ChatMessage) -> dict[str, Any]:
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
     return out
+
+
+def openai_usage(route: str, answer: Any) -> tuple[int | None, int | None] | None:
+    """``(prompt_tokens, completion_tokens)`` of an answer's ``usage`` (None for a count it lacks);
+    None for a route without usage (``/tokenize``, ``/v1/models``, ...).
+
+    An embeddings answer states no ``completion_tokens``: it generated none, so its output is 0.
+    """
+    if route not in _USAGE_ROUTES:
+        return None
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    if not isinstance(usage, dict):
+        return None, None
+    prompt, completion = usage_count(usage.get("prompt_tokens")), usage_count(usage.get("completion_tokens"))
+    if route == "/v1/embeddings" and completion is None and prompt is not None:
+        completion = 0
+    return prompt, completion
 
 
 def _choices(server: str, answer: Any, route: str) -> list[dict[str, Any]]:

@@ -9,7 +9,14 @@ Messages API of the installed SDK takes no temperature or seed, so :class:`ChatP
 
 Retries are the SDK's own (``max_retries``; it retries 408, 409, 429, 5xx and 529 "overloaded" with
 backoff and honours ``retry-after``); a request that still fails raises
-:class:`~calib.servers.base.RequestFailed`, recorded in ``stats.failed``.
+:class:`~calib.servers.base.RequestFailed`, recorded in ``stats.failed``. The SDK's retries are out of
+calib's sight, so ``max_in_flight`` stays fixed and ``stats.throttled`` counts only the 429s that
+outlasted them.
+
+Token usage: each answer received over the network (not from the cache) adds its ``usage`` to
+``stats``: ``input_tokens`` plus, where prompt caching reports them, ``cache_creation_input_tokens``
+and ``cache_read_input_tokens`` (all the input the model read) to ``stats.input_tokens``, and
+``output_tokens`` to ``stats.output_tokens``.
 
 Config keys: ``model`` (required), ``api_key_env`` (the environment variable holding the key,
 ``ANTHROPIC_API_KEY`` by default), ``base_url``, ``max_retries`` (4), ``timeout`` (seconds, 600),
@@ -32,7 +39,7 @@ import anthropic
 
 from calib._exceptions import InvalidParameterError
 from calib.servers._config import api_key_from_env, check_config, positive
-from calib.servers._http import HttpStats
+from calib.servers._http import HttpStats, usage_count
 from calib.servers.base import (
     Capabilities,
     CapabilityError,
@@ -108,14 +115,15 @@ class AnthropicServer:
             raise InvalidParameterError(f"server {name!r}: max_retries must be an integer >= 0, "
                                         f"got {self.max_retries!r}")
         timeout = positive(name, "timeout", config.get("timeout", 600.0), float)
-        self._semaphore = asyncio.Semaphore(positive(name, "max_in_flight", config.get("max_in_flight", 8)))
+        max_in_flight = positive(name, "max_in_flight", config.get("max_in_flight", 8))
+        self._semaphore = asyncio.Semaphore(max_in_flight)
         key = api_key_from_env(name, config.get("api_key_env", "ANTHROPIC_API_KEY"))
         self._client = anthropic.AsyncAnthropic(api_key=key, base_url=config.get("base_url"),
                                                 max_retries=self.max_retries, timeout=timeout,
                                                 http_client=config.get("http_client"))
         self.cache = config.get("cache")
         self.identity = {"kind": self.kind, "model": self.model, "revision": self.revision}
-        self.stats = HttpStats()
+        self.stats = HttpStats(limit=max_in_flight, limit_min=max_in_flight)
         self._answered: set[str] = set()  # the model each answer names (provenance)
 
     def __repr__(self) -> str:
@@ -168,6 +176,8 @@ class AnthropicServer:
                 message = await self._client.messages.create(**request)
             except anthropic.APIStatusError as exc:
                 status = exc.status_code
+                if status == 429:
+                    self.stats.throttled += 1
                 retried = status in (408, 409, 429) or status >= 500
                 raise self._failed(self.max_retries + 1 if retried else 1, f"HTTP {status}: {_detail(exc)}",
                                    status) from exc
@@ -179,12 +189,24 @@ class AnthropicServer:
         calls = tuple(ToolCall(id=b.id, name=b.name, arguments=dict(b.input))
                       for b in message.content if b.type == "tool_use")
         usage = message.usage
+        self._count_usage(usage)
         response = ChatResponse(content=content, tool_calls=calls, finish_reason=message.stop_reason,
                                 input_tokens=usage.input_tokens if usage else None,
                                 output_tokens=usage.output_tokens if usage else None)
         if key is not None:
             self.cache.put(key, f"POST {_ROUTE}", dataclasses.asdict(response))
         return response
+
+    def _count_usage(self, usage: Any) -> None:
+        """Add a received answer's tokens to ``stats`` (the input counts cached prompt tokens too)."""
+        if usage is None:
+            self.stats.add_usage(None, None)
+            return
+        read = usage_count(getattr(usage, "input_tokens", None))
+        if read is not None:
+            for extra in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+                read += usage_count(getattr(usage, extra, None)) or 0
+        self.stats.add_usage(read, usage_count(getattr(usage, "output_tokens", None)))
 
     def _failed(self, attempts: int, error: str, status: int | None = None) -> RequestFailed:
         failure = RequestFailed(self.name, _ROUTE, attempts, " ".join(error.split())[:300], status)

@@ -255,7 +255,8 @@ class Embedding(Protocol):
 
 _HOW_TO_ENABLE = {
     "complete": "it answers no text completion (a chat-only host: /v1/completions is not served); use a server "
-    "with a completions route (vLLM, TGI, calib serve) for this role",
+    "with a completions route (vLLM, TGI, calib serve) for this role, or ask it through its chat route (a "
+    "functional study's generation.route = \"chat\", docs/hosted.md)",
     "prompt_logprobs": "use vLLM (prompt_logprobs) or an OpenAI-compatible server that accepts echo with "
     "logprobs; for TGI 3 start it with --enable-prefill-logprobs",
     "scoring": "use vLLM (prompt_logprobs) or an OpenAI-compatible server that accepts echo with logprobs; "

@@ -35,6 +35,13 @@ Config keys: ``base_url`` or ``base_urls``, ``model`` (default: the first one ``
 vLLM's ``--dtype``: recorded in the run, checked against ``GET /info`` where the server has it) and
 ``cache`` (a :class:`~calib.servers.cache.RequestCache`).
 
+Rate limits and token usage: ``max_in_flight`` is a ceiling. An HTTP 429 (or 503 with ``Retry-After``)
+halves the requests in flight and runs of successes grow them back
+(:class:`~calib.servers._limit.AdaptiveLimit`). Every answer of ``/v1/completions``,
+``/v1/chat/completions`` and ``/v1/embeddings`` received over the network, the capability probe's
+included, adds its ``usage`` (``prompt_tokens``, ``completion_tokens``) to :attr:`OpenAIServer.stats`;
+an answer from the cache adds nothing.
+
 Provenance (:meth:`OpenAIServer.provenance`): the model and ``root`` of ``/v1/models``, ``/version``,
 TGI's ``GET /info`` where the server offers it (its ``model_sha`` and ``model_dtype``; vLLM has no
 such route and reports neither), and the ``model`` and ``system_fingerprint`` of every answer.
@@ -63,7 +70,7 @@ from calib.servers._config import (
 )
 from calib.servers._http import HttpClient, RetryPolicy
 from calib.servers._openai_probe import _OpenAIProbe
-from calib.servers._openai_wire import _choices, _echo_tokens, openai_message
+from calib.servers._openai_wire import _choices, _echo_tokens, openai_message, openai_usage
 from calib.servers.base import (
     Capabilities,
     ChatMessage,
@@ -124,7 +131,8 @@ class OpenAIServer(_OpenAIProbe):
             identity["base_urls"] = sorted(self.base_urls)
         self.policy = RetryPolicy(max_attempts=max_retries + 1, timeout=timeout)
         self._http = HttpClient(name, self.base_urls, headers=headers, max_in_flight=max_in_flight,
-                                policy=self.policy, cache=config.get("cache"), identity=identity)
+                                policy=self.policy, cache=config.get("cache"), identity=identity,
+                                usage=openai_usage)
         self._caps: Capabilities | None = None
         self._probe_lock = asyncio.Lock()
         # What the probe found about the completions route (see _probe): the max_tokens that scoring by
@@ -139,7 +147,7 @@ class OpenAIServer(_OpenAIProbe):
 
     @property
     def stats(self):
-        """Request counters and the requests that failed after their retries (to record)."""
+        """Request counters, throttling, token usage and the requests that failed after their retries (to record)."""
         return self._http.stats
 
     # ----------------------------------------------------------------------------------- completion

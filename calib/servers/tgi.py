@@ -2,8 +2,16 @@
 
 Generation goes through :class:`text_generation.AsyncClient` (``POST /``), each call wrapped in
 :func:`~calib.servers._http.with_retries` (rate limits, overload, shard faults, timeouts, resets and
-malformed answers are retried; validation errors fail at once) and bounded by ``max_in_flight``. The
-JSON routes the client lacks (``GET /info``, ``POST /tokenize``) go through aiohttp.
+malformed answers are retried; validation errors fail at once) and bounded by the same adaptive limit
+as the JSON routes the client lacks (``GET /info``, ``POST /tokenize``, through aiohttp): at most
+``max_in_flight`` requests, halved when TGI answers 429 (its queue is full) and grown back by runs of
+successes (:class:`~calib.servers._limit.AdaptiveLimit`).
+
+Token usage: each ``/generate`` answer received over the network (not from the cache) adds its
+``details.generated_tokens`` to ``stats.output_tokens`` and, where it carries prefill details
+(scoring asks for them), their length to ``stats.input_tokens``. A completion's answer does not state
+its prompt's length, so it also counts in ``stats.usage_missing``; the capability probe's requests are
+not counted.
 
 Scoring a continuation
 ----------------------
@@ -41,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from text_generation import AsyncClient
+from text_generation import errors as tgi_errors
 from text_generation.types import Response
 
 from calib._exceptions import InvalidParameterError
@@ -52,7 +61,7 @@ from calib.servers._config import (
     positive,
     stated_dtype,
 )
-from calib.servers._http import HttpClient, RetryPolicy, with_retries
+from calib.servers._http import HttpClient, RetryPolicy, usage_count, with_retries
 from calib.servers._tgi_probe import _TGIProbe
 from calib.servers._tgi_wire import (
     _FINISH,
@@ -115,7 +124,6 @@ class TGIServer(_TGIProbe):
         self._http = HttpClient(name, [self.base_url], headers=headers, max_in_flight=max_in_flight,
                                 policy=self.policy, cache=config.get("cache"), identity=identity)
         self._client = AsyncClient(self.base_url, headers=headers, timeout=max(1, round(timeout)))
-        self._semaphore = asyncio.Semaphore(max_in_flight)
         self._caps: Capabilities | None = None
         self._probe_lock = asyncio.Lock()
 
@@ -124,7 +132,7 @@ class TGIServer(_TGIProbe):
 
     @property
     def stats(self):
-        """Request counters and the requests that failed after their retries (to record)."""
+        """Request counters, throttling, token usage and the requests that failed after their retries (to record)."""
         return self._http.stats
 
     # ----------------------------------------------------------------------------------- requests
@@ -142,9 +150,16 @@ class TGIServer(_TGIProbe):
                 return Response.model_validate(hit)
 
         async def attempt() -> Response:
-            async with self._semaphore:
+            async with self._http.limiter.slot() as slot:
                 self._http.stats.attempts += 1
-                return await self._client.generate(prompt, **parameters)
+                try:
+                    answer = await self._client.generate(prompt, **parameters)
+                except (tgi_errors.RateLimitExceededError, tgi_errors.OverloadedError):
+                    # HTTP 429 (TGI's full queue is "overloaded"); the client does not pass Retry-After on.
+                    slot.throttled()
+                    raise
+                slot.succeeded()
+                return answer
 
         try:
             response = await with_retries(self.name, "/generate", attempt, self.policy, classify=classify_tgi,
@@ -154,9 +169,17 @@ class TGIServer(_TGIProbe):
                 self._http.stats.failures += 1
                 self._http.stats.failed.append(failure)
             raise
+        self._count_usage(response)
         if key is not None:
             cache.put(key, "POST /generate", response.model_dump(mode="json"))
         return response
+
+    def _count_usage(self, response: Response) -> None:
+        """Add a received answer's tokens to ``stats``: generated tokens, and the prefill's where given."""
+        details = response.details
+        generated = usage_count(getattr(details, "generated_tokens", None))
+        prefill = getattr(details, "prefill", None)
+        self._http.stats.add_usage(len(prefill) if prefill else None, generated)
 
     def _count_retry(self) -> None:
         self._http.stats.retries += 1

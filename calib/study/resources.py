@@ -33,6 +33,8 @@ class Resources:
         self.request_cache: Any = None
         self.cache_path: Path | None = None
         self.counts: dict[str, Any] = {}
+        #: Facts a stage states for the manifest beside the counts (e.g. ``generation``: route and prompt rule).
+        self.facts: dict[str, Any] = {}
 
     def organism(self, progress: Any = None) -> Any:
         """The built organism's paths (built once; cached on disk across runs)."""
@@ -54,7 +56,10 @@ class Resources:
             config = dict(self.spec.servers[name])
             model_dir = config.get("model_dir")
             if isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX):
-                config["model_dir"] = str(getattr(self.organism(), model_dir[len(ORGANISM_MODEL_PREFIX):]))
+                from calib.organism.chat import organism_model
+
+                # organism:chat-target / chat-reference build the chat variant on first use (cached).
+                config["model_dir"] = str(organism_model(self.organism(), model_dir[len(ORGANISM_MODEL_PREFIX):]))
             if "cache" in config_keys(config["kind"]) and self.cache_path is not None:
                 if self.request_cache is None:
                     self.request_cache = RequestCache(self.cache_path)
@@ -70,6 +75,12 @@ class Resources:
             info["organism"] = {"preset": self.spec.organism.preset, "seed": self.spec.organism.seed,
                                 "root": str(self._organism.root)}
         info["counts"].update(table_counts(run))
+        info.update(self.facts)
+        from calib.study.spending import spent
+
+        spending = spent(self)
+        if spending["servers"]:  # what this invocation asked of the servers that count (docs/hosted.md)
+            info["spending"] = spending
         return info
 
     def started_servers(self) -> dict[str, Any]:

@@ -120,6 +120,17 @@ class StageContext:
     def event(self, event: str, **fields: Any) -> None:
         self.run.event(event, stage=self.stage, **fields)
 
+    def _over_budget(self, reached: list[str]) -> bool:
+        """Whether a ``[budget]`` cap is reached (noted in ``reached``); always False without ``[budget]``."""
+        if getattr(self.spec, "budget", None) is None or not hasattr(self.resources, "started_servers"):
+            return False
+        from calib.study.spending import over_budget
+
+        why = over_budget(self.resources)
+        if why is not None and not reached:
+            reached.append(why)
+        return why is not None
+
     async def chunked(self, items: Sequence[Any], size: int, work: Callable[[list[Any]], Awaitable[pl.DataFrame]],
                       schema: dict[str, pl.DataType], *, label: str | None = None,
                       concurrency: int = 1) -> pl.DataFrame:
@@ -137,9 +148,12 @@ class StageContext:
         if done:
             self.event("resume", chunks_done=len(done), chunks=len(chunks))
         semaphore = asyncio.Semaphore(max(1, concurrency))
+        reached: list[str] = []  # the [budget] cap that stopped new chunks (calib.study.spending)
 
         async def one(index: int, chunk: list[Any]) -> None:
             async with semaphore:
+                if reached or self._over_budget(reached):
+                    return  # no new chunk once a cap is reached; those in flight finish and are kept
                 frame = await work(chunk)
                 self.run.write_chunk(self.stage, self.fingerprint, index, frame.cast(schema))
                 self.event("chunk", index=index, rows=frame.height)
@@ -150,6 +164,14 @@ class StageContext:
         if task is not None:
             self._progress.finish(task)
         paths = self.run.done_chunks(self.stage, self.fingerprint)
+        if reached and len(paths) < len(chunks):
+            from calib.study.spending import BudgetReached, spent
+
+            self.resources.facts["spending"] = spent(self.resources)
+            self.event("budget_reached", cap=reached[0], chunks_done=len(paths), chunks=len(chunks))
+            raise BudgetReached(f"the study's budget is reached: {reached[0]}; stage {self.stage} stopped with "
+                                f"{len(paths)} of {len(chunks)} chunks done, all kept: raise [budget] (or keep it) "
+                                "and run calib study again to continue")
         frames = [pl.read_parquet(paths[i]) for i in range(len(chunks))]
         return pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=schema)
 

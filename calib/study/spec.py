@@ -28,6 +28,7 @@ from calib.study.kinds import BUILTIN_KINDS, KINDS, study_kind
 from calib.study.sections import (
     ORGANISM_MODEL_PREFIX,
     AnalyzeSection,
+    BudgetSection,
     DataSection,
     HubSection,
     ModelsSection,
@@ -77,6 +78,7 @@ class StudySpec(Section):
     measure: MeasureSection = MeasureSection()
     analyze: AnalyzeSection = AnalyzeSection()
     report: ReportSection = ReportSection()
+    budget: BudgetSection | None = None
     probes: ProbesSection | None = None
 
     @model_validator(mode="before")
@@ -111,9 +113,14 @@ class StudySpec(Section):
             if isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX):
                 if self.organism is None:
                     raise ValueError(f"[servers.{name}] model_dir = {model_dir!r} needs an [organism] table")
-                if model_dir[len(ORGANISM_MODEL_PREFIX):] not in ("target", "reference"):
-                    raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target or "
-                                     "organism:reference")
+                if model_dir[len(ORGANISM_MODEL_PREFIX):] not in ("target", "reference", "chat-target",
+                                                                  "chat-reference"):
+                    raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target, "
+                                     "organism:reference or their chat variants organism:chat-target, "
+                                     "organism:chat-reference")
+        for name in (self.budget.prices if self.budget is not None else {}):
+            if name not in self.servers:
+                raise ValueError(f"budget.prices.{name} names no [servers.{name}] table")
         kind = self.study.kind
         if self.dedup is not None:
             if kind != "functional":
@@ -156,6 +163,9 @@ class StudySpec(Section):
                         raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
         elif self.census is not None:
             raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
+        if self.generation.route == "chat" and kind in BUILTIN_KINDS and kind != "functional":
+            raise ValueError(f"generation.route = 'chat' is built for functional studies; a {kind} study asks its "
+                             "models through their completion route (docs/hosted.md)")
         if self.data.source == "organism" and self.organism is None and kind in ("functional", "extraction"):
             raise ValueError("data.source = 'organism' needs an [organism] table")
         judges = [m for m in self.measure.metrics if m.startswith("judge_")]
@@ -357,11 +367,29 @@ def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudyS
     probes = spec.probes
     if probes is not None:
         probes = _resolve_probes(probes, base, text, where)
+    prompt = spec.prompt
+    if prompt.tokenizer_file is not None:
+        full = prompt.tokenizer_file if Path(prompt.tokenizer_file).is_absolute() else str(base / prompt.tokenizer_file)
+        if not Path(full).is_file():
+            raise InputError(f"prompt.tokenizer_file: {prompt.tokenizer_file!r} is not a file (relative paths are read "
+                             "from the spec's folder)", path=where, line=locate_key(text, ("prompt", "tokenizer_file")))
+        prompt = prompt.model_copy(update={"tokenizer_file": full})
+    generation = spec.generation
+    if generation.rule is not None and ("/" in generation.rule or generation.rule.endswith(".toml")):
+        from calib.data.rules import load_rule
+
+        full = generation.rule if Path(generation.rule).is_absolute() else str(base / generation.rule)
+        line = locate_key(text, ("generation", "rule"))
+        if not Path(full).is_file():
+            raise InputError(f"generation.rule: {generation.rule!r} is not a file (relative paths are read from the "
+                             "spec's folder)", path=where, line=line)
+        load_rule(full)  # a rule that does not load is refused here, naming its file and key
+        generation = generation.model_copy(update={"rule": full})
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
     return spec.model_copy(update={"data": data, "organism": organism, "census": census, "dedup": dedup,
-                                   "probes": probes})
+                                   "probes": probes, "generation": generation, "prompt": prompt})
 
 
 def _resolve_probes(probes: ProbesSection, base: Path, text: str, where: str) -> ProbesSection:

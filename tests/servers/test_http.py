@@ -97,7 +97,7 @@ def test_mixed_faults_lose_no_request(server: FaultServer) -> None:
     plan += [rng.choice([CASES[0]] * 5 + CASES) for _ in range(len(ids) - len(plan))]
     rng.shuffle(plan)
     bodies = [_body(rid, case[0]) for rid, case in zip(ids, plan)]
-    client = HttpClient("fault", [server.url], max_in_flight=32, policy=FAST, seed=1)
+    client = HttpClient("fault", [server.url], max_in_flight=32, policy=FAST, seed=1, adaptive=False)
 
     results = asyncio.run(_send_all(client, bodies))
 

@@ -83,6 +83,19 @@ def _budgets(run: RunData) -> list[dict[str, Any]]:
     return out
 
 
+def _route(run: RunData) -> dict[str, Any]:
+    """How the models were asked: ``route`` (complete | chat) and the chat route's prompt-selection ``rule``.
+
+    Read from the manifest's ``generation`` (what the generate stage used; its rule's name, version,
+    SHA-256, description, reply mode), else from the spec (a run from before calib recorded it: the
+    completion route).
+    """
+    recorded = run.manifest.get("generation")
+    if isinstance(recorded, dict) and recorded.get("route") in ("complete", "chat"):
+        return {"route": recorded["route"], "rule": recorded.get("rule")}
+    return {"route": setting(run.spec, "generation.route", "complete"), "rule": None}
+
+
 def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
     """Everything the methods section states, as JSON data (see docs/report.md, "Methods")."""
     spec, manifest = run.spec, run.manifest
@@ -102,9 +115,10 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
         "organism": manifest.get("organism") if "organism" in manifest else spec.get("organism"),
         "decoding": {"strategy": "greedy" if temperature == 0.0 else "sampling", "temperature": temperature,
                      "max_tokens": setting(spec, "generation.max_tokens"),
-                     "stop": list(setting(spec, "generation.stop", [])), "budgets": _budgets(run)},
+                     "stop": list(setting(spec, "generation.stop", [])), "budgets": _budgets(run),
+                     **_route(run)},
         "prompt": {"max_context_tokens": setting(spec, "prompt.max_context_tokens"),
-                   "context_tokens": _context_tokens(run)},
+                   "context_tokens": _context_tokens(run), "tokenizer": manifest.get("prompt_tokenizer")},
         "data": {**{k: setting(spec, f"data.{k}") for k in ("source", "paths", "format", "language", "min_lines",
                                                             "max_lines", "limit", "kinds")},
                  "dropped": _dropped(manifest)},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from calib.report.document import Block, Bullets, Heading, Paragraph, Table
@@ -59,9 +60,10 @@ def _prompting(methods: dict[str, Any]) -> list[Block]:
     how = "greedy decoding" if dec["strategy"] == "greedy" else f"sampling at temperature {number(dec['temperature'])}"
     stop = ", ".join(f"`{s!r}`" for s in dec["stop"]) if dec["stop"] else "none (the function is cut where it ends)"
     text = (f"Both models are prompted with the same text: up to P = {number(prompt['max_context_tokens'])} tokens of "
-            "the code preceding x in its file (counted with the target server's tokenizer), then x's signature. "
+            f"the code preceding x in its file ({_counted_by(prompt.get('tokenizer'))}), then x's signature. "
             f"They complete it with {how}, at most {number(dec['max_tokens'])} new tokens; stop sequences: {stop}. "
             "A function is parsed from each completion.")
+    text += _rule_sentence(dec)
     for b in dec.get("budgets") or []:
         if b["tokenizer"]:
             how_counted = "lowered ahead to what its context leaves after the prompt, counted with its tokenizer"
@@ -72,9 +74,50 @@ def _prompting(methods: dict[str, Any]) -> list[Block]:
         text += f" The {b['role']} model's budget: {how_counted}."
     kept = prompt["context_tokens"]
     if kept is not None:
-        text += (f" Context tokens kept per prompt: {kept['min']} to {kept['max']} "
+        unit = "characters" if (prompt.get("tokenizer") or {}).get("source") == "chars" else "tokens"
+        text += (f" Context {unit} kept per prompt: {kept['min']} to {kept['max']} "
                  f"(mean {kept['mean']:.1f}).")
     return [Heading(3, "Prompts and decoding", "methods-prompts"), Paragraph(text)]
+
+
+def _counted_by(tokenizer: dict[str, Any] | None) -> str:
+    """How the context's tokens were counted (the manifest's ``prompt_tokenizer``; the server's before it existed)."""
+    source = (tokenizer or {}).get("source", "server")
+    if source == "chars":
+        per = number(tokenizer.get("chars_per_token"))
+        return (f"counted by characters, {per} per token, since no tokenizer of the target was used: the context "
+                "is about that many tokens, not exactly")
+    if source == "hub":
+        return (f"counted with the tokenizer.json of `{tokenizer.get('repo')}` at revision "
+                f"`{tokenizer.get('revision')}`, read locally")
+    if source == "file":
+        return (f"counted with the local tokenizer file `{Path(str(tokenizer.get('path'))).name}` (SHA-256 "
+                f"{str(tokenizer.get('sha256'))[:12]}...)")
+    return "counted with the target server's tokenizer"
+
+
+_REPLY = {"raw": "the reply is taken as the continuation as it is",
+          "code_block": "the continuation is read from the reply's first fenced code block, after the prompt's last "
+                        "line where the block repeats it",
+          "first_function": "the continuation is read from the reply after the prompt's last line (the signature)"}
+
+
+def _rule_sentence(dec: dict[str, Any]) -> str:
+    """What the chat route changes (docs/hosted.md "Generation through chat"); nothing on the completion route."""
+    rule = dec.get("rule")
+    if dec.get("route") != "chat" or not isinstance(rule, dict):
+        return ""
+    text = (f" Both models were asked through their chat route, the prompt turned into chat messages by the "
+            f"prompt-selection rule `{rule.get('name')}` version {number(rule.get('version'))} "
+            f"({rule.get('description')}; file SHA-256 {str(rule.get('sha256'))[:12]}...); "
+            f"{_REPLY.get(rule.get('reply'), 'the reply is read back')}. "
+            "The rule is applied identically to every sample and both models, so the reference model measures what "
+            "the rule itself makes likely.")
+    if rule.get("shows_suffix"):
+        text += (" This rule shows the model the code it should produce (the extraction paper's cautionary "
+                 "experiment, §A.1 and §H.2): a reproduction under it is copying, not evidence of memorization, and "
+                 "only the difference between the target and the reference model carries a claim.")
+    return text
 
 
 def _data(methods: dict[str, Any], funnel: list[dict[str, Any]]) -> list[Block]:

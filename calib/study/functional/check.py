@@ -13,9 +13,10 @@ def needs(spec: Any) -> dict[str, list[str]]:
 
     need = Needs()
     add = need.add
+    route = "chat" if spec.generation.route == "chat" else "complete"
     for name in (spec.models.target, spec.models.reference):
-        add(name, "complete")  # both models complete every prompt
-    if spec.data.source != "organism":
+        add(name, route)  # both models complete every prompt, through the same route
+    if spec.data.source != "organism" and spec.prompt.tokenizer == "server":
         add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
     if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
         add(spec.execute.server, "chat")  # the llm executor's model writes inputs and preambles
@@ -39,4 +40,9 @@ def nothing_measured(summary: dict[str, Any]) -> str | None:
 
 def describe(spec: Any) -> dict[str, Any]:
     """What the study measures: its similarity metrics."""
-    return {"metrics": list(spec.measure.metrics)}
+    out: dict[str, Any] = {"metrics": list(spec.measure.metrics), "route": spec.generation.route}
+    if spec.generation.chat_rule is not None:
+        from calib.data.rules import load_rule
+
+        out["rule"] = load_rule(spec.generation.chat_rule).fingerprint()
+    return out

@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -69,7 +70,33 @@ async def _extract(ctx: StageContext) -> pl.DataFrame:
 
 # --- prompt -------------------------------------------------------------------------------------
 def _prompt_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
-    return {"prompt": spec.prompt.model_dump(mode="json"), "tokenizer": spec.servers[spec.models.target]}
+    p = spec.prompt
+    out: dict[str, Any] = {"prompt": p.model_dump(mode="json")}
+    if p.tokenizer == "server":
+        out["tokenizer"] = spec.servers[spec.models.target]
+    elif p.tokenizer == "file" and p.tokenizer_file is not None and Path(p.tokenizer_file).is_file():
+        out["tokenizer_sha256"] = hashlib.sha256(Path(p.tokenizer_file).read_bytes()).hexdigest()
+    return out
+
+
+async def _prompt_tokenizer(ctx: StageContext) -> tuple[Any, int, dict[str, Any]]:
+    """What counts the context tokens (``[prompt] tokenizer``), the budget in its units, and what it was."""
+    from calib.data.tokenizers import CharTokenizer, FileTokenizer, hub_tokenizer_file
+
+    p = ctx.spec.prompt
+    if p.tokenizer == "chars":
+        chars = CharTokenizer(p.chars_per_token)
+        return chars, chars.budget(p.max_context_tokens), chars.describe()
+    if p.tokenizer in ("file", "hub"):
+        if p.tokenizer == "hub":
+            path, origin = await asyncio.to_thread(hub_tokenizer_file, p.tokenizer_repo, p.tokenizer_revision)
+            local = FileTokenizer(path, origin)
+        else:
+            local = FileTokenizer(Path(p.tokenizer_file))
+        return local, p.max_context_tokens, local.describe()
+    caps = await ctx.resources.probe(ctx.spec.models.target)
+    return (ctx.resources.server(ctx.spec.models.target), p.max_context_tokens,
+            {"source": "server", "server": ctx.spec.models.target, "model": caps.get("model")})
 
 
 async def _prompt(ctx: StageContext) -> pl.DataFrame:
@@ -78,9 +105,9 @@ async def _prompt(ctx: StageContext) -> pl.DataFrame:
         return samples  # the organism's prompts are the signatures (its models saw functions from position 0)
     from calib.data.prompts import build_prompts
 
-    server = ctx.resources.server(ctx.spec.models.target)
-    await ctx.resources.probe(ctx.spec.models.target)
-    prompted = await build_prompts(server, samples, max_context_tokens=ctx.spec.prompt.max_context_tokens)
+    tokenizer, budget, described = await _prompt_tokenizer(ctx)
+    ctx.resources.facts["prompt_tokenizer"] = described
+    prompted = await build_prompts(tokenizer, samples, max_context_tokens=budget)
     return prompted.select(list(SAMPLES_SCHEMA)).cast(SAMPLES_SCHEMA)
 
 
@@ -93,8 +120,54 @@ def _generation_params(spec: StudySpec) -> Any:
 
 
 def _generate_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
-    return {"generation": spec.generation.model_dump(mode="json", exclude={"concurrency"}),
-            "servers": {role: spec.servers[getattr(spec.models, role)] for role in ROLES}, "seed": spec.study.seed}
+    out = {"generation": spec.generation.model_dump(mode="json", exclude={"concurrency"}),
+           "servers": {role: spec.servers[getattr(spec.models, role)] for role in ROLES}, "seed": spec.study.seed}
+    if spec.generation.chat_rule is not None:  # the rule file's bytes, not only its name, decide the requests
+        from calib.data.rules import load_rule
+
+        out["rule"] = load_rule(spec.generation.chat_rule).fingerprint()
+    return out
+
+
+def _chat_asker(ctx: StageContext, params: Any, lowered: dict[str, int]) -> Any:
+    """``ask(role, row)``: one sample's completion through the role's chat route, by the spec's prompt rule.
+
+    The rule builds the messages from the sample's prompt (and, for a rule that shows it, the expected
+    continuation: x after its signature) and reads the continuation back from the reply, the same way
+    for every sample and both models (docs/hosted.md "Generation through chat"). A context-length
+    refusal is asked again once with what the host says is left, as on the completion route.
+    """
+    from calib.data.rules import load_rule
+    from calib.servers import ChatMessage, ChatParams, Completion
+
+    rule = load_rule(ctx.spec.generation.chat_rule)
+    ctx.resources.facts["generation"] = {"route": "chat", "rule": {**rule.fingerprint(), "description":
+                                                                    rule.description, "reply": rule.reply,
+                                                                    "shows_suffix": rule.shows_suffix}}
+    chat_params = ChatParams(max_tokens=params.max_tokens, temperature=params.temperature, stop=params.stop,
+                             seed=params.seed)
+
+    async def ask(role: str, row: dict[str, Any]) -> Any:
+        server = ctx.resources.server(getattr(ctx.spec.models, role))
+        suffix = None
+        if rule.shows_suffix:
+            x, signature = row["function"], row["signature"]
+            suffix = x[len(signature):] if x.startswith(signature) else "\n" + x
+        messages = [ChatMessage(role=m["role"], content=m["content"])
+                    for m in rule.messages(row["prompt"], language=row["language"], suffix=suffix)]
+        try:
+            reply = await server.chat(messages, params=chat_params)
+        except CalibError as exc:  # RequestFailed is one
+            lower = budget_after_refusal(str(exc), chat_params.max_tokens)
+            if lower is None:
+                raise
+            ctx.event("budget_lowered", sample_id=row["sample_id"], role=role, asked=chat_params.max_tokens,
+                      budget=lower)
+            lowered[role] = lowered.get(role, 0) + 1
+            reply = await server.chat(messages, params=replace(chat_params, max_tokens=lower))
+        return Completion(text=rule.continuation(reply.content, row["prompt"]), finish_reason=reply.finish_reason)
+
+    return ask
 
 
 async def _generate(ctx: StageContext) -> pl.DataFrame:
@@ -108,13 +181,30 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
     for role in ROLES:
         name = getattr(ctx.spec.models, role)
         models[role] = (await ctx.resources.probe(name)).get("model") or name
-    base = samples.select("sample_id", "language", "signature", "prompt").to_dicts()
+    base = samples.select("sample_id", "language", "signature", "function", "prompt").to_dicts()
     # Both roles of a sample in the same chunk: the two servers work at the same time.
     items = [{**r, "role": role} for r in base for role in ROLES]
 
     lowered: dict[str, int] = {}  # requests asked again with a lower budget after a context refusal, per role
+    chat = _chat_asker(ctx, params, lowered) if ctx.spec.generation.route == "chat" else None
+    if chat is None:
+        ctx.resources.facts["generation"] = {"route": "complete", "rule": None}
+
+    async def by_chat(role: str, chunk: list[dict[str, Any]]) -> tuple[list[Any], list[str | None]]:
+        """Each sample's chat answer (one request each), failures recorded per sample."""
+        async def one(r: dict[str, Any]) -> tuple[list[Any], str | None]:
+            try:
+                return [await chat(role, r)], None
+            except (RequestFailed, CalibError) as exc:  # recorded per sample, never fatal
+                return [], request_failure(exc)
+
+        done = await asyncio.gather(*(one(r) for r in chunk))
+        return [d[0] for d in done], [d[1] for d in done]
 
     async def complete(role: str, chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if chat is not None:
+            answers, failures = await by_chat(role, chunk)
+            return rows_of(role, chunk, answers, failures)
         server = ctx.resources.server(getattr(ctx.spec.models, role))
         budgets = await completion_budgets(server, ctx.resources.capabilities[getattr(ctx.spec.models, role)],
                                             [r["prompt"] for r in chunk], params.max_tokens)
@@ -157,6 +247,10 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
                         failures[i] = request_failure(exc)
             for i, answer in zip(idx, got):
                 answers[i] = answer
+        return rows_of(role, chunk, answers, failures)
+
+    def rows_of(role: str, chunk: list[dict[str, Any]], answers: list[Any],
+                failures: list[str | None]) -> list[dict[str, Any]]:
         rows = []
         for r, answer, failure in zip(chunk, answers, failures):
             completion = answer[0] if answer else None

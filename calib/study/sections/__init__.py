@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from calib.study.corpus_caps import CorpusCaps
 
 __all__ = ["CONCURRENCY_MAX", "COUNT_MAX", "DEFAULT_ALPHAS", "LINES_MAX", "ORGANISM_MODEL_PREFIX", "SEED_MAX",
-           "TOKENS_MAX", "AnalyzeSection", "DataSection", "HubSection", "ModelsSection", "OrganismSection",
-           "ReportSection", "Section", "StudySection"]
+           "TOKENS_MAX", "AnalyzeSection", "BudgetSection",
+           "DataSection", "HubSection", "ModelsSection", "OrganismSection",
+           "Price", "ReportSection", "Section", "StudySection"]
 
 #: ``model_dir = "organism:target"`` in an embedded server table names a model of the study's organism.
 ORGANISM_MODEL_PREFIX = "organism:"
@@ -191,3 +192,33 @@ class ReportSection(Section):
     """``[report]``: what the report shows."""
 
     examples: int = Field(default=5, ge=0, le=10_000)
+
+
+class Price(Section):
+    """One server's price per million tokens (``[budget.prices.NAME]``), in the budget's currency."""
+
+    input: float = Field(ge=0.0, le=1e9)
+    output: float = Field(ge=0.0, le=1e9)
+
+
+class BudgetSection(Section):
+    """``[budget]``: caps on what one ``calib study`` invocation asks of the model servers (docs/hosted.md).
+
+    ``requests`` counts requests sent over the network (retries included, cache hits not), ``tokens`` the
+    input plus output tokens the answers reported (``usage``), ``cost`` those tokens at ``prices`` (per
+    million tokens, per server; a server without a price costs nothing). Checked before each chunk of
+    work: chunks in flight finish and are kept, then the study stops (exit 4) and resumes when run again.
+    """
+
+    requests: int | None = Field(default=None, ge=1, le=COUNT_MAX)
+    tokens: int | None = Field(default=None, ge=1, le=10**15)
+    cost: float | None = Field(default=None, gt=0.0, le=1e12)
+    currency: str = Field(default="USD", min_length=1, max_length=8)
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _priced(self) -> BudgetSection:
+        if self.cost is not None and not self.prices:
+            raise ValueError("cost needs prices: [budget.prices.NAME] input = ..., output = ... (per million tokens) "
+                             "for each paid server")
+        return self

@@ -22,6 +22,28 @@ class PromptSection(Section):
     """``[prompt]``: how prompts are built (the paper: up to P = 250 context tokens, then the signature)."""
 
     max_context_tokens: int = Field(default=250, ge=0, le=TOKENS_MAX)
+    #: What counts the context's tokens (calib.data.tokenizers): the target server's /tokenize, a local
+    #: tokenizer.json, one from a Hub repository at a pinned revision, or a character budget.
+    tokenizer: Literal["server", "file", "hub", "chars"] = "server"
+    tokenizer_file: str | None = Field(default=None, min_length=1)
+    tokenizer_repo: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+    tokenizer_revision: str | None = Field(default=None, min_length=1)
+    chars_per_token: float = Field(default=4.0, gt=0.0, le=100.0)
+
+    @model_validator(mode="after")
+    def _source_keys(self) -> PromptSection:
+        wanted = {"file": ("tokenizer_file",), "hub": ("tokenizer_repo", "tokenizer_revision")}.get(self.tokenizer, ())
+        for key in wanted:
+            if getattr(self, key) is None:
+                raise ValueError(f"tokenizer = {self.tokenizer!r} needs {key}" + (
+                    " (a commit hash or tag: the tokenizer is pinned)" if key == "tokenizer_revision" else ""))
+        for key in ("tokenizer_file", "tokenizer_repo", "tokenizer_revision"):
+            if getattr(self, key) is not None and key not in wanted:
+                raise ValueError(f"{key} is read only with tokenizer = "
+                                 f"{'file' if key == 'tokenizer_file' else 'hub'!r} (tokenizer is {self.tokenizer!r})")
+        if self.chars_per_token != 4.0 and self.tokenizer != "chars":
+            raise ValueError(f"chars_per_token is read only with tokenizer = 'chars' (tokenizer is {self.tokenizer!r})")
+        return self
 
 
 class GenerationSection(Section):
@@ -31,6 +53,30 @@ class GenerationSection(Section):
     temperature: float = Field(default=0.0, ge=0.0, le=100.0)
     stop: tuple[str, ...] = ()
     concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
+    #: How both models are asked: their completion route, or their chat route through a prompt-selection rule
+    #: (docs/hosted.md "Generation through chat"); the same for target and reference, members and controls.
+    route: Literal["complete", "chat"] = "complete"
+    #: The prompt-selection rule of the chat route: a built-in rule's name (calib.data.rules.RULES) or a rule's
+    #: TOML file (relative to the spec's folder). Only with ``route = "chat"``; ``natural`` when not given.
+    rule: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _rule_with_chat(self) -> GenerationSection:
+        if self.rule is not None and self.route != "chat":
+            raise ValueError(f"rule = {self.rule!r} applies to the chat route only; set route = \"chat\" or remove "
+                             "rule")
+        if self.rule is not None and "/" not in self.rule and not self.rule.endswith(".toml"):
+            from calib.data.rules import RULES
+
+            if self.rule not in RULES:
+                raise ValueError(f"rule = {self.rule!r} is not a built-in prompt-selection rule ({', '.join(RULES)}); "
+                                 "name one of them or a rule's TOML file")
+        return self
+
+    @property
+    def chat_rule(self) -> str | None:
+        """The prompt-selection rule of the chat route (``natural`` unless named); None on the completion route."""
+        return (self.rule or "natural") if self.route == "chat" else None
 
 
 class ExecuteSection(Section):
