@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from calib.report.extraction.empty import EMPTY_NOTE, nothing_measured
 from calib.report.extraction.figures import budget_figure, calibration_figure, margin_figure, score_figure
 from calib.report.extraction.summary import groups_of, removed, where
 from calib.report.format import (
@@ -75,8 +76,10 @@ def _headline(summary: dict[str, Any]) -> list[Block]:
     conf = setting_pct(s["confidence"])
     pool = ("the decontaminated control pool (the controls left after removing the `analyze.decontaminate` list)"
             if s["primary_pool"] == "decontaminated" else "the full control pool")
+    empty = nothing_measured(summary)
     blocks: list[Block] = [
         Heading(2, "Headline", "headline"),
+        *([Paragraph(f"**Nothing was measured**: {empty}. {EMPTY_NOTE}")] if empty is not None else []),
         Paragraph(f"At the primary target level α = {s['alpha_as_written']} (`analyze.alpha`), with {pool}. "
                   f"Calibrated rate = member claim rate − α_N, with the {conf} Clopper–Pearson interval of the members "
                   f"shifted down by α_N (it holds the controls fixed). Realized FPR: the {conf} central interval and "

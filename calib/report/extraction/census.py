@@ -18,6 +18,7 @@ import polars as pl
 from calib._exceptions import InputError
 from calib.report.document import Block, Bullets, Figure, Heading, Markup, Paragraph, Table
 from calib.report.extraction.blocks import REFERENCES
+from calib.report.extraction.empty import EMPTY_NOTE, nothing_measured
 from calib.report.extraction.figures import coverage_figure, margin_profile_figure
 from calib.report.format import count, figure_name, fixed, number, pct, plain_text, power, setting_pct
 from calib.report.procedure import (
@@ -354,11 +355,14 @@ def census_report(run: RunTables) -> tuple[dict[str, Any], list[Any]]:
     study = summary["study"]
     models = summary["procedure"]["models"]
     who = " and ".join(f"{m['role']} `{m['model'] or m['server'] or 'unknown'}`" for m in models) or "no model"
+    empty = nothing_measured({**summary, "kind": "census"})
     intro = f"Census of single documents against matched control documents, scored by {who}."
     if study.get("description"):
         intro = f"{study['description']} {intro}"
     blocks: list[Any] = [Heading(1, f"calib report: {study.get('name') or 'study'}", "top"), Paragraph(intro),
                          *statement_blocks(summary["procedure"], census=True), Heading(2, "Census", "census"),
+                         *([Paragraph(f"**Nothing was measured**: {empty}. {EMPTY_NOTE}")] if empty is not None
+                           else []),
                          Paragraph("Per document, role and procedure: the threshold (the largest decontaminated "
                                    "control-window score rounded up to a power of ten: a measured maximum, not a "
                                    "certified FPR), the windows above it, the coverage (exact: every window is "

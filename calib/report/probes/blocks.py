@@ -12,6 +12,7 @@ from typing import Any
 
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from calib.report.format import DASH, fixed, number, plain_text, setting_pct
+from calib.report.probes.empty import nothing_measured
 from calib.report.probes.figures import codec_figure, entropy_figure, jsd_figure, pass_at_1_figure
 from calib.report.procedure import provenance_blocks
 
@@ -152,7 +153,12 @@ def _pass_tables(summary: dict[str, Any], k: int) -> list[Block]:
 
 
 def _headline(summary: dict[str, Any]) -> list[Block]:
-    blocks: list[Block] = [Heading(2, "pass@k", "pass-at-k"), *_pass_tables(summary, 1)]
+    empty = nothing_measured(summary)
+    blocks: list[Block] = [Heading(2, "pass@k", "pass-at-k")]
+    if empty is not None:
+        blocks.append(Paragraph(f"**Nothing was measured**: {empty}. Every pass@k below is undefined; fix the cause "
+                                "and run the study again (finished work is kept)."))
+    blocks += _pass_tables(summary, 1)
     used = summary["procedure"]["tasks"]["used"]
     fewer = [f"{_names(summary)[a['label']]} applies to {a['applicable']} of {a['prompts']} tasks"
              for a in summary["applicability"] if a["applicable"] < a["prompts"]]

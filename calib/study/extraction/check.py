@@ -27,27 +27,11 @@ def needs(spec: Any) -> dict[str, list[str]]:
     return need
 
 
-def _top(tally: list[dict[str, Any]]) -> str:
-    top = max(tally, key=lambda item: item["count"], default=None)
-    return "" if top is None else f"; most often: {top['reason']} ({top['count']})"
-
-
 def nothing_measured(summary: dict[str, Any]) -> str | None:
     """Why the finished extraction or census run scored no window (its summary.json says), or None."""
-    counts = summary.get("counts") or {}
-    if summary.get("kind") == "census":
-        if counts.get("scored"):
-            return None
-        return (f"no window was scored ({counts.get('unscored', 0)} unscored, {counts.get('windows_with_error', 0)} "
-                "windows could not be cut)")
-    groups = counts.get("scores") or []
-    if any(g.get("scored") for g in groups):
-        return None
-    errors = [e for g in groups for e in g.get("errors") or []]
-    if errors:
-        return f"no window was scored by any model and procedure{_top(errors)}"
-    windows = counts.get("windows") or {}
-    return f"no window was scored: no sample gave a window{_top(windows.get('errors') or [])}"
+    from calib.report.extraction.empty import nothing_measured as why
+
+    return why(summary)
 
 
 def describe(spec: Any) -> dict[str, Any]:
