@@ -79,5 +79,7 @@ def check(spec: Path, no_probe: bool, as_json: bool) -> None:
             model = entry.get("capabilities", {}).get("model", "")
             click.echo(f"  server {name} ({entry['kind']}{', ' + model if model else ''}): needs "
                        f"{', '.join(entry['needs'])}: {state}")
+            if "allows" in entry:
+                click.echo(f"    allows: {'; '.join(entry['allows']) or 'nothing calib uses'}")
     if not found["ok"]:
         raise click.exceptions.Exit(2)

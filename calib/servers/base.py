@@ -50,6 +50,8 @@ __all__ = [
     "Tokenizing",
     "Tool",
     "ToolCall",
+    "PROCEDURE_NEEDS",
+    "allowed_procedures",
     "normal_dtype",
     "require",
     "server_record",
@@ -270,6 +272,27 @@ _HOW_TO_ENABLE = {
     "whole vocabulary",
     "token_ids_in": "use vLLM or calib's embedded server, which accept token ids as prompts",
 }
+
+
+#: What each study procedure asks of a server (docs/hosted.md "What each capability buys"), in the order
+#: ``calib check`` lists what a server allows.
+PROCEDURE_NEEDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("functional, completion route", ("complete",)),
+    ("functional, chat route (a prompt-selection rule)", ("chat",)),
+    ("functional prompts cut by the server's tokenizer", ("tokenize",)),
+    ("extraction/census greedy, top_k, base (teacher-forced log-probs)", ("scoring", "tokenize")),
+    ("extraction near_verbatim_greedy, near_verbatim", ("scoring", "tokenize", "complete")),
+    ("probes generations", ("complete",)),
+    ("probes CoDeC", ("complete", "scoring")),
+    ("judge, llm executor", ("chat",)),
+    ("agent executor", ("chat", "tools")),
+    ("embedding metric, semantic near-duplicates", ("embeddings",)),
+)
+
+
+def allowed_procedures(caps: Capabilities) -> list[str]:
+    """The procedures of :data:`PROCEDURE_NEEDS` whose every capability ``caps`` has, in that order."""
+    return [name for name, needed in PROCEDURE_NEEDS if all(getattr(caps, n) for n in needed)]
 
 
 def missing(caps: Capabilities, needed: Sequence[str], *, top_logprobs: int = 0) -> list[str]:

@@ -119,7 +119,7 @@ def unmatched_globs(spec: StudySpec) -> None:
 
 async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
     """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability."""
-    from calib.servers.base import CapabilityError, ServerError, missing, require
+    from calib.servers.base import CapabilityError, ServerError, allowed_procedures, missing, require
     from calib.study.resources import Resources
 
     unmatched_globs(spec)
@@ -144,6 +144,7 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
                     caps = await resources.server(name).capabilities()
                     entry["capabilities"] = caps.to_dict()
                     entry["probed"] = True
+                    entry["allows"] = allowed_procedures(caps)
                     top = top_logprobs_needed(spec) if "scoring" in capabilities else 0
                     entry["missing"] = missing(caps, capabilities, top_logprobs=top)
                     require(caps, capabilities, top_logprobs=top)  # one line naming all of them

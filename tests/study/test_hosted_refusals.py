@@ -91,6 +91,13 @@ def test_a_chat_only_target_is_refused_before_any_stage_with_every_missing_capab
     assert "lacks complete" in target["error"] and "lacks tokenize" in target["error"]
     assert target["capabilities"]["complete"] is False and target["capabilities"]["chat"] is True
     assert found["servers"]["reference"]["missing"] == [] and "error" not in found["servers"]["reference"]
+    # what each server's capabilities allow (calib.servers.base.PROCEDURE_NEEDS): the chat-only host chat (and the
+    # embeddings route it forwards), nothing that completes, counts tokens or scores
+    assert target["allows"] == ["functional, chat route (a prompt-selection rule)", "judge, llm executor",
+                                "embedding metric, semantic near-duplicates"]
+    allows = found["servers"]["reference"]["allows"]  # calib serve itself: completions, tokenizer, log-probs
+    assert {"functional, completion route", "functional prompts cut by the server's tokenizer",
+            "extraction/census greedy, top_k, base (teacher-forced log-probs)", "probes CoDeC"} <= set(allows)
     # calib study: the same refusal, one line, exit 2, before the first stage wrote anything
     assert studied.returncode == 2, studied.stderr
     line = studied.stderr.strip()
