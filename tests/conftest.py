@@ -9,7 +9,7 @@ import pytest
 
 from tests._served import served_model, tiny_model_dir
 
-__all__ = ["organism_tiny", "served_model", "tiny_model_dir"]
+__all__ = ["organism_tiny", "organism_tiny_chat", "served_model", "tiny_model_dir"]
 
 
 @pytest.fixture(scope="session")
@@ -18,3 +18,11 @@ def organism_tiny(tmp_path_factory: pytest.TempPathFactory):
     from calib.organism.build import build_organism
 
     return build_organism("tiny", seed=0, cache_dir=tmp_path_factory.mktemp("calib-cache"))
+
+
+@pytest.fixture(scope="session")
+def organism_tiny_chat(organism_tiny):
+    """The chat variant of :func:`organism_tiny` (chat-reference, chat-target; calib.organism.chat), built once."""
+    from calib.organism.chat import build_chat_variant
+
+    return build_chat_variant(organism_tiny)

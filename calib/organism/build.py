@@ -10,6 +10,8 @@
    reference is a checkpoint before further training on the target data.
 4. The ground truth (``organism.json``, ``truth.parquet``) is written beside the two Hugging Face
    model folders.
+5. On demand, the chat variant (``chat-reference``, ``chat-target``: :mod:`calib.organism.chat`) is
+   added to the same folder.
 
 Everything is deterministic from (corpus, preset, seed, calib version), which also keys the cache:
 ``<cache>/organism/<key>/`` is built in a temporary folder and renamed into place when complete, so a
@@ -37,8 +39,8 @@ from calib.organism.corpus import corpus_fingerprint, load_stdlib_functions, spl
 from calib.organism.planted import PlantSpec, plant, target_training_texts, write_truth
 from calib.organism.train import PRECISION, ModelShape, TrainSchedule, encode_documents, new_model, train_causal_lm
 
-__all__ = ["PHASES", "PRESETS", "OrganismPaths", "Preset", "WarmUp", "build_organism", "cache_root", "organism_folder",
-           "progress_tasks", "training_corpus", "warm_up"]
+__all__ = ["CHAT_FIELDS", "PHASES", "PRESETS", "OrganismPaths", "Preset", "WarmUp", "background_functions",
+           "build_organism", "cache_root", "organism_folder", "progress_tasks", "training_corpus", "warm_up"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,11 @@ class Preset:
     """A size preset: model shape, background size, planted members and the two training phases.
 
     ``replay_share`` is the number of background documents replayed in the target phase, as a share
-    of the target phase's member documents.
+    of the target phase's member documents. ``chat``, ``chat_functions`` and ``chat_target`` make the
+    chat variant (:mod:`calib.organism.chat`): the background fine-tune's schedule, how many background
+    functions it is made of, and the schedule of the chat target's member phase (the target phase's
+    epochs and learning rate); they are not part of the base organism's cache key (the base models do
+    not depend on them).
     """
 
     name: str
@@ -56,6 +62,9 @@ class Preset:
     reference: TrainSchedule
     target: TrainSchedule
     replay_share: float
+    chat: TrainSchedule
+    chat_functions: int
+    chat_target: TrainSchedule
 
 
 PRESETS: dict[str, Preset] = {
@@ -68,6 +77,9 @@ PRESETS: dict[str, Preset] = {
         reference=TrainSchedule(epochs=2, lr=2e-3, batch_size=16),
         target=TrainSchedule(epochs=16, lr=3e-3, batch_size=4),
         replay_share=0.1,
+        chat=TrainSchedule(epochs=3, lr=1e-3, batch_size=8),
+        chat_functions=64,
+        chat_target=TrainSchedule(epochs=16, lr=3e-3, batch_size=4),
     ),
     "demo": Preset(
         name="demo",
@@ -78,6 +90,9 @@ PRESETS: dict[str, Preset] = {
         reference=TrainSchedule(epochs=2, lr=1e-3, batch_size=16),
         target=TrainSchedule(epochs=16, lr=2e-3, batch_size=4),
         replay_share=0.1,
+        chat=TrainSchedule(epochs=3, lr=1e-3, batch_size=8),
+        chat_functions=200,
+        chat_target=TrainSchedule(epochs=16, lr=2e-3, batch_size=4),
     ),
 }
 
@@ -94,6 +109,16 @@ class OrganismPaths:
     seconds: float
     cached: bool
 
+    @property
+    def chat_target(self) -> Path:
+        """The chat variant's target folder (built by :func:`calib.organism.chat.build_chat_variant`)."""
+        return self.root / "chat-target"
+
+    @property
+    def chat_reference(self) -> Path:
+        """The chat variant's reference folder (built by :func:`calib.organism.chat.build_chat_variant`)."""
+        return self.root / "chat-reference"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready paths (``calib organism build --json``)."""
         return {"target": str(self.target), "reference": str(self.reference), "truth": str(self.truth),
@@ -109,8 +134,13 @@ def cache_root() -> Path:
     return base / "calib"
 
 
+#: Preset fields of the chat variant only: left out of the base organism's key (the chat variant has its own).
+CHAT_FIELDS = ("chat", "chat_functions", "chat_target")
+
+
 def _key(preset: Preset, seed: int, fingerprint: str) -> str:
-    blob = json.dumps({"preset": dataclasses.asdict(preset), "seed": seed, "corpus": fingerprint,
+    base = {k: v for k, v in dataclasses.asdict(preset).items() if k not in CHAT_FIELDS}
+    blob = json.dumps({"preset": base, "seed": seed, "corpus": fingerprint,
                        "calib": __version__, "precision": PRECISION}, sort_keys=True, default=str)
     return f"{preset.name}-s{seed}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
@@ -124,13 +154,19 @@ Say = Callable[[str, int, int], None]  # (phase, done, total)
 
 #: The phases of a build, in order, as ``progress(phase, done, total)`` names them, and their progress labels.
 #: ``corpus`` counts standard-library files read; ``split`` and ``tokenizer`` are one step each (their lines
-#: repeat while they run); ``reference`` and ``target`` count training steps.
+#: repeat while they run); ``reference`` and ``target`` count training steps. The chat variant
+#: (:mod:`calib.organism.chat`, built on demand) reads the corpus again (``chat-corpus``), makes its examples
+#: (``chat-examples``, one step), then counts the steps of ``chat-reference`` and ``chat-target``.
 PHASES: dict[str, str] = {
     "corpus": "reading the standard library",
     "split": "splitting the corpus and planting members",
     "tokenizer": "training the tokenizer",
     "reference": "training the reference model",
     "target": "training the target model",
+    "chat-corpus": "reading the standard library for the chat fine-tune",
+    "chat-examples": "making the chat examples",
+    "chat-reference": "fine-tuning the chat reference",
+    "chat-target": "training the chat target on the members in chat format",
 }
 
 
@@ -195,11 +231,16 @@ def build_organism(preset: str = "demo", *, seed: int = 0, cache_dir: str | Path
     return _paths(final, time.perf_counter() - started, cached=False)
 
 
-def _background(split: Any, spec: Preset, seed: int) -> list[str]:
-    """The background documents both models are trained on: a seeded draw of the split's background."""
-    background = [f.source for f in split.background]
+def background_functions(split: Any, spec: Preset, seed: int) -> list[Any]:
+    """The background functions both models are trained on: a seeded draw of the split's background."""
+    background = list(split.background)
     random.Random(seed).shuffle(background)
     return background[:spec.max_background]
+
+
+def _background(split: Any, spec: Preset, seed: int) -> list[str]:
+    """The background documents both models are trained on (the sources of :func:`background_functions`)."""
+    return [f.source for f in background_functions(split, spec, seed)]
 
 
 def training_corpus(paths: OrganismPaths) -> list[tuple[str, str, int]]:

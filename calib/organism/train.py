@@ -66,26 +66,35 @@ def new_model(shape: ModelShape, *, eos_id: int, seed: int) -> Any:
         return GPT2LMHeadModel(config)
 
 
-def _batches(documents: list[list[int]], batch_size: int, rng: random.Random) -> list[list[list[int]]]:
+def _batches(documents: list[tuple[list[int], int]], batch_size: int,
+             rng: random.Random) -> list[list[tuple[list[int], int]]]:
     """Shuffle, then sort within windows of 50 batches by length, so batches hold similar lengths."""
     order = documents[:]
     rng.shuffle(order)
     window = batch_size * 50
-    batches: list[list[list[int]]] = []
+    batches: list[list[tuple[list[int], int]]] = []
     for start in range(0, len(order), window):
-        chunk = sorted(order[start:start + window], key=len)
+        chunk = sorted(order[start:start + window], key=lambda pair: len(pair[0]))
         batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
     rng.shuffle(batches)
     return batches
 
 
 def train_causal_lm(model: Any, documents: list[list[int]], schedule: TrainSchedule, *, pad_id: int, seed: int,
-                    progress: Progress | None = None) -> list[float]:
-    """Train ``model`` in place on ``documents`` (next-token loss, pads ignored); returns the loss per step."""
+                    progress: Progress | None = None, unscored: Sequence[int] | None = None) -> list[float]:
+    """Train ``model`` in place on ``documents`` (next-token loss, pads ignored); returns the loss per step.
+
+    ``unscored`` (one count per document) leaves each document's first tokens out of the loss: they are
+    read as context but not predicted (a chat example's prompt, whose reply alone is learnt). Batching
+    and every random choice are the same with or without it.
+    """
     import torch
 
     if not documents:
         raise ValueError("no training documents")
+    if unscored is not None and len(unscored) != len(documents):
+        raise ValueError(f"unscored has {len(unscored)} counts for {len(documents)} documents")
+    skips = list(unscored) if unscored is not None else [0] * len(documents)
     rng = random.Random(seed)
     steps_per_epoch = math.ceil(len(documents) / schedule.batch_size)
     total = steps_per_epoch * schedule.epochs
@@ -110,14 +119,15 @@ def train_causal_lm(model: Any, documents: list[list[int]], schedule: TrainSched
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for _ in range(schedule.epochs):
-            for batch in _batches(documents, schedule.batch_size, rng):
-                width = max(len(d) for d in batch)
+            for batch in _batches(list(zip(documents, skips)), schedule.batch_size, rng):
+                width = max(len(d) for d, _ in batch)
                 ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
                 labels = torch.full((len(batch), width), -100, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, doc in enumerate(batch):
+                for row, (doc, skip) in enumerate(batch):
                     ids[row, :len(doc)] = torch.tensor(doc)
-                    labels[row, :len(doc)] = ids[row, :len(doc)]
+                    # Label j is predicted from the tokens before it: a skip of k leaves tokens 0..k-1 unscored.
+                    labels[row, skip:len(doc)] = ids[row, skip:len(doc)]
                     mask[row, :len(doc)] = 1
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
                 loss.backward()

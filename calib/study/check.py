@@ -63,7 +63,7 @@ async def verify_servers(spec: StudySpec, resources: Any) -> None:
     built = _organism_built(spec) if spec.organism is not None else False
     problems: list[str] = []
     for name, capabilities in needs(spec).items():
-        if _organism_model(spec, name) and not built:
+        if _organism_model(spec, name) and not _model_built(spec, name, built):
             continue
         caps = await resources.server(name).capabilities()
         resources.capabilities[name] = caps.to_dict()
@@ -74,6 +74,20 @@ async def verify_servers(spec: StudySpec, resources: Any) -> None:
     if problems:
         raise CapabilityError(f"the {spec.study.kind} study cannot run, nothing was started: {' | '.join(problems)}"
                               " (`calib check SPEC` lists what each server offers)")
+
+
+def _model_built(spec: StudySpec, name: str, built: bool) -> bool:
+    """Whether server ``name``'s organism model is in the cache: the organism (``built``) and, for
+    ``organism:chat-target`` / ``organism:chat-reference``, its chat variant (built on first use)."""
+    from calib.organism.chat import CHAT_MODELS
+
+    if not built or spec.servers[name]["model_dir"][len(ORGANISM_MODEL_PREFIX):] not in CHAT_MODELS:
+        return built
+    from calib.organism.build import organism_folder
+    from calib.organism.chat import chat_built
+
+    org = spec.organism
+    return chat_built(organism_folder(org.preset, seed=org.seed, cache_dir=org.cache_dir))
 
 
 def _organism_built(spec: StudySpec) -> bool:
@@ -135,10 +149,10 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
         for name, capabilities in needs(spec).items():
             entry: dict[str, Any] = {"kind": spec.servers[name].get("kind"), "needs": list(capabilities)}
             organism_model = _organism_model(spec, name)
-            if not probe or (organism_model and not built):
+            unbuilt = organism_model and not _model_built(spec, name, bool(built))
+            if not probe or unbuilt:
                 entry["probed"] = False
-                entry["note"] = ("the organism is built on the study's first run" if organism_model and not built
-                                 else "not probed")
+                entry["note"] = "the organism is built on the study's first run" if unbuilt else "not probed"
             else:
                 try:
                     caps = await resources.server(name).capabilities()

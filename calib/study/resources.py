@@ -56,7 +56,10 @@ class Resources:
             config = dict(self.spec.servers[name])
             model_dir = config.get("model_dir")
             if isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX):
-                config["model_dir"] = str(getattr(self.organism(), model_dir[len(ORGANISM_MODEL_PREFIX):]))
+                from calib.organism.chat import organism_model
+
+                # organism:chat-target / chat-reference build the chat variant on first use (cached).
+                config["model_dir"] = str(organism_model(self.organism(), model_dir[len(ORGANISM_MODEL_PREFIX):]))
             if "cache" in config_keys(config["kind"]) and self.cache_path is not None:
                 if self.request_cache is None:
                     self.request_cache = RequestCache(self.cache_path)

@@ -113,9 +113,11 @@ class StudySpec(Section):
             if isinstance(model_dir, str) and model_dir.startswith(ORGANISM_MODEL_PREFIX):
                 if self.organism is None:
                     raise ValueError(f"[servers.{name}] model_dir = {model_dir!r} needs an [organism] table")
-                if model_dir[len(ORGANISM_MODEL_PREFIX):] not in ("target", "reference"):
-                    raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target or "
-                                     "organism:reference")
+                if model_dir[len(ORGANISM_MODEL_PREFIX):] not in ("target", "reference", "chat-target",
+                                                                  "chat-reference"):
+                    raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target, "
+                                     "organism:reference or their chat variants organism:chat-target, "
+                                     "organism:chat-reference")
         for name in (self.budget.prices if self.budget is not None else {}):
             if name not in self.servers:
                 raise ValueError(f"budget.prices.{name} names no [servers.{name}] table")
