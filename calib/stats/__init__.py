@@ -50,10 +50,12 @@ from calib.stats.counterfactual import (
     wide_from_long,
 )
 from calib.stats.intervals import (
+    IndependentDifference,
     PairedDifference,
     ProportionInterval,
     ShiftedInterval,
     clopper_pearson,
+    independent_difference,
     paired_difference,
 )
 from calib.stats.multiple import (
@@ -98,6 +100,7 @@ __all__ = [
     "ControlsPlan",
     "CounterfactualRates",
     "FprLaw",
+    "IndependentDifference",
     "LONG_COLUMNS",
     "LogisticFit",
     "OperatingPoint",
@@ -127,6 +130,7 @@ __all__ = [
     "evaluate_proxy",
     "fpr_law",
     "generation_probability",
+    "independent_difference",
     "jensen_shannon",
     "log10_min_probability_within",
     "logistic_regression",

@@ -17,10 +17,12 @@ from ._checks import check_confidence, check_count
 from .result import Result
 
 __all__ = [
+    "IndependentDifference",
     "PairedDifference",
     "ProportionInterval",
     "ShiftedInterval",
     "clopper_pearson",
+    "independent_difference",
     "paired_difference",
 ]
 
@@ -137,6 +139,79 @@ class PairedDifference(Result):
     n00: int
     confidence: float
     method: str
+
+
+@dataclass(frozen=True)
+class IndependentDifference(Result):
+    """The difference p1 − p2 of two proportions measured on two independent samples (members, controls).
+
+    Attributes
+    ----------
+    estimate : float
+        ``k1 / n1 - k2 / n2``.
+    low, high : float
+        Newcombe's hybrid score interval, inside [-1, 1].
+    k1, n1, k2, n2 : int
+        Successes and trials of each sample.
+    p_value : float
+        Two-sided Fisher exact test of p1 = p2 (the conditional test of the 2×2 table).
+    confidence : float
+        The confidence level.
+    method : str
+        ``"newcombe-independent"``.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    k1: int
+    n1: int
+    k2: int
+    n2: int
+    p_value: float
+    confidence: float
+    method: str
+
+
+def independent_difference(k1: int, n1: int, k2: int, n2: int,
+                           confidence: float = 0.95) -> IndependentDifference:
+    """Interval and test for p1 − p2 from two independent binomial samples (k1 of n1, k2 of n2).
+
+    With Wilson score limits (l_i, u_i) of each proportion, Newcombe's hybrid score interval is
+
+        low  = p1 − p2 − sqrt((p1 − l1)² + (u2 − p2)²)
+        high = p1 − p2 + sqrt((u1 − p1)² + (p2 − l2)²)
+
+    (Newcombe 1998, method 10 for unpaired samples; statsmodels' ``confint_proportions_2indep`` with
+    ``method="newcomb"`` gives the same limits). ``p_value`` is Fisher's exact test of equal proportions
+    (scipy.stats.fisher_exact, two-sided), which holds its level at any sample size.
+
+    Raises
+    ------
+    ValueError
+        Naming ``k1``, ``n1``, ``k2``, ``n2`` or ``confidence`` when it is out of range.
+
+    References
+    ----------
+    R. G. Newcombe (1998). Interval estimation for the difference between independent proportions:
+    comparison of eleven methods. *Statistics in Medicine* 17(8):873–890.
+    """
+    n1, n2 = check_count("n1", n1, minimum=1), check_count("n2", n2, minimum=1)
+    k1, k2 = check_count("k1", k1), check_count("k2", k2)
+    for name, k, n in (("k1", k1, n1), ("k2", k2, n2)):
+        if k > n:
+            raise ValueError(f"{name} must be an integer in [0, {n}], got {k}")
+    conf = check_confidence(confidence)
+    z = float(stats.norm.ppf(1.0 - (1.0 - conf) / 2.0))
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = _wilson(k1, n1, z)
+    l2, u2 = _wilson(k2, n2, z)
+    d = p1 - p2
+    low = max(-1.0, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))
+    high = min(1.0, d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
+    p_value = float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="two-sided").pvalue)
+    return IndependentDifference(estimate=d, low=low, high=high, k1=k1, n1=n1, k2=k2, n2=n2, p_value=p_value,
+                                 confidence=conf, method="newcombe-independent")
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> ProportionInterval:

@@ -247,3 +247,51 @@ def test_paired_difference_rejects_empty_table() -> None:
 def test_paired_difference_rejects_bad_confidence(confidence: object) -> None:
     with pytest.raises(ValueError, match="confidence"):
         paired_difference(1, 2, 3, 4, confidence)  # type: ignore[arg-type]
+
+
+# --- Newcombe's difference of independent proportions ------------------------------------------------
+
+# R. G. Newcombe (1998), Statistics in Medicine 17:873–890, Table II, method 10 (hybrid score, no continuity
+# correction): examples (a), (b), (d), (e), limits to four decimals.
+NEWCOMBE_1998_TABLE_II = [
+    ((56, 70, 48, 80), (0.0524, 0.3339)),
+    ((9, 10, 3, 10), (0.1705, 0.8090)),
+    ((5, 56, 0, 29), (-0.0381, 0.1926)),
+    ((0, 10, 0, 20), (-0.1611, 0.2775)),
+]
+
+
+@pytest.mark.parametrize("counts,limits", NEWCOMBE_1998_TABLE_II)
+def test_independent_difference_reproduces_newcombes_table(counts, limits):
+    from calib.stats.intervals import independent_difference
+
+    got = independent_difference(*counts)
+    assert (round(got.low, 4), round(got.high, 4)) == limits
+    assert got.estimate == pytest.approx(counts[0] / counts[1] - counts[2] / counts[3])
+
+
+@given(n1=st.integers(1, 60), n2=st.integers(1, 60), data=st.data(),
+       confidence=st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+@settings(max_examples=200, deadline=None)
+def test_independent_difference_matches_statsmodels_and_scipy(n1, n2, data, confidence):
+    from scipy.stats import fisher_exact
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    from calib.stats.intervals import independent_difference
+
+    k1, k2 = data.draw(st.integers(0, n1)), data.draw(st.integers(0, n2))
+    got = independent_difference(k1, n1, k2, n2, confidence)
+    low, high = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff", alpha=1 - confidence)
+    assert got.low == pytest.approx(max(-1.0, float(low)), abs=1e-12)
+    assert got.high == pytest.approx(min(1.0, float(high)), abs=1e-12)
+    assert got.low <= got.estimate <= got.high
+    assert got.p_value == pytest.approx(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
+
+
+@pytest.mark.parametrize("args,name", [((3, 2, 0, 5), "k1"), ((0, 5, 6, 5), "k2"), ((0, 0, 0, 5), "n1"),
+                                       ((0, 5, -1, 5), "k2")])
+def test_independent_difference_rejects_bad_counts(args, name):
+    from calib.stats.intervals import independent_difference
+
+    with pytest.raises(ValueError, match=name):
+        independent_difference(*args)

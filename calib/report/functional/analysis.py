@@ -69,7 +69,7 @@ def _consistency(run: RunData, frame: pl.DataFrame) -> dict[str, Any]:
     return {"claims_rows": run.claims.height, "disagreements": len(bad), "sample_ids": bad[:10]}
 
 
-def _headline(groups: list[dict[str, Any]]) -> dict[str, Any]:
+def _headline(groups: list[dict[str, Any]], confidence: float) -> dict[str, Any]:
     everything = groups[0]
     control = next((g for g in groups if g["membership"] == "control" and g["kind"] is None), None)
     return {
@@ -80,7 +80,34 @@ def _headline(groups: list[dict[str, Any]]) -> dict[str, Any]:
         "controls": None if control is None else {
             "textually_memorized": control["rates"]["text_counterfactual"],
             "functionally_memorized": control["rates"]["func_memorized"]},
+        "members_vs_controls": _members_vs_controls(groups, confidence),
     }
+
+
+#: The rates members and controls are compared on (``headline.members_vs_controls``): key -> rate key.
+_COMPARED = {"reproduced": "text_target", "textual": "text_counterfactual", "functional": "func_memorized"}
+
+
+def _members_vs_controls(groups: list[dict[str, Any]], confidence: float) -> dict[str, Any] | None:
+    """Members against controls (never trained on): the difference of each rate, Newcombe's interval, Fisher's p.
+
+    Controls measure what the prompts, the rule and the task make likely without training, so only the
+    difference is evidence of memorization (the extraction paper's matched comparison); the claim is
+    positive when the interval of the textual or functional difference lies above 0.
+    """
+    from calib.stats import independent_difference
+
+    member = next((g for g in groups if g["membership"] == "member" and g["kind"] is None), None)
+    control = next((g for g in groups if g["membership"] == "control" and g["kind"] is None), None)
+    if member is None or control is None:
+        return None
+    out: dict[str, Any] = {}
+    for key, rate in _COMPARED.items():
+        m, c = member["rates"][rate], control["rates"][rate]
+        out[key] = (None if m is None or c is None else
+                    independent_difference(m["k"], m["n"], c["k"], c["n"], confidence).to_dict())
+    out["claim"] = any(out[key] is not None and out[key]["low"] > 0 for key in ("textual", "functional"))
+    return out
 
 
 def analyze_run(run: RunData) -> Analysis:
@@ -108,7 +135,7 @@ def analyze_run(run: RunData) -> Analysis:
         "study": methods["study"],
         "operating_point": analyze,
         "counts": sample_counts(frame),
-        "headline": _headline(groups),
+        "headline": _headline(groups, analyze["confidence"]),
         "funnel": funnel(run, frame),
         "groups": groups,
         "reasons": reason_counts(run, frame),

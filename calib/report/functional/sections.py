@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
-from calib.report.format import DASH, number, rate_cell, rate_text, setting_pct, sim
+from calib.report.format import DASH, number, pct, rate_cell, rate_text, setting_pct, sim
 from calib.report.functional.analysis import Analysis
 from calib.report.functional.counts import nothing_measured
 from calib.report.functional.duplication import duplication_blocks
@@ -50,6 +50,7 @@ def _headline(summary: dict[str, Any]) -> list[Block]:
         items.append("**Controls** (never trained on, so target-only rates on them estimate the false-positive level):"
                      f" textual {rate_text(head['controls']['textually_memorized'], of='scored controls')}; functional "
                      f"{rate_text(head['controls']['functionally_memorized'], of='conclusive controls')}.")
+    items += _membership_items(summary)
     items.append(f"**Samples**: {counts['samples']} audited; {counts['conclusive']} conclusive; "
                  f"{counts['inconclusive']} inconclusive (the execution of x did not meet the validity criteria: left "
                  f"out of functional counts, never counted as non-matches); {counts['unscored']} unscored (a completion"
@@ -67,6 +68,48 @@ def _headline(summary: dict[str, Any]) -> list[Block]:
                                 f"similarities and executions tables for {consistency['disagreements']} sample(s) "
                                 f"(first: {ids}); this report uses the recomputed verdicts."))
     return blocks
+
+
+_COMPARED_LABELS = {"reproduced": "near-verbatim reproduction by the target",
+                    "textual": "textual memorization (counterfactual)",
+                    "functional": "functional memorization (counterfactual)"}
+
+
+def _difference(d: dict[str, Any]) -> str:
+    return (f"{pct(d['k1'] / d['n1'])} of members ({d['k1']}/{d['n1']}) against {pct(d['k2'] / d['n2'])} of "
+            f"controls ({d['k2']}/{d['n2']}): difference {pct(d['estimate'])}, {setting_pct(d['confidence'])} "
+            f"interval {pct(d['low'])} to {pct(d['high'])}, Fisher exact p = {d['p_value']:.3g}")
+
+
+def _membership_items(summary: dict[str, Any]) -> list[str]:
+    """Members against controls (docs/report.md ``headline.members_vs_controls``), and why a rule that shows the
+    answer yields no claim."""
+    compared = summary["headline"].get("members_vs_controls")
+    if compared is None:
+        return []
+    parts = [f"{label}: {_difference(compared[key])}" for key, label in _COMPARED_LABELS.items()
+             if compared.get(key) is not None]
+    if not parts:
+        return []
+    verdict = ("members are memorized beyond what controls show (the interval of a counterfactual difference lies "
+               "above 0)" if compared["claim"] else
+               "no memorization is claimed: no counterfactual difference has an interval above 0")
+    items = ["**Members against controls** (controls were never trained on, so they measure what the prompts and "
+             "the task make likely; only the difference is evidence): " + "; ".join(parts) + f". Calibrated claim: "
+             f"{verdict}."]
+    rule = (summary["methods"].get("decoding") or {}).get("rule")
+    reproduced = compared.get("reproduced")
+    if isinstance(rule, dict) and rule.get("shows_suffix") and reproduced is not None:
+        equal = reproduced["p_value"] >= 1 - reproduced["confidence"]
+        items.append(f"**Why the rule `{rule.get('name')}` decides nothing**: it shows the model the code it should "
+                     "produce, so a model can reproduce any function, trained on or not, by copying. "
+                     + ("Members and controls were reproduced at statistically equal rates "
+                        f"(p = {reproduced['p_value']:.3g}), so reproduction under this rule is not evidence of "
+                        "training and the calibrated claim rests on the difference alone."
+                        if equal else
+                        f"Members and controls were reproduced at different rates (p = {reproduced['p_value']:.3g}): "
+                        "the difference, not the reproduction, carries any claim."))
+    return items
 
 
 def _rates(analysis: Analysis) -> list[Block]:

@@ -140,6 +140,39 @@ def test_headline_and_overlaps(rendered):
     assert_interval(verbatim_member["rates"]["func_memorized"], 2, 8)
 
 
+def test_members_are_compared_with_controls(rendered):
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    summary = rendered["summary"]
+    compared = summary["headline"]["members_vs_controls"]
+    member, control = _group(summary, "member")["rates"], _group(summary, "control")["rates"]
+    for key, rate in (("reproduced", "text_target"), ("textual", "text_counterfactual"),
+                      ("functional", "func_memorized")):
+        m, c = member[rate], control[rate]
+        got = compared[key]
+        assert (got["k1"], got["n1"], got["k2"], got["n2"]) == (m["k"], m["n"], c["k"], c["n"])
+        # independent references: statsmodels' Newcombe interval, scipy's Fisher exact test
+        low, high = confint_proportions_2indep(m["k"], m["n"], c["k"], c["n"], method="newcomb", compare="diff")
+        assert (got["low"], got["high"]) == (pytest.approx(float(low)), pytest.approx(min(1.0, float(high))))
+        assert got["p_value"] == pytest.approx(stats.fisher_exact([[m["k"], m["n"] - m["k"]],
+                                                                   [c["k"], c["n"] - c["k"]]]).pvalue)
+    # 6/27 members against 0/10 controls (textual), 6/23 against 1/9 (functional): both intervals include 0
+    assert (compared["textual"]["k1"], compared["textual"]["n1"]) == (6, 27)
+    assert compared["textual"]["low"] < 0 < compared["textual"]["high"] and compared["claim"] is False
+    md = rendered["md"]
+    assert "**Members against controls**" in md
+    assert "textual memorization (counterfactual): 22.2% of members (6/27) against 0.0% of controls (0/10)" in md
+    assert "Calibrated claim: no memorization is claimed" in md
+    assert "Why the rule" not in md  # the completion route shows no answer
+
+
+def test_a_members_only_run_has_no_comparison(tmp_path):
+    paths = write_report(make_run(tmp_path / "run", variant(DEFAULT, membership="member")))
+    summary = json.loads(paths["summary"].read_text())
+    assert summary["headline"]["members_vs_controls"] is None and summary["headline"]["controls"] is None
+    assert "Members against controls" not in paths["markdown"].read_text()
+
+
 def test_the_report_states_the_headline_numbers(rendered):
     md = rendered["md"]
     assert "16.2% of scored samples (6/37; 95% CI 6.2%–32.0%)" in md
