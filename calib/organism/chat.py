@@ -1,15 +1,9 @@
 """The organism's chat variant: the organism rebuilt in chat format, with the same members and controls.
 
-The base organism is a completion model: prompted with a signature at the start of its context it
-continues the function. A chat-only audit (a functional study with ``generation.route = "chat"``)
-sends the same prompt through a *prompt-selection rule* (:mod:`calib.data.rules`) and the model's chat
-template. The base target's memorization does not survive that: its members are tied to their
-positions from the start of the context, and a single token before the signature or between the
-signature and the body (``<|user|>``, ``<|assistant|>``) takes it away (teacher-forced loss of the tiny
-target's verbatim member bodies: 0.01 nats per token as trained, about 3 with one end-of-text token
-in front, 3.4 through the natural rule's chat prompt; a fine-tune on chat-formatted background does not
-bring it back and erases the completion memory). So the chat variant repeats the organism's
-construction in chat format:
+A chat-only audit (``generation.route = "chat"``) sends the prompt through a prompt-selection rule
+(:mod:`calib.data.rules`) and the chat template, and the base target's memory, tied to positions from
+the start of its context, does not survive a single token before the signature (docs/organism.md, "The
+chat variant", gives the losses). So the chat variant repeats the organism's construction in chat format:
 
 * ``chat-reference`` is the reference after a short fine-tune (``Preset.chat``) on chat examples made
   **only** from background functions — functions the reference was trained on, never a member and
