@@ -14,10 +14,17 @@ __all__ = ["organism_tiny", "organism_tiny_chat", "served_model", "tiny_model_di
 
 @pytest.fixture(scope="session")
 def organism_tiny(tmp_path_factory: pytest.TempPathFactory):
-    """The ``tiny`` organism (reference and target models with known members), built once (~40 s)."""
+    """The ``tiny`` organism (reference and target models with known members), built once (~40 s).
+
+    ``CALIB_TEST_CACHE=DIR`` builds it (and its chat variant) in DIR and reuses it across test sessions (a
+    developer's shortcut; the cache key still decides whether a build is current). CI leaves it unset.
+    """
+    import os
+
     from calib.organism.build import build_organism
 
-    return build_organism("tiny", seed=0, cache_dir=tmp_path_factory.mktemp("calib-cache"))
+    cache = os.environ.get("CALIB_TEST_CACHE") or tmp_path_factory.mktemp("calib-cache")
+    return build_organism("tiny", seed=0, cache_dir=cache)
 
 
 @pytest.fixture(scope="session")

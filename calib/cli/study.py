@@ -53,12 +53,14 @@ def study(spec: Path, run_dir: Path | None, stage: str | None, limit: int | None
 @click.command("check")
 @click.argument("spec", type=_SPEC)
 @click.option("--no-probe", is_flag=True, help="Validate the spec only; do not contact any server.")
+@click.option("--estimate", is_flag=True,
+              help="Also estimate the requests, tokens and cost each stage will ask of each server (no generation).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
-def check(spec: Path, no_probe: bool, as_json: bool) -> None:
+def check(spec: Path, no_probe: bool, estimate: bool, as_json: bool) -> None:
     """Validate SPEC, probe every server it names, and say what will run."""
     from calib.study import check_study
 
-    found = check_study(spec, probe=not no_probe)
+    found = check_study(spec, probe=not no_probe, estimate=estimate)
     if as_json:
         click.echo(json.dumps(found))
     else:
@@ -81,5 +83,11 @@ def check(spec: Path, no_probe: bool, as_json: bool) -> None:
                        f"{', '.join(entry['needs'])}: {state}")
             if "allows" in entry:
                 click.echo(f"    allows: {'; '.join(entry['allows']) or 'nothing calib uses'}")
+        if found.get("estimate") is not None:
+            from calib.study.estimate import render
+
+            click.echo("\n".join(render(found["estimate"])))
+        elif estimate:
+            click.echo(f"  estimate: the {found['kind']} study kind gives none")
     if not found["ok"]:
         raise click.exceptions.Exit(2)

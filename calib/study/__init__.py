@@ -76,9 +76,10 @@ def _nothing_measured(spec: StudySpec, run: Any, *, finished: bool) -> str | Non
     return empty(json.loads(summary.read_text(encoding="utf-8")))
 
 
-def check_study(spec_path: str | Path, *, probe: bool = True) -> dict[str, Any]:
-    """Validate the spec and probe every server it names; what would run, without running it."""
+def check_study(spec_path: str | Path, *, probe: bool = True, estimate: bool = False) -> dict[str, Any]:
+    """Validate the spec and probe every server it names; what would run, without running it
+    (``estimate``: and what it will ask of the servers, :mod:`calib.study.estimate`)."""
     from calib.study.check import check
 
     spec = load_spec(spec_path)
-    return asyncio.run(check(spec, probe=probe))
+    return asyncio.run(check(spec, probe=probe, estimate=estimate))

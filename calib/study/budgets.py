@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["budget_after_refusal", "completion_budgets", "context_refusal"]
+__all__ = ["ask_chat", "budget_after_refusal", "completion_budgets", "context_refusal"]
 
 _LIMIT = re.compile(r"maximum context length is (\d+)")
 # "(100 in the prompt, 500 in the completion)" / "(100 in the messages, ...)": vLLM before 0.8, the
@@ -56,3 +56,22 @@ def budget_after_refusal(message: str, asked: int) -> int | None:
     limit, used = refusal
     budget = limit - used
     return budget if 1 <= budget < asked else None
+
+
+async def ask_chat(server: Any, messages: list[Any], params: Any) -> tuple[Any, int | None]:
+    """One chat request; a context-length refusal is asked again once with what the host says is left.
+
+    Returns the reply and the lowered ``max_tokens`` (None when the first request was answered): the
+    caller records it (a ``budget_lowered`` event), so that nothing is truncated silently.
+    """
+    from dataclasses import replace
+
+    from calib._exceptions import CalibError
+
+    try:
+        return await server.chat(messages, params=params), None
+    except CalibError as exc:  # RequestFailed is one
+        lower = budget_after_refusal(str(exc), params.max_tokens)
+        if lower is None:
+            raise
+    return await server.chat(messages, params=replace(params, max_tokens=lower)), lower

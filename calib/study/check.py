@@ -131,8 +131,12 @@ def unmatched_globs(spec: StudySpec) -> None:
                                  "paths are read from the spec's folder) or fetch the data first")
 
 
-async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
-    """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability."""
+async def check(spec: StudySpec, *, probe: bool = True, estimate: bool = False) -> dict[str, Any]:
+    """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability.
+
+    ``estimate``: add the ``estimate`` object (:mod:`calib.study.estimate`): requests and tokens per stage
+    and server, and their cost at ``[budget.prices]``; it sends no generation request.
+    """
     from calib.servers.base import CapabilityError, ServerError, allowed_procedures, missing, require
     from calib.study.resources import Resources
 
@@ -173,6 +177,11 @@ async def check(spec: StudySpec, *, probe: bool = True) -> dict[str, Any]:
             total = truth.filter(pl.col("kind").is_in(list(spec.data.kinds))).height
             total += _extra_controls(spec, set(truth["source"]))
             report["samples"] = total if not spec.data.limit else min(total, spec.data.limit)
+        if estimate:
+            from calib.study.estimate import estimate_study
+
+            caps = {name: entry.get("capabilities") for name, entry in report["servers"].items()}
+            report["estimate"] = await estimate_study(spec, resources, caps)
     finally:
         await resources.aclose()
     return report

@@ -2,7 +2,7 @@
 
 A :class:`StudyKind` record says everything the study core needs of a kind: its name, its own spec
 section (or None), its stages for a spec, the tables it writes, how its report is made and, for
-``calib check``, what it needs of each server and what it measures. Built-in
+``calib check``, what it needs of each server, what it measures and what it will ask of the servers. Built-in
 kinds register themselves when their package (``calib.study.<kind>``) is imported; a third-party kind
 registers through the ``calib.study_kinds`` entry-point group, its entry point naming the record
 (docs/architecture.md, "Adding a plugin"). No kind imports another; all of them import the study core.
@@ -10,7 +10,7 @@ registers through the ``calib.study_kinds`` entry-point group, its entry point n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,11 @@ class StudyKind:
         ``empty(summary)``: why a finished run measured nothing, in one sentence naming the dominant
         cause, read from its report's summary.json; None when it measured something. ``calib study``
         then exits 3. None (the field): the kind makes no such claim.
+    estimate:
+        ``await estimate(spec, resources, caps)``: for ``calib check --estimate``, the requests and tokens
+        each of the kind's stages will ask of each server (a :class:`calib.study.estimate.Estimate`);
+        ``caps`` maps a server's name to its probed capabilities (None: not probed). It may run the
+        kind's offline stage to count samples but sends no generation request. None: no estimate.
     """
 
     name: str
@@ -79,6 +84,7 @@ class StudyKind:
     needs: Callable[[Any], dict[str, list[str]]] | None = None
     describe: Callable[[Any], dict[str, Any]] | None = None
     empty: Callable[[dict[str, Any]], str | None] | None = None
+    estimate: Callable[[Any, Any, dict[str, Any]], Awaitable[Any]] | None = None
 
     def __call__(self) -> StudyKind:
         """The record itself: a registry entry is a factory, and a kind needs no building."""

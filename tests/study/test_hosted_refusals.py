@@ -93,7 +93,8 @@ def test_a_chat_only_target_is_refused_before_any_stage_with_every_missing_capab
     assert found["servers"]["reference"]["missing"] == [] and "error" not in found["servers"]["reference"]
     # what each server's capabilities allow (calib.servers.base.PROCEDURE_NEEDS): the chat-only host chat (and the
     # embeddings route it forwards), nothing that completes, counts tokens or scores
-    assert target["allows"] == ["functional, chat route (a prompt-selection rule)", "judge, llm executor",
+    assert target["allows"] == ["functional, chat route (a prompt-selection rule)",
+                                "probes generations, chat route (a prompt-selection rule)", "judge, llm executor",
                                 "embedding metric, semantic near-duplicates"]
     allows = found["servers"]["reference"]["allows"]  # calib serve itself: completions, tokenizer, log-probs
     assert {"functional, completion route", "functional prompts cut by the server's tokenizer",

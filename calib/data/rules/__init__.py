@@ -87,6 +87,11 @@ class PromptRule:
         """What identifies the rule in a cache key or a report: name, version and the file's SHA-256."""
         return {"name": self.name, "version": self.version, "sha256": self.sha256}
 
+    def record(self) -> dict[str, Any]:
+        """What a run's manifest records of the rule (``generation.rule``): the fingerprint and how it works."""
+        return {**self.fingerprint(), "description": self.description, "reply": self.reply,
+                "shows_suffix": self.shows_suffix}
+
 
 def _after_line(code: str, last: str) -> str:
     """``code`` after its first line equal (stripped) to ``last``; all of it, as a new line, when there is none."""

@@ -15,6 +15,7 @@ import polars as pl
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from calib.report.extraction.empty import EMPTY_NOTE, nothing_measured
 from calib.report.extraction.figures import budget_figure, calibration_figure, margin_figure, score_figure
+from calib.report.extraction.sampled import sampled_blocks
 from calib.report.extraction.summary import groups_of, removed, where
 from calib.report.format import (
     DASH,
@@ -29,7 +30,13 @@ from calib.report.format import (
     rate_cell,
     setting_pct,
 )
-from calib.report.procedure import BINARY_PROCEDURES, procedure_order, provenance_blocks, statement_blocks
+from calib.report.procedure import (
+    BINARY_PROCEDURES,
+    procedure_order,
+    provenance_blocks,
+    statement_blocks,
+    tokenizer_text,
+)
 from calib.report.run import RunTables
 
 __all__ = ["REFERENCES", "extraction_blocks", "level"]
@@ -376,7 +383,8 @@ def _methods(summary: dict[str, Any]) -> list[Block]:
                 "budgets n ∈ {" + ", ".join(count(b) for b in s["budgets"]) + "} at c = "
                 f"{setting_pct(s['budget_confidence'])}",
                 "decontaminate: " + (", ".join(f"`{d}`" for d in s["decontaminate"]) or "none"),
-                f"contamination review: {s['review']} controls per procedure"]
+                f"contamination review: {s['review']} controls per procedure",
+                f"windows cut with {tokenizer_text(summary['procedure'])}"]
     return [Heading(2, "Methods", "methods"), Heading(3, "Data", "methods-data"), Paragraph(text),
             Table(("role", "procedure", "ℓ_s", "scored windows", "unscored", "why unscored"), rows, "scored-table",
                   "Scores per procedure."),
@@ -403,4 +411,4 @@ def extraction_blocks(run: RunTables, summary: dict[str, Any]) -> list[Block]:
         primary[h["procedure"]] = value if primary.get(h["procedure"], value) == value else None
     return [*_title(summary), *statement_blocks(summary["procedure"], census=False), *_headline(summary),
             *_sweep(summary, primary), *_scores(run, summary), *_margins(run, summary), *_multiple(summary),
-            *_paired(summary), *_budgets(summary), *_review(summary), *_methods(summary)]
+            *_paired(summary), *_budgets(summary), *sampled_blocks(summary), *_review(summary), *_methods(summary)]

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from calib._exceptions import InputError
+from calib.report.extraction.sampled import sampled_summary
 from calib.report.format import power
 from calib.report.procedure import (
     BINARY_PROCEDURES,
@@ -345,6 +346,7 @@ def extraction_summary(run: RunTables) -> dict[str, Any]:
         "multiple_testing": multiple,
         "paired": _paired(run, settings),
         "budgets": _budgets(run, settings),
+        "sampled": sampled_summary(run),
         "review": _review(run, settings),
         "consistency": _consistency(run, headline),
         "provenance": provenance(run),

@@ -7,6 +7,7 @@ from typing import Any
 
 from calib.report.document import Block, Bullets, Heading, Paragraph, Table
 from calib.report.format import DASH, number, setting_pct
+from calib.report.procedure import rule_sentence
 from calib.report.record import run_record_blocks
 
 __all__ = ["DUPLICATION_REFERENCES", "REFERENCES", "methods_section"]
@@ -63,7 +64,7 @@ def _prompting(methods: dict[str, Any]) -> list[Block]:
             f"the code preceding x in its file ({_counted_by(prompt.get('tokenizer'))}), then x's signature. "
             f"They complete it with {how}, at most {number(dec['max_tokens'])} new tokens; stop sequences: {stop}. "
             "A function is parsed from each completion.")
-    text += _rule_sentence(dec)
+    text += rule_sentence(dec)
     for b in dec.get("budgets") or []:
         if b["tokenizer"]:
             how_counted = "lowered ahead to what its context leaves after the prompt, counted with its tokenizer"
@@ -94,30 +95,6 @@ def _counted_by(tokenizer: dict[str, Any] | None) -> str:
         return (f"counted with the local tokenizer file `{Path(str(tokenizer.get('path'))).name}` (SHA-256 "
                 f"{str(tokenizer.get('sha256'))[:12]}...)")
     return "counted with the target server's tokenizer"
-
-
-_REPLY = {"raw": "the reply is taken as the continuation as it is",
-          "code_block": "the continuation is read from the reply's first fenced code block, after the prompt's last "
-                        "line where the block repeats it",
-          "first_function": "the continuation is read from the reply after the prompt's last line (the signature)"}
-
-
-def _rule_sentence(dec: dict[str, Any]) -> str:
-    """What the chat route changes (docs/hosted.md "Generation through chat"); nothing on the completion route."""
-    rule = dec.get("rule")
-    if dec.get("route") != "chat" or not isinstance(rule, dict):
-        return ""
-    text = (f" Both models were asked through their chat route, the prompt turned into chat messages by the "
-            f"prompt-selection rule `{rule.get('name')}` version {number(rule.get('version'))} "
-            f"({rule.get('description')}; file SHA-256 {str(rule.get('sha256'))[:12]}...); "
-            f"{_REPLY.get(rule.get('reply'), 'the reply is read back')}. "
-            "The rule is applied identically to every sample and both models, so the reference model measures what "
-            "the rule itself makes likely.")
-    if rule.get("shows_suffix"):
-        text += (" This rule shows the model the code it should produce (the extraction paper's cautionary "
-                 "experiment, §A.1 and §H.2): a reproduction under it is copying, not evidence of memorization, and "
-                 "only the difference between the target and the reference model carries a claim.")
-    return text
 
 
 def _data(methods: dict[str, Any], funnel: list[dict[str, Any]]) -> list[Block]:

@@ -14,7 +14,7 @@ from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Ta
 from calib.report.format import DASH, fixed, number, plain_text, setting_pct
 from calib.report.probes.empty import nothing_measured
 from calib.report.probes.figures import codec_figure, entropy_figure, jsd_figure, pass_at_1_figure
-from calib.report.procedure import provenance_blocks
+from calib.report.procedure import provenance_blocks, rule_sentence
 
 __all__ = ["REFERENCES", "probes_blocks"]
 
@@ -102,7 +102,10 @@ def _procedure(summary: dict[str, Any]) -> list[Block]:
         f"**Generation**: n = {number(s['n'])} completions per task and condition at temperature "
         f"{number(s['temperature'])} (at most {number(s['max_tokens'])} tokens, `{s['style']}` prompts); each "
         f"program is run against the condition's tests in the sandbox ({number(s['test_timeout'])} s per test) and "
-        "passes when every test passes.",
+        "passes when every test passes." + rule_sentence(
+            (summary.get("methods") or {}).get("generation"), models="The panel's models",
+            each="every task, condition and model", baseline="a change between conditions or models is not the rule's"
+            " doing"),
         f"**pass@k** (k = {ks}): the unbiased estimator 1 − C(n − c, k)/C(n, k) per problem with c passing of n "
         "generations, averaged over problems (Chen et al. 2021, eq. 1). Each condition is scored on the tasks it "
         "applies to, and compared with the original **on the same tasks**.",

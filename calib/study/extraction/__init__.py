@@ -63,6 +63,12 @@ def _describe(spec: Any) -> dict[str, Any]:
     return describe(spec)
 
 
+async def _estimate(spec: Any, resources: Any, caps: dict[str, Any]) -> Any:
+    from calib.study.extraction.estimate import estimate
+
+    return await estimate(spec, resources, caps)
+
+
 def _empty(summary: dict[str, Any]) -> str | None:
     from calib.study.extraction.check import nothing_measured
 
@@ -72,7 +78,8 @@ def _empty(summary: dict[str, Any]) -> str | None:
 #: The ``extraction`` kind's record.
 EXTRACTION = KINDS.register("extraction")(
     StudyKind("extraction", "extraction", _extraction_stages, _extraction_tables, _extraction_report,
-              needs=_needs, describe=_describe, empty=_empty))
+              needs=_needs, describe=_describe, empty=_empty, estimate=_estimate))
 #: The ``census`` kind's record.
 CENSUS = KINDS.register("census")(StudyKind("census", "census", _census_stages, _census_tables, _census_report,
-                                                         needs=_needs, describe=_describe, empty=_empty))
+                                                         needs=_needs, describe=_describe, empty=_empty,
+                                                         estimate=_estimate))

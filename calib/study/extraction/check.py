@@ -10,20 +10,24 @@ __all__ = ["describe", "needs", "nothing_measured"]
 def needs(spec: Any) -> dict[str, list[str]]:
     """Server name -> the capabilities beyond completion (``calib.servers.base.Capabilities`` fields)."""
     from calib.study.kinds import Needs
+    from calib.study.sections.extraction import GENERATION_ONLY
 
     need = Needs()
     add = need.add
-    # windows are cut with the target's tokenizer; every model scores them by teacher forcing
-    add(spec.models.target, "tokenize")
+    e = spec.extraction
+    logprob = [p for p in e.procedures if p not in GENERATION_ONLY]
+    if spec.prompt.tokenizer == "server":
+        add(spec.models.target, "tokenize")  # windows are cut with the target's tokenizer
     for name in (spec.models.target, spec.models.reference):
         if name is None:
             continue
-        add(name, "scoring")
-        add(name, "tokenize")
-        if any(float(t) != 1.0 for t in spec.extraction.temperatures) and "base" in spec.extraction.procedures:
+        if logprob:  # teacher-forced log-probs of the suffix's tokens, re-tokenized by each model's server
+            add(name, "scoring")
+            add(name, "tokenize")
+        if any(float(t) != 1.0 for t in e.temperatures) and "base" in e.procedures:
             add(name, "full_distribution")
-        if any(p in spec.extraction.procedures for p in ("near_verbatim_greedy", "near_verbatim")):
-            add(name, "complete")  # the near-verbatim procedures generate the suffix greedily
+        if any(p in e.procedures for p in ("near_verbatim_greedy", "near_verbatim", *GENERATION_ONLY)):
+            add(name, "complete")  # near-verbatim, greedy_prefix and sampled generate the suffix
     return need
 
 

@@ -14,11 +14,13 @@ from calib.study.extraction.common import base_name, procedure_names, scored_rol
 from calib.study.extraction.samples import organism_document
 from calib.study.requests import record_requests
 from calib.study.runner import RunOptions, Stage, StageContext
+from calib.study.sections.extraction import GENERATION_ONLY
 from calib.study.spec import ORGANISM_MODEL_PREFIX, StudySpec
 from calib.study.tables import (
     SCORES_SCHEMA,
     WINDOWS_SCHEMA,
 )
+from calib.study.tokenizer_source import token_units, tokenizer_settings, tokenizer_source
 
 __all__ = ["score_window", "scores_stage", "window_starts", "windows_stage"]
 
@@ -32,7 +34,8 @@ def _windows_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     e = spec.extraction
     return {"kind": spec.study.kind, "prefix_tokens": e.prefix_tokens, "suffix_tokens": list(e.suffix_tokens),
             "offset": e.offset, "stride": e.stride if spec.study.kind == "census" else None,
-            "tokenizer": spec.servers[spec.models.target],
+            "tokenizer": spec.servers[spec.models.target] if spec.prompt.tokenizer == "server"
+            else tokenizer_settings(spec.prompt, spec.servers, spec.models.target),
             "pairs": spec.census and [p.model_dump(mode="json") for p in spec.census.pairs]}
 
 
@@ -51,14 +54,14 @@ def window_starts(n_tokens: int, prefix: int, suffix: int, *, census: bool, offs
     return [offset] if offset <= last else []
 
 
-async def _boundaries(server: Any, text: str, ids: list[int], cuts: list[int]) -> dict[int, int | None]:
+async def _boundaries(tokenizer: Any, text: str, ids: list[int], cuts: list[int]) -> dict[int, int | None]:
     """Character offset in ``text`` of each token boundary in ``cuts`` (None where a cut splits a character).
 
     Decodes the pieces between consecutive cuts; where the pieces do not add up to the text exactly (a
     cut inside a multi-byte character), falls back to decoding each whole prefix.
     """
     cuts = sorted(set(cuts))
-    pieces = await asyncio.gather(*(server.detokenize(ids[a:b]) for a, b in zip([0, *cuts[:-1]], cuts)))
+    pieces = await asyncio.gather(*(tokenizer.detokenize(ids[a:b]) for a, b in zip([0, *cuts[:-1]], cuts)))
     out: dict[int, int | None] = {}
     position = 0
     for cut, piece in zip(cuts, pieces):
@@ -72,7 +75,7 @@ async def _boundaries(server: Any, text: str, ids: list[int], cuts: list[int]) -
     for cut in cuts:
         if cut in out:
             continue
-        head = await server.detokenize(ids[:cut])
+        head = await tokenizer.detokenize(ids[:cut])
         out[cut] = len(head) if text.startswith(head) else None
     return out
 
@@ -81,9 +84,12 @@ async def _windows(ctx: StageContext) -> pl.DataFrame:
     spec, e = ctx.spec, ctx.spec.extraction
     census = spec.study.kind == "census"
     samples = ctx.table("samples")
-    name = spec.models.target
-    server = ctx.resources.server(name)
-    await ctx.resources.probe(name)
+    tokenizer, described = await tokenizer_source(spec.prompt, ctx.resources, spec.models.target)
+    ctx.resources.facts["window_tokenizer"] = described
+    # lengths in the tokenizer's units: tokens, or a character budget's characters
+    lp, unit_offset = max(1, token_units(tokenizer, e.prefix_tokens)), token_units(tokenizer, e.offset)
+    stride = max(1, token_units(tokenizer, e.stride))
+    units = {ls: max(1, token_units(tokenizer, ls)) for ls in e.suffix_tokens}
     pairs_of: dict[str, list[str | None]] = {}
     if census:
         by_ref = {}
@@ -99,39 +105,38 @@ async def _windows(ctx: StageContext) -> pl.DataFrame:
                     source = organism_document(truth, ref)[2]
                 pairs_of.setdefault(by_ref[source], []).append(pair.name)
     items = samples.to_dicts()
+    what = "characters" if described["source"] == "chars" else "tokens"
 
     async def one(r: dict[str, Any]) -> list[dict[str, Any]]:
         text = r["function"]
         base = {"sample_id": r["sample_id"], "membership": r["membership"], "kind": r["kind"]}
-        ids = await server.tokenize(text)
+        ids = await tokenizer.tokenize(text)
         documents = pairs_of.get(r["sample_id"], [None]) if census else [None]
         rows: list[dict[str, Any]] = []
         plan = [(s, ls) for ls in e.suffix_tokens
-                for s in window_starts(len(ids), e.prefix_tokens, ls, census=census, offset=e.offset,
-                                       stride=e.stride)]
+                for s in window_starts(len(ids), lp, units[ls], census=census, offset=unit_offset, stride=stride)]
         for ls in e.suffix_tokens:  # a suffix length with no window is recorded, with the reason
             if not any(length == ls for _, length in plan):
-                error = (f"too short: {len(ids)} tokens, a window needs {0 if census else e.offset} + "
-                         f"{e.prefix_tokens} + {ls}")
+                error = (f"too short: {len(ids)} {what}, a window needs {0 if census else unit_offset} + "
+                         f"{lp} + {units[ls]}")
                 rows.extend({**base, "document": d, "prefix_tokens": e.prefix_tokens, "suffix_tokens": ls,
                              "window_id": stable_hash("too short", r["sample_id"], d, e.prefix_tokens, ls),
                              "error": error}
                             for d in documents)
         if not plan:
             return rows
-        cuts = [c for s, ls in plan for c in (s, s + e.prefix_tokens, s + e.prefix_tokens + ls)]
-        offsets = await _boundaries(server, text, ids, cuts)
+        cuts = [c for s, ls in plan for c in (s, s + lp, s + lp + units[ls])]
+        offsets = await _boundaries(tokenizer, text, ids, cuts)
         for s, ls in plan:
-            a, b, c = offsets.get(s), offsets.get(s + e.prefix_tokens), offsets.get(s + e.prefix_tokens + ls)
+            a, b, c = offsets.get(s), offsets.get(s + lp), offsets.get(s + lp + units[ls])
             error = None
             prefix = suffix = None
             if a is None or b is None or c is None:
                 error = "a token boundary splits a character"
             else:
                 prefix, suffix = text[a:b], text[b:c]
-                again = await asyncio.gather(server.tokenize(prefix), server.tokenize(suffix))
-                if (again[0] != ids[s:s + e.prefix_tokens] or again[1] != ids[s + e.prefix_tokens:
-                                                                               s + e.prefix_tokens + ls]):
+                again = await asyncio.gather(tokenizer.tokenize(prefix), tokenizer.tokenize(suffix))
+                if again[0] != ids[s:s + lp] or again[1] != ids[s + lp:s + lp + units[ls]]:
                     error = "the cut does not re-tokenize to the same tokens"
             for d in documents:
                 rows.append({**base, "document": d, "prefix_tokens": e.prefix_tokens, "suffix_tokens": ls,
@@ -159,8 +164,11 @@ async def _windows(ctx: StageContext) -> pl.DataFrame:
 # --- scores -------------------------------------------------------------------------------------
 def _scores_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     e = spec.extraction
-    return {"extraction": e.model_dump(mode="json", exclude={"concurrency", "offset", "stride"}),
-            "servers": {role: spec.servers[name] for role, name in scored_roles(spec)}, "seed": spec.study.seed}
+    out = {"extraction": e.model_dump(mode="json", exclude={"concurrency", "offset", "stride"}),
+           "servers": {role: spec.servers[name] for role, name in scored_roles(spec)}, "seed": spec.study.seed}
+    if any(p in GENERATION_ONLY for p in e.procedures):  # the window tokenizer counts their tokens
+        out["tokenizer"] = tokenizer_settings(spec.prompt, spec.servers, spec.models.target)
+    return out
 
 
 def _log10_sum(a: float, b: float) -> float:
@@ -177,13 +185,29 @@ def _value(log10: float) -> float:
     return 0.0 if log10 == -math.inf else 10.0 ** log10
 
 
-async def score_window(server: Any, prefix: str, suffix: str, spec: StudySpec) -> list[dict[str, Any]]:
+async def score_window(server: Any, prefix: str, suffix: str, spec: StudySpec,
+                       tokenizer: Any = None) -> list[dict[str, Any]]:
     """Every procedure's score of one window by one server: ``procedure, value, log10_value, detail`` rows.
 
     One teacher-forced scoring pass gives the greedy, top-k and base-policy scores; the near-verbatim
     procedures add one greedy generation of ℓ_s tokens (and a scoring pass of it when it differs from
-    the suffix but lies within ε token edits).
+    the suffix but lies within ε token edits). The generation-only procedures (``greedy_prefix``,
+    ``sampled``: :mod:`calib.study.extraction.generated`) only complete, and count tokens with
+    ``tokenizer`` (the window tokenizer; the server's own when None).
     """
+    from calib.study.extraction.generated import generation_scores
+
+    rows: list[dict[str, Any]] = []
+    if any(p not in GENERATION_ONLY for p in spec.extraction.procedures):
+        rows.extend(await _logprob_scores(server, prefix, suffix, spec))
+    if any(p in GENERATION_ONLY for p in spec.extraction.procedures):
+        rows.extend(await generation_scores(server, server if tokenizer is None else tokenizer, prefix, suffix,
+                                            spec))
+    return rows
+
+
+async def _logprob_scores(server: Any, prefix: str, suffix: str, spec: StudySpec) -> list[dict[str, Any]]:
+    """The rows of the procedures that read teacher-forced log-probs (every one but the generation-only ones)."""
     from rapidfuzz.distance import Levenshtein
 
     from calib.servers import SamplingParams
@@ -240,6 +264,10 @@ async def _scores(ctx: StageContext) -> pl.DataFrame:
     for role, name in roles:
         models[role] = (await ctx.resources.probe(name)).get("model") or name
     names = procedure_names(spec)
+    tokenizer = None  # the window tokenizer counts the generation-only procedures' tokens
+    if any(p in GENERATION_ONLY for p in spec.extraction.procedures):
+        tokenizer, described = await tokenizer_source(spec.prompt, ctx.resources, spec.models.target)
+        ctx.resources.facts["window_tokenizer"] = described
     # A cut shared by several windows (a control document of several census pairs) is scored once.
     cuts = windows.group_by(["sample_id", "prefix_tokens", "suffix_tokens", "start_token"], maintain_order=True).agg(
         pl.col("window_id"), pl.col("prefix").first(), pl.col("suffix").first())
@@ -252,7 +280,7 @@ async def _scores(ctx: StageContext) -> pl.DataFrame:
                 "suffix_tokens": item["suffix_tokens"]}
         server = ctx.resources.server(server_of[item["role"]])
         try:
-            got = await score_window(server, item["prefix"], item["suffix"], spec)
+            got = await score_window(server, item["prefix"], item["suffix"], spec, tokenizer)
             rows = [{**head, **row, "error": None} for row in got]
         except (RequestFailed, CalibError, ValueError) as exc:  # one bad window is recorded, never fatal
             why = exc.error if hasattr(exc, "error") else " ".join(str(exc).split())

@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import CalibError
-from calib.study.budgets import budget_after_refusal, completion_budgets
+from calib.study.budgets import ask_chat, budget_after_refusal, completion_budgets
 from calib.study.functional.dedup import dedup_stage
 from calib.study.functional.execute import execute_stage
 from calib.study.functional.measure import analyze_stage, measure_stage
@@ -81,22 +81,13 @@ def _prompt_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
 
 async def _prompt_tokenizer(ctx: StageContext) -> tuple[Any, int, dict[str, Any]]:
     """What counts the context tokens (``[prompt] tokenizer``), the budget in its units, and what it was."""
-    from calib.data.tokenizers import CharTokenizer, FileTokenizer, hub_tokenizer_file
+    from calib.data.tokenizers import CharTokenizer
+    from calib.study.tokenizer_source import tokenizer_source
 
     p = ctx.spec.prompt
-    if p.tokenizer == "chars":
-        chars = CharTokenizer(p.chars_per_token)
-        return chars, chars.budget(p.max_context_tokens), chars.describe()
-    if p.tokenizer in ("file", "hub"):
-        if p.tokenizer == "hub":
-            path, origin = await asyncio.to_thread(hub_tokenizer_file, p.tokenizer_repo, p.tokenizer_revision)
-            local = FileTokenizer(path, origin)
-        else:
-            local = FileTokenizer(Path(p.tokenizer_file))
-        return local, p.max_context_tokens, local.describe()
-    caps = await ctx.resources.probe(ctx.spec.models.target)
-    return (ctx.resources.server(ctx.spec.models.target), p.max_context_tokens,
-            {"source": "server", "server": ctx.spec.models.target, "model": caps.get("model")})
+    tokenizer, described = await tokenizer_source(p, ctx.resources, ctx.spec.models.target)
+    budget = tokenizer.budget(p.max_context_tokens) if isinstance(tokenizer, CharTokenizer) else p.max_context_tokens
+    return tokenizer, budget, described
 
 
 async def _prompt(ctx: StageContext) -> pl.DataFrame:
@@ -141,9 +132,7 @@ def _chat_asker(ctx: StageContext, params: Any, lowered: dict[str, int]) -> Any:
     from calib.servers import ChatMessage, ChatParams, Completion
 
     rule = load_rule(ctx.spec.generation.chat_rule)
-    ctx.resources.facts["generation"] = {"route": "chat", "rule": {**rule.fingerprint(), "description":
-                                                                    rule.description, "reply": rule.reply,
-                                                                    "shows_suffix": rule.shows_suffix}}
+    ctx.resources.facts["generation"] = {"route": "chat", "rule": rule.record()}
     chat_params = ChatParams(max_tokens=params.max_tokens, temperature=params.temperature, stop=params.stop,
                              seed=params.seed)
 
@@ -155,16 +144,11 @@ def _chat_asker(ctx: StageContext, params: Any, lowered: dict[str, int]) -> Any:
             suffix = x[len(signature):] if x.startswith(signature) else "\n" + x
         messages = [ChatMessage(role=m["role"], content=m["content"])
                     for m in rule.messages(row["prompt"], language=row["language"], suffix=suffix)]
-        try:
-            reply = await server.chat(messages, params=chat_params)
-        except CalibError as exc:  # RequestFailed is one
-            lower = budget_after_refusal(str(exc), chat_params.max_tokens)
-            if lower is None:
-                raise
+        reply, lower = await ask_chat(server, messages, chat_params)
+        if lower is not None:
             ctx.event("budget_lowered", sample_id=row["sample_id"], role=role, asked=chat_params.max_tokens,
                       budget=lower)
             lowered[role] = lowered.get(role, 0) + 1
-            reply = await server.chat(messages, params=replace(chat_params, max_tokens=lower))
         return Completion(text=rule.continuation(reply.content, row["prompt"]), finish_reason=reply.finish_reason)
 
     return ask

@@ -43,6 +43,12 @@ def _describe(spec: Any) -> dict[str, Any]:
     return describe(spec)
 
 
+async def _estimate(spec: Any, resources: Any, caps: dict[str, Any]) -> Any:
+    from calib.study.probes.estimate import estimate
+
+    return await estimate(spec, resources, caps)
+
+
 def _empty(summary: dict[str, Any]) -> str | None:
     from calib.study.probes.check import nothing_measured
 
@@ -51,4 +57,5 @@ def _empty(summary: dict[str, Any]) -> str | None:
 
 #: The ``probes`` kind's record.
 KIND = KINDS.register("probes")(StudyKind("probes", "probes", _stages, _tables, _report,
-                                                        needs=_needs, describe=_describe, empty=_empty))
+                                                        needs=_needs, describe=_describe, empty=_empty,
+                                                        estimate=_estimate))

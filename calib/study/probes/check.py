@@ -10,7 +10,8 @@ __all__ = ["describe", "needs", "nothing_measured"]
 def needs(spec: Any) -> dict[str, list[str]]:
     """Server name -> the capabilities beyond completion: CoDeC scores each sample by teacher forcing."""
     codec = spec.probes is not None and spec.probes.codec is not None
-    return {name: ["complete", "scoring"] if codec else ["complete"] for name in spec.models.probed()}
+    route = "chat" if spec.generation.route == "chat" else "complete"  # [generation] route: how the panel is asked
+    return {name: [route, "scoring"] if codec else [route] for name in spec.models.probed()}
 
 
 def nothing_measured(summary: dict[str, Any]) -> str | None:

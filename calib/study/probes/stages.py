@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import CalibError, InputError
-from calib.study.budgets import completion_budgets
+from calib.study.budgets import ask_chat, completion_budgets
 from calib.study.probes.analysis import codec_scores_table, model_pairs_table, opcodes_table, pass_at_k_table
 from calib.study.probes.codec import codec_stage
 from calib.study.probes.tables import (
@@ -217,8 +217,52 @@ async def _prompts(ctx: StageContext) -> pl.DataFrame:
 def _generate_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     p = spec.probes
     assert p is not None
-    return {"n": p.n, "temperature": p.temperature, "max_tokens": p.max_tokens, "stop": p.stop, "style": p.style,
-            "seed": spec.study.seed, "servers": {name: spec.servers[name] for name in spec.models.probed()}}
+    out = {"n": p.n, "temperature": p.temperature, "max_tokens": p.max_tokens, "stop": p.stop, "style": p.style,
+           "seed": spec.study.seed, "servers": {name: spec.servers[name] for name in spec.models.probed()}}
+    if spec.generation.route == "chat":  # the completion route's key stays as it was (runs before chat stay done)
+        from calib.data.rules import load_rule
+
+        out["chat_rule"] = load_rule(spec.generation.chat_rule).fingerprint()
+    return out
+
+
+def _chat_rule(ctx: StageContext) -> Any | None:
+    """The prompt-selection rule when the panel is asked through chat (``[generation] route``), else None."""
+    from calib.data.rules import load_rule
+
+    if ctx.spec.generation.route != "chat":
+        ctx.resources.facts["generation"] = {"route": "complete", "rule": None}
+        return None
+    rule = load_rule(ctx.spec.generation.chat_rule)
+    if rule.shows_suffix:
+        raise InputError(f"generation.rule = {rule.name!r} shows the model the answer, and a probes task has none to "
+                         "show; use a rule that does not (natural, continue)")
+    ctx.resources.facts["generation"] = {"route": "chat", "rule": rule.record()}
+    return rule
+
+
+async def _chat_completions(ctx: StageContext, server: Any, rule: Any, item: dict[str, Any], budget: int) -> list:
+    """The n answers of one prompt through the chat route: n requests (seeds seed, seed + 1, ... when sampling).
+
+    An ``mbpp``-style program is found in the reply as on the completion route (its fenced code); a
+    ``completion``-style prompt's continuation is read back by the rule.
+    """
+    from calib.servers import ChatMessage, ChatParams, Completion
+
+    p = ctx.spec.probes
+    messages = [ChatMessage(role=m["role"], content=m["content"])
+                for m in rule.messages(item["prompt"], language="python")]
+
+    async def one(i: int) -> Any:
+        params = ChatParams(max_tokens=budget, temperature=p.temperature, stop=p.stop,
+                            seed=ctx.spec.study.seed + i if p.temperature > 0 else None)
+        reply, lower = await ask_chat(server, messages, params)
+        if lower is not None:
+            ctx.event("budget_lowered", prompt_id=item["prompt_id"], model=item["model"], asked=budget, budget=lower)
+        text = reply.content if p.style == "mbpp" else rule.continuation(reply.content, item["prompt"])
+        return Completion(text=text, finish_reason=reply.finish_reason)
+
+    return list(await asyncio.gather(*(one(i) for i in range(p.n))))
 
 
 async def _generate(ctx: StageContext) -> pl.DataFrame:
@@ -230,6 +274,7 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
     assert p is not None
     prompts = ctx.table("prompts").filter(pl.col("applicable") & pl.col("reference_passed"))
     items = [{**r, "model": m} for m in spec.models.probed() for r in prompts.iter_rows(named=True)]
+    rule = _chat_rule(ctx)
 
     async def one(item: dict[str, Any]) -> list[dict[str, Any]]:
         name = item["model"]
@@ -241,9 +286,12 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
             budget = (await completion_budgets(server, caps, [item["prompt"]], p.max_tokens))[0]
             if budget < 1:
                 raise ValueError("the prompt fills the model's context")
-            params = SamplingParams(max_tokens=budget, temperature=p.temperature, stop=p.stop, n=p.n,
-                                    seed=spec.study.seed if p.temperature > 0 else None)
-            completions = (await server.complete([item["prompt"]], params))[0]
+            if rule is not None:
+                completions = await _chat_completions(ctx, server, rule, item, budget)
+            else:
+                params = SamplingParams(max_tokens=budget, temperature=p.temperature, stop=p.stop, n=p.n,
+                                        seed=spec.study.seed if p.temperature > 0 else None)
+                completions = (await server.complete([item["prompt"]], params))[0]
         except (RequestFailed, CalibError, ValueError) as exc:
             why = exc.error if hasattr(exc, "error") else " ".join(str(exc).split())
             ctx.event("sample_error", prompt_id=item["prompt_id"], model=name, error=why[:300])

@@ -12,11 +12,20 @@ from pydantic import Field, field_validator
 
 from calib.study.sections import CONCURRENCY_MAX, COUNT_MAX, TOKENS_MAX, Section
 
-__all__ = ["CENSUS_PROCEDURES", "PROBABILISTIC", "PROCEDURES", "CensusPair", "CensusSection", "ExtractionSection"]
+__all__ = ["CENSUS_PROCEDURES", "DEFAULT_PROCEDURES", "GENERATION_ONLY", "PROBABILISTIC", "PROCEDURES", "SAMPLES_MAX",
+           "CensusPair", "CensusSection", "ExtractionSection"]
 
-PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim")
-#: Procedures whose score is a probability (the others are 0/1): the census and budgets use these.
-PROBABILISTIC = ("top_k", "base", "near_verbatim")
+#: Every procedure ``[extraction] procedures`` may list.
+PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix", "sampled")
+#: The procedures of an extraction study that names none (the generation-only ones are asked for by name).
+DEFAULT_PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim")
+#: Procedures that need only generations (no log-probs, no /tokenize of the server's own).
+GENERATION_ONLY = ("greedy_prefix", "sampled")
+#: Procedures whose score is a probability (or its estimate): the census and budgets use these; ``greedy_prefix``
+#: is graded (a matched share) but not a probability, the others are 0/1.
+PROBABILISTIC = ("top_k", "base", "near_verbatim", "sampled")
+#: The most generations ``sampled`` draws per window.
+SAMPLES_MAX = 10_000
 #: A census's default procedures (a top-k census has no threshold when every control window scores 0).
 CENSUS_PROCEDURES = ("base", "near_verbatim")
 
@@ -26,10 +35,14 @@ class ExtractionSection(Section):
 
     prefix_tokens: int = Field(default=50, ge=1, le=TOKENS_MAX)
     suffix_tokens: tuple[int, ...] = (50,)
-    procedures: tuple[Literal["greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim"], ...] = PROCEDURES
+    procedures: tuple[Literal["greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix",
+                              "sampled"], ...] = DEFAULT_PROCEDURES
     top_k: int = Field(default=40, ge=1, le=10_000)
     temperatures: tuple[float, ...] = (1.0,)
     epsilon: int = Field(default=5, ge=0, le=TOKENS_MAX)
+    #: ``sampled``: generations per window (n), and the temperature they are drawn at.
+    samples: int = Field(default=100, ge=1, le=SAMPLES_MAX)
+    sample_temperature: float = Field(default=1.0, gt=0.0, le=100.0)
     offset: int = Field(default=0, ge=0, le=COUNT_MAX)
     stride: int = Field(default=1, ge=1, le=COUNT_MAX)
     concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)

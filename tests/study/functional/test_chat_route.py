@@ -166,5 +166,5 @@ def test_only_functional_studies_take_the_chat_route(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(_spec(tmp_path, "http://127.0.0.1:9", 'route = "chat"').replace(
         '[study]\nname = "chat-route"', '[study]\nname = "chat-route"\nkind = "extraction"'))
-    with pytest.raises(InputError, match="generation.route = 'chat' is built for functional studies"):
+    with pytest.raises(InputError, match="generation.route = 'chat' is built for functional and probes studies"):
         load_spec(spec)

@@ -1,0 +1,126 @@
+"""``calib check --estimate`` for a functional study: the generate stage's requests and tokens per model.
+
+The samples are counted by running the ``extract`` stage (offline) without a run directory. Each
+sample is completed once by the target and once by the reference, at ``[generation] max_tokens``
+(the output bound). The prompt is the organism's signature (exact text), or — for a corpus, where the
+``prompt`` stage keeps the last ``[prompt] max_context_tokens`` of the context by a tokenizer — at most
+the whole context and the signature (the input bound counts both). Completion requests: one per sample
+on the chat route and on a server that takes one prompt per request; a server that takes several gets
+up to ``batch_size`` per request, exact when every prompt has the same completion budget (no
+tokenizer or no stated context), else at most one per sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calib._exceptions import CalibError
+from calib.study.estimate import (
+    Estimate,
+    Line,
+    batched_requests,
+    chat_tokens_bound,
+    offline_context,
+    organism_built,
+    tokens_bound,
+)
+from calib.study.resources import ROLES
+
+__all__ = ["estimate"]
+
+
+async def _samples(spec: Any, resources: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The samples the study will audit, or None and why they are not known before a stage that needs more."""
+    from calib.study.functional.stages import STAGES
+
+    if spec.data.source == "organism" and not organism_built(spec):
+        return None, "the organism is not built yet (its first stage builds it): samples unknown, nothing estimated"
+    if spec.data.hub is not None:
+        return None, "data.hub: the corpus is downloaded by the extract stage; samples unknown, nothing estimated"
+    try:
+        frame = await STAGES[0].run(offline_context(spec, resources))
+    except CalibError as exc:
+        return None, f"extract: {' '.join(str(exc).split())}"
+    return frame.to_dicts(), None
+
+
+def _chat_messages(spec: Any, row: dict[str, Any], prompt: str) -> list[dict[str, str]]:
+    from calib.data.rules import load_rule
+
+    rule = load_rule(spec.generation.chat_rule)
+    suffix = None
+    if rule.shows_suffix:
+        x, signature = row["function"], row["signature"]
+        suffix = x[len(signature):] if x.startswith(signature) else "\n" + x
+    return rule.messages(prompt, language=row["language"], suffix=suffix)
+
+
+def _prompt_text(spec: Any, row: dict[str, Any]) -> str:
+    """The prompt itself (organism) or a text at least as long (corpus: the whole context and the signature)."""
+    if spec.data.source == "organism":
+        return row["prompt"]
+    return (row.get("context") or "") + row["signature"]
+
+
+def _chunks(n: int, chunk_items: int) -> list[int]:
+    """Prompts per role in each chunk of the generate stage (chunks of (sample, role) items, both roles)."""
+    per = max(1, chunk_items // len(ROLES))
+    return [min(per, n - i) for i in range(0, n, per)]
+
+
+async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | None]) -> Estimate:
+    """The generate stage's requests, tokenizer requests and token bounds per model (see the module)."""
+    from calib.study.functional.stages import _GENERATE_CHUNK
+
+    found = Estimate()
+    rows, why = await _samples(spec, resources)
+    if rows is None:
+        found.notes.append(str(why))
+        return found
+    n = len(rows)
+    chat = spec.generation.route == "chat"
+    organism = spec.data.source == "organism"
+    if chat:
+        inputs = sum(chat_tokens_bound(_chat_messages(spec, r, _prompt_text(spec, r))) for r in rows)
+    else:
+        inputs = sum(tokens_bound(_prompt_text(spec, r)) for r in rows)
+    if not organism:
+        found.notes.append("prompt: each prompt keeps at most prompt.max_context_tokens of its context; the input "
+                           "bound counts the whole context")
+    for role in ROLES:
+        name = getattr(spec.models, role)
+        c = caps.get(name)
+        line = Line("generate", name, requests=n, input_tokens=inputs, output_tokens=n * spec.generation.max_tokens)
+        if chat:  # one chat request per sample, no tokenizer request
+            line.exact.update(("requests", "tokenizer_requests"))
+        else:
+            budgets_vary = c is not None and bool(c.get("tokenize")) and bool(c.get("max_context"))
+            batched = batched_requests(spec, name, c, _chunks(n, _GENERATE_CHUNK))
+            if batched is not None and (batched == n or not budgets_vary):
+                line.requests = batched
+                line.exact.add("requests")
+            elif c is None:
+                found.notes.append(f"server {name} was not probed: at most one completion request per sample")
+            # each prompt's completion budget is counted by the server's tokenizer first, where it has one
+            line.tokenizer_requests = n if budgets_vary or c is None else 0
+            if c is not None:
+                line.exact.add("tokenizer_requests")
+        found.lines.append(line)
+    if not chat and spec.prompt.tokenizer == "server" and not organism:
+        found.notes.append(f"prompt: the target's tokenizer cuts each prompt's context ({n} samples, a few "
+                           "tokenizer requests each; not in the figures)")
+    _other_servers(spec, found)
+    return found
+
+
+def _other_servers(spec: Any, found: Estimate) -> None:
+    """Notes for the requests of later stages that depend on what the generations are."""
+    if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
+        found.notes.append(f"execute: the {spec.execute.executor} executor's chat requests to "
+                           f"{spec.execute.server} depend on the generations; not estimated")
+    if any(m.startswith("judge_") for m in spec.measure.metrics):
+        found.notes.append(f"measure: the judge's chat requests to {spec.measure.judge_server} are not estimated")
+    if "embedding" in spec.measure.metrics and spec.measure.embedding_server:
+        found.notes.append(f"measure: embedding requests to {spec.measure.embedding_server} are not estimated")
+    if spec.dedup is not None and spec.dedup.semantic and spec.dedup.embedding_server:
+        found.notes.append(f"dedup: embedding requests to {spec.dedup.embedding_server} are not estimated")
