@@ -12,10 +12,22 @@ forwards.
 
 ``direct``              forward everything;
 ``no_tokenize``         no ``/tokenize`` or ``/detokenize`` (a host without a tokenizer route);
-``chat_only``           additionally no ``/v1/completions``: only ``/v1/models`` and chat (a chat-only host);
+``chat_only``           additionally no ``/v1/completions``: only ``/v1/models`` and chat (a chat-only host)
+                        without output log-probs: a chat request that asks for them (``logprobs`` true or
+                        ``top_logprobs`` given) gets HTTP 400 in the OpenAI API's words for a model without
+                        them ("This model does not support the 'logprobs' parameter.", ``param``
+                        ``logprobs``), rather than an answer with the field removed, so a client learns
+                        it from the refusal; ``refused`` counts them;
+``chat_logprobs``       chat only as ``chat_only`` (no completions, no tokenizer routes), but chat
+                        log-probs are forwarded as asked, with ``top_logprobs`` capped at 20 as the
+                        OpenAI API caps it: more gets HTTP 400 "Invalid 'top_logprobs': integer above
+                        maximum value. Expected a value <= 20, but got N instead." (``refused`` counts);
 ``outage_after_probe``  completions of at most one token (what calib's capability probe sends) are
                         answered; every longer one gets HTTP 500 "quota exceeded" (an outage or an
                         exhausted quota after the host looked healthy);
+``chat_outage_after_probe``
+                        a chat-only host (as ``chat_only``) whose chat requests of at most one token (the
+                        probe's) are answered and every longer one gets HTTP 500 "quota exceeded";
 ``rate_limited``        a request that arrives while ``concurrency`` requests (4) are being forwarded
                         gets HTTP 429 with ``Retry-After: <retry_after>`` (``"0.1"`` seconds),
                         whatever its route: a host's per-key concurrency limit. A rule by requests in
@@ -46,20 +58,27 @@ from aiohttp import ClientSession, web
 
 __all__ = ["MODES", "HostedProxy", "LoopbackProxy", "context_message"]
 
-MODES = ("direct", "no_tokenize", "chat_only", "outage_after_probe", "rate_limited", "context_refusal")
+MODES = ("direct", "no_tokenize", "chat_only", "outage_after_probe", "rate_limited", "context_refusal",
+         "chat_logprobs", "chat_outage_after_probe")
+#: The most top alternatives per token the ``chat_logprobs`` host returns (the OpenAI API's limit).
+CHAT_TOP_LIMIT = 20
+_CHAT_ONLY = ("chat_only", "chat_logprobs", "chat_outage_after_probe")
 
 
 class LoopbackProxy:
     """Forwards to ``upstream`` what :meth:`answer` leaves alone; counts requests per path.
 
-    ``in_flight`` (requests being forwarded now; :meth:`answer` sees those before the one it decides)
-    and ``max_in_flight`` (the most at once); ``usage`` sums the ``prompt_tokens`` and ``completion_tokens`` of the
-    forwarded 2xx answers that state them, ``usage_answers`` counts those answers.
+    ``bodies`` keeps every JSON object body it is sent, per path, in arrival order (what calib asked, for
+    tests to compare with what it should have asked). ``in_flight`` (requests being forwarded now;
+    :meth:`answer` sees those before the one it decides) and ``max_in_flight`` (the most at once); ``usage``
+    sums the ``prompt_tokens`` and ``completion_tokens`` of the forwarded 2xx answers that state them,
+    ``usage_answers`` counts those answers.
     """
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.requests: Counter[str] = Counter()
+        self.bodies: dict[str, list[dict[str, Any]]] = {}
         self.in_flight = 0
         self.max_in_flight = 0
         self.usage: Counter[str] = Counter()
@@ -94,6 +113,8 @@ class LoopbackProxy:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
+        if isinstance(body, dict):
+            self.bodies.setdefault(request.path, []).append(body)
         own = await self.answer_async(request.path, body if isinstance(body, dict) else None)
         if own is not None:
             return own
@@ -155,11 +176,13 @@ class HostedProxy(LoopbackProxy):
     """A host of one of :data:`MODES` made of a real model server.
 
     ``concurrency`` and ``retry_after`` shape ``rate_limited``, ``context_length`` shapes
-    ``context_refusal``; ``throttled`` and ``refused`` count the 429 and 400 answers the proxy gave.
+    ``context_refusal``, ``chat_top_limit`` (20) shapes ``chat_logprobs``; ``throttled`` and ``refused``
+    count the 429 and 400 answers the proxy gave (the 400s of ``context_refusal``, ``chat_only`` and
+    ``chat_logprobs``).
     """
 
     def __init__(self, upstream: str, mode: str, *, concurrency: int = 4, retry_after: str = "0.1",
-                 context_length: int = 256) -> None:
+                 context_length: int = 256, chat_top_limit: int = CHAT_TOP_LIMIT) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: one of {MODES}")
         super().__init__(upstream)
@@ -167,6 +190,7 @@ class HostedProxy(LoopbackProxy):
         self.concurrency = concurrency
         self.retry_after = retry_after
         self.context_length = context_length
+        self.chat_top_limit = chat_top_limit
         self.throttled = 0
         self.refused = 0
 
@@ -181,14 +205,39 @@ class HostedProxy(LoopbackProxy):
                                "type": "rate_limit_error", "param": None, "code": "rate_limit_exceeded"}},
                     status=429, headers={"Retry-After": self.retry_after})
             return None
-        if path in ("/tokenize", "/detokenize") and self.mode in ("no_tokenize", "chat_only"):
+        if path in ("/tokenize", "/detokenize") and self.mode in ("no_tokenize", *_CHAT_ONLY):
             return _not_found(path)
+        if path == "/v1/chat/completions" and self.mode == "chat_outage_after_probe":
+            if int((body or {}).get("max_tokens") or 16) > 1:
+                return web.json_response({"error": {"message": "quota exceeded", "type": "insufficient_quota"}},
+                                         status=500)
+            return None
+        if path == "/v1/chat/completions" and self.mode in _CHAT_ONLY:
+            return self._chat_logprobs_check(body or {})
         if path == "/v1/completions":
-            if self.mode == "chat_only":
+            if self.mode in _CHAT_ONLY:
                 return _not_found(path)
             if self.mode == "outage_after_probe" and int((body or {}).get("max_tokens") or 16) > 1:
                 return web.json_response({"error": {"message": "quota exceeded", "type": "insufficient_quota"}},
                                          status=500)
+        return None
+
+    def _chat_logprobs_check(self, body: dict[str, Any]) -> web.Response | None:
+        """``chat_only`` refuses chat log-probs; ``chat_logprobs`` more alternatives than ``chat_top_limit``."""
+        asked = bool(body.get("logprobs")) or body.get("top_logprobs") is not None
+        if self.mode == "chat_only" and asked:
+            self.refused += 1
+            return web.json_response({"error": {"message": "This model does not support the 'logprobs' parameter.",
+                                                "type": "invalid_request_error", "param": "logprobs", "code": None}},
+                                     status=400)
+        top = body.get("top_logprobs")
+        if self.mode == "chat_logprobs" and isinstance(top, int) and top > self.chat_top_limit:
+            self.refused += 1
+            return web.json_response({"error": {
+                "message": f"Invalid 'top_logprobs': integer above maximum value. Expected a value <= "
+                           f"{self.chat_top_limit}, but got {top} instead.",
+                "type": "invalid_request_error", "param": "top_logprobs", "code": "integer_above_max_value"}},
+                status=400)
         return None
 
     async def answer_async(self, path: str, body: dict[str, Any] | None) -> web.Response | None:

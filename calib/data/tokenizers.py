@@ -6,6 +6,9 @@ rarely exposes one. ``[prompt] tokenizer`` chooses the source (docs/hosted.md "T
 
 ``server``
     The target server's ``/tokenize`` (vLLM, TGI, ``calib serve``): the model's own tokens.
+``completions``
+    The target server's completions route: a text echoed with ``logprobs`` comes back as the model's token ids
+    and texts (:mod:`calib.data.completion_tokenizer`); for a host with no ``/tokenize``.
 ``file``
     A local ``tokenizer.json`` (the Hugging Face ``tokenizers`` format): the model's tokenizer where its
     publisher ships it, counted here with no request.
@@ -33,7 +36,7 @@ from calib._exceptions import InputError
 __all__ = ["SOURCES", "CharTokenizer", "FileTokenizer", "hub_tokenizer_file"]
 
 #: The tokenizer sources a spec may name (``[prompt] tokenizer``).
-SOURCES = ("server", "file", "hub", "chars")
+SOURCES = ("server", "completions", "file", "hub", "chars")
 
 
 @dataclass

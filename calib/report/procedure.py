@@ -29,9 +29,11 @@ BINARY_PROCEDURES = ("greedy", "near_verbatim_greedy")
 #: Roles in the order the report lists them.
 ROLES = ("target", "reference")
 
-_FAMILIES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix", "sampled")
+_FAMILIES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix", "greedy_logprob",
+             "sampled")
 #: The scale column of the procedures table, for the procedures whose score is neither 0/1 nor a probability.
-_SCALES = {"greedy_prefix": "share of ℓ_s tokens (graded)", "sampled": "estimated probability (hits / n)"}
+_SCALES = {"greedy_prefix": "share of ℓ_s tokens (graded)", "sampled": "estimated probability (hits / n)",
+           "greedy_logprob": "probability (exact when reproduced, else an upper bound)"}
 _BASE_T = re.compile(r"^base_t(.+)$")
 
 
@@ -75,6 +77,11 @@ def describe_procedure(name: str, *, top_k: int, epsilon: int, samples: int = 10
         decoding = "greedy decoding of ℓ_s tokens (generations only: no log-probs)"
         score = ("the share of the suffix's ℓ_s tokens the greedy generation reproduces from the start, before its "
                  "first differing character (1 = verbatim; graded, not a probability)")
+    elif name == "greedy_logprob":
+        decoding = "greedy decoding of ℓ_s tokens with the output tokens' log-probs (no teacher forcing)"
+        score = ("the suffix's probability at T = 1 read off the generation's own tokens when it reproduces the "
+                 "suffix; otherwise an upper bound: the product up to the first differing token times 1 − the "
+                 "listed probability of tokens that leave the suffix there")
     elif name == "sampled":
         decoding = (f"n = {samples} generations of ℓ_s tokens sampled at temperature {sample_temperature:g} "
                     "(generations only: no log-probs)")
@@ -127,6 +134,7 @@ def procedure_statement(run: RunTables, procedures: list[str], suffix_tokens: li
         "epsilon": epsilon,
         "samples": samples,
         "sample_temperature": temperature,
+        "generation": run.manifest.get("generation"),  # the chat route's prompt-selection rule, when used
         "procedures": [describe_procedure(p, top_k=top_k, epsilon=epsilon, samples=samples,
                                           sample_temperature=temperature) for p in procedures],
     }
@@ -165,6 +173,11 @@ def tokenizer_text(statement: dict[str, Any]) -> str:
     if source == "chars":
         return (f"a character budget, {described.get('chars_per_token'):g} characters per token (no tokenizer: ℓ_p "
                 "and ℓ_s are counted as that many characters each)")
+    if source == "completions":
+        via = ("vLLM's `return_token_ids`" if described.get("via") == "return_token_ids"
+               else "its echoed prompt tokens (`echo` with `logprobs`)")
+        return (f"the target server's own tokenizer read through its completions route (`{described.get('server')}`, "
+                f"{via}; it has no `/tokenize`)")
     return f"the target server's tokenizer (`{described.get('server') or DASH}`)"
 
 
@@ -176,6 +189,9 @@ def statement_blocks(statement: dict[str, Any], *, census: bool) -> list[Block]:
                   f"{number(statement['prefix_tokens'])} tokens, then the suffix of ℓ_s = {lengths} tokens it should "
                   f"generate, windows starting every {number(statement['stride'])} token(s); tokens are cut with "
                   f"{tokenizer_text(statement)}.")
+        prompt += rule_sentence(statement.get("generation"), models="The models", each="every window, of the "
+                                "documents and of their controls alike", baseline="the control documents calibrate "
+                                "whatever the rule itself makes the model reproduce")
         rule = ("a window is evidence of memorization when its score is strictly greater than the threshold: the "
                 "largest score among the decontaminated control-document windows, rounded **up** to the next power of "
                 "ten. The threshold is a measured maximum of overlapping windows, **not** a certified false-positive "
@@ -187,6 +203,9 @@ def statement_blocks(statement: dict[str, Any], *, census: bool) -> list[Block]:
                   f"follows it; tokens are cut with {tokenizer_text(statement)}."
                   " Members (in the target's training data) and matched controls (known non-members) are cut the "
                   "same way.")
+        prompt += rule_sentence(statement.get("generation"), models="The models", each="every window, members and "
+                                "controls alike", baseline="the matched controls calibrate whatever the rule itself "
+                                "makes the model reproduce")
         rule = ("a member is a claim iff its score is strictly greater than τ, the K-th largest of the N matched "
                 "control scores, K = floor(α(N+1)); the certified false-positive rate is α_N = K/(N+1). K = 0 means "
                 "no claim is possible at that α with N controls. The guarantee is **marginal** (over draws of the "
@@ -204,8 +223,8 @@ def statement_blocks(statement: dict[str, Any], *, census: bool) -> list[Block]:
 
 
 _REPLY = {"raw": "the reply is taken as the continuation as it is",
-          "code_block": "the continuation is read from the reply's first fenced code block, after the prompt's last "
-                        "line where the block repeats it",
+          "code_block": "the continuation is read from the reply's first fenced code block, after the point where "
+                        "the block repeats the prompt's last line (an unfinished line: from where it stops)",
           "first_function": "the continuation is read from the reply after the prompt's last line (the signature)"}
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from calib.servers._config import checked_dtype, limit_from
 from calib.servers._openai_wire import _TOKEN_ID
-from calib.servers.base import Capabilities, ServerError
+from calib.servers.base import CHAT_MAX_TOP_LOGPROBS, Capabilities, RequestFailed, ServerError
 
 _PROBE_TEXT = "def add(a, b):\n    return a + b\n"
 # A large request whose refusal names the server's limit (vLLM: "... greater than max allowed: 20").
@@ -61,7 +61,7 @@ class _OpenAIProbe:
         if max_context is None and isinstance(tok, dict):
             max_context = tok.get("max_model_len")
 
-        (complete, token_ids_in, batch, echo, prompt_lp, extensions, max_top, chat, tools,
+        (complete, token_ids_in, batch, echo, prompt_lp, extensions, (max_top, output_lp), (chat, chat_top), tools,
          embeddings) = await asyncio.gather(
             self._probe_complete(), self._probe_token_ids(ids if tokenize else None), self._probe_batch(),
             self._probe_echo(),
@@ -79,13 +79,16 @@ class _OpenAIProbe:
             tools = False
         if not complete:
             notes.append("no text completion (/v1/completions did not answer): chat only")
+        if chat and chat_top is None:
+            notes.append("chat without output-token log-probs (logprobs=true was refused or answered without them)")
         return Capabilities(
             kind=self.kind, name=self.name, model=self.model, server_version=server_version,
             max_context=max_context if isinstance(max_context, int) else None, complete=complete,
             batch_prompts=batch,
             echo_logprobs=echo is not None, prompt_logprobs=prompt_lp is not None, max_top_logprobs=max_top,
-            token_ids_in=token_ids_in, full_distribution=False, tokenize=tokenize, chat=chat, tools=tools,
-            embeddings=embeddings, notes=tuple(notes))
+            output_logprobs=complete and output_lp, token_ids_in=token_ids_in, full_distribution=False,
+            tokenize=tokenize, chat=chat, tools=tools, embeddings=embeddings, chat_logprobs=chat_top is not None,
+            chat_max_top_logprobs=chat_top or 0, notes=tuple(notes))
 
     def _completion_body(self, prompt: Any, **extra: Any) -> dict[str, Any]:
         return {"model": self.model, "prompt": prompt, "temperature": 0.0, **extra}
@@ -141,32 +144,65 @@ class _OpenAIProbe:
         return (isinstance(choice.get("token_ids"), list),
                 any(_TOKEN_ID.match(str(t)) for t in ((choice.get("logprobs") or {}).get("tokens") or [])))
 
-    async def _probe_max_top(self) -> int:
+    async def _probe_max_top(self) -> tuple[int, bool]:
+        """(the most top alternatives a completion returns per token, whether it gives generated tokens' log-probs)."""
         asked = _PROBE_TOP
         for _ in range(4):
             answer, failure = await self._http.probe("POST", "/v1/completions",
                                               self._completion_body("a", max_tokens=1, logprobs=asked))
             if answer is not None:
                 try:
-                    top = answer["choices"][0]["logprobs"]["top_logprobs"][0]
+                    logprobs = answer["choices"][0]["logprobs"]
+                    top, value = logprobs["top_logprobs"][0], logprobs["token_logprobs"][0]
                 except (TypeError, KeyError, IndexError):
-                    return 0
+                    return 0, False
                 # Accepted: the server returns that many (or its whole vocabulary). Counting the answer's
                 # entries would undercount, as alternatives keyed by text collide.
-                return asked if isinstance(top, dict) else 0
+                output = isinstance(value, (int, float)) and not isinstance(value, bool)
+                return (asked if isinstance(top, dict) else 0), output
             limit = limit_from(failure.error, asked) if failure else None
             if limit is None:
                 limit = {_PROBE_TOP: 20, 20: 5, 5: 1}.get(asked)
             if not limit:
-                return 0
+                return 0, False
             asked = limit
-        return 0
+        return 0, False
 
-    async def _probe_chat(self) -> bool:
-        answer, _ = await self._http.probe("POST", "/v1/chat/completions", {
-            "model": self.model, "messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 1,
-            "temperature": 0.0})
-        return isinstance(answer, dict) and bool(answer.get("choices"))
+    def _chat_body(self, **extra: Any) -> dict[str, Any]:
+        return {"model": self.model, "messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 1,
+                "temperature": 0.0, **extra}
+
+    async def _probe_chat(self) -> tuple[bool, int | None]:
+        """(chat answers, the most top alternatives its output-token log-probs carry; None: no log-probs).
+
+        Where chat answers, log-probs are asked with 20 alternatives (the chat APIs' limit); a refusal
+        naming a lower limit is asked again at that limit, any other at 1 alternative (0 where a refusal
+        names 0: log-probs of the chosen tokens only).
+        """
+        answer, _ = await self._http.probe("POST", "/v1/chat/completions", self._chat_body())
+        if not (isinstance(answer, dict) and answer.get("choices")):
+            return False, None
+        asked = CHAT_MAX_TOP_LOGPROBS
+        for _ in range(4):
+            accepted, failure = await self._chat_logprobs_at(asked)
+            if accepted:
+                return True, asked
+            limit = limit_from(failure.error, asked) if failure else None
+            if limit is None and asked <= 1:
+                break
+            asked = 1 if limit is None else limit
+        return True, None
+
+    async def _chat_logprobs_at(self, top: int) -> tuple[bool, RequestFailed | None]:
+        """Whether a one-token chat answer asked ``top`` alternatives carries a log-prob and some; the refusal."""
+        answer, failure = await self._http.probe("POST", "/v1/chat/completions",
+                                                 self._chat_body(logprobs=True, top_logprobs=top))
+        try:
+            item = answer["choices"][0]["logprobs"]["content"][0]
+            ok = isinstance(item["logprob"], (int, float)) and len(item["top_logprobs"]) >= min(top, 1)
+        except (TypeError, KeyError, IndexError):
+            ok = False
+        return ok, failure
 
     async def _probe_tools(self) -> bool:
         tool = {"type": "function", "function": {"name": "probe", "description": "A probe.",

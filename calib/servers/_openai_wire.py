@@ -1,4 +1,4 @@
-"""The OpenAI wire format as the ``openai`` kind uses it: chat messages out; choices, echoed log-probs and usage in.
+"""The OpenAI wire format as the ``openai`` kind uses it: chat messages out; choices, log-probs and usage in.
 
 vLLM names a token by id in a log-prob key (``token_id:<id>``) when asked for ``return_tokens_as_token_ids``;
 :mod:`calib.servers.openai` explains when it asks.
@@ -13,7 +13,7 @@ from typing import Any
 from calib.servers._http import usage_count
 from calib.servers.base import ChatMessage, ServerError, TokenLogprob
 
-__all__ = ["openai_message", "openai_usage"]
+__all__ = ["chat_token_logprobs", "openai_message", "openai_usage"]
 
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 # The routes whose answers carry ``usage`` (the OpenAI API, vLLM, SGLang and calib serve alike).
@@ -83,3 +83,39 @@ def _echo_tokens(logprobs: dict[str, Any], start: int, stop: int, ids: list[int]
         ranked = sorted(((*_key_id(k), float(v)) for k, v in alternatives.items()), key=lambda t: -t[2])
         out.append(TokenLogprob(token_id=token_id, token=text, logprob=float(value), top=tuple(ranked[:top])))
     return out
+
+
+def chat_token_logprobs(server: str, choice: dict[str, Any], top: int) -> tuple[TokenLogprob, ...]:
+    """The output-token log-probs of a chat choice (``choice["logprobs"]["content"]``), one per generated token.
+
+    Each item is ``{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}, ...]}`` (the OpenAI chat
+    API, vLLM and calib serve alike). Tokens are named by text only (``token_id`` None, unless a server
+    names them ``token_id:N``); the top alternatives are sorted by descending log-prob and cut to ``top``
+    (vLLM lists the sampled token first). The OpenAI API gives -9999.0 for a chosen token outside its top 20:
+    such a value is a floor, not a log-prob.
+
+    Raises
+    ------
+    ServerError
+        The answer carries no log-probs although they were asked for, or an item lacks a numeric log-prob.
+    """
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if content is None and not ((choice.get("message") or {}).get("content") or ""):
+        return ()  # nothing was generated: the APIs give null content
+    if not isinstance(content, list):
+        raise ServerError(f"server {server!r}: /v1/chat/completions answered without logprobs.content although "
+                          f"asked for logprobs=true; the host does not return chat log-probs for this model")
+    out = []
+    for pos, item in enumerate(content):
+        value = item.get("logprob") if isinstance(item, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ServerError(f"server {server!r}: /v1/chat/completions logprobs.content[{pos}] has no numeric "
+                              f"logprob: {str(item)[:120]!r}")
+        alternatives = [a for a in item.get("top_logprobs") or [] if isinstance(a, dict)
+                        and isinstance(a.get("logprob"), (int, float))]
+        ranked = sorted(((*_key_id(str(a.get("token", ""))), float(a["logprob"])) for a in alternatives),
+                        key=lambda t: -t[2])
+        token_id, text = _key_id(str(item.get("token", "")))
+        out.append(TokenLogprob(token_id=token_id, token=text, logprob=float(value), top=tuple(ranked[:top])))
+    return tuple(out)

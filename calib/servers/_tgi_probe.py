@@ -49,8 +49,8 @@ class _TGIProbe:
             self._http.identity["model_sha"] = info["model_sha"]
         tokens, _ = await self._http.probe("POST", "/tokenize", {"inputs": _PROBE_TEXT}, classify=classify_tgi)
         tokenize = isinstance(tokens, list) and bool(tokens) and all(isinstance(t, dict) for t in tokens)
-        complete, prefill, max_top = await asyncio.gather(self._probe_complete(), self._probe_prefill(),
-                                                          self._probe_top())
+        (complete, output_lp), prefill, max_top = await asyncio.gather(
+            self._probe_complete(), self._probe_prefill(), self._probe_top())
         if not complete:
             notes.append("no text generation (/generate did not answer)")
         if not prefill:
@@ -62,12 +62,16 @@ class _TGIProbe:
         return Capabilities(
             kind=self.kind, name=self.name, model=self.model, server_version=info.get("version"),
             max_context=max_context if isinstance(max_context, int) else None, complete=complete,
-            prompt_logprobs=prefill,
+            prompt_logprobs=prefill, output_logprobs=output_lp,
             max_top_logprobs=max_top, tokenize=tokenize, notes=tuple(notes))
 
-    async def _probe_complete(self) -> bool:
+    async def _probe_complete(self) -> tuple[bool, bool]:
+        """(``/generate`` answers, its ``details.tokens`` carry the generated tokens' log-probs)."""
         answer, _ = await self._probe_request("/generate", lambda: self._client.generate("a", max_new_tokens=1))
-        return answer is not None
+        if answer is None:
+            return False, False
+        tokens = answer.details.tokens if answer.details is not None else []
+        return True, bool(tokens) and all(isinstance(t.logprob, (int, float)) for t in tokens)
 
     async def _probe_prefill(self) -> bool:
         answer, _ = await self._probe_request("/generate", lambda: self._client.generate(

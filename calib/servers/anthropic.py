@@ -52,6 +52,7 @@ from calib.servers.base import (
     ScoredContinuation,
     Tool,
     ToolCall,
+    require_chat_logprobs,
     server_record,
 )
 from calib.servers.cache import cache_key
@@ -159,8 +160,13 @@ class AnthropicServer:
 
     async def chat(self, messages: Sequence[ChatMessage], *, tools: Sequence[Tool] = (),
                    params: ChatParams | None = None) -> ChatResponse:
-        """The model's next message; ``tool_use`` blocks become :class:`ToolCall` objects."""
+        """The model's next message; ``tool_use`` blocks become :class:`ToolCall` objects.
+
+        The Messages API gives no log-probs: ``params.logprobs`` raises :class:`CapabilityError` (``chat_logprobs``).
+        """
         params = params or ChatParams()
+        if params.logprobs is not None:
+            require_chat_logprobs(await self.capabilities(), params.logprobs)
         request = {"model": self.model, "max_tokens": params.max_tokens, **anthropic_request(messages, tools)}
         if params.stop:
             request["stop_sequences"] = list(params.stop)

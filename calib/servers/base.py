@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from calib._exceptions import CalibError
 from calib.servers.messages import (
+    CHAT_MAX_TOP_LOGPROBS,
     ChatMessage,
     ChatParams,
     ChatResponse,
@@ -31,6 +32,7 @@ from calib.servers.messages import (
 )
 
 __all__ = [
+    "CHAT_MAX_TOP_LOGPROBS",
     "Capabilities",
     "CapabilityError",
     "ChatMessage",
@@ -54,6 +56,7 @@ __all__ = [
     "allowed_procedures",
     "normal_dtype",
     "require",
+    "require_chat_logprobs",
     "server_record",
 ]
 
@@ -113,12 +116,18 @@ class Capabilities:
         (TGI: ``decoder_input_details``).
     max_top_logprobs
         The most top alternatives per position the server returns (vLLM's --max-logprobs, 20 by default).
+    output_logprobs
+        The completions route returns the log-probs of the tokens it generates (``logprobs=N`` on
+        ``/v1/completions``, ``details`` on TGI's ``/generate``).
     token_ids_in
         Prompts may be sent as token ids (exact alignment of scored continuations).
     full_distribution
         The server can score under a temperature other than 1 (it normalises over the whole vocabulary).
     tokenize, chat, tools, embeddings
         The optional abilities.
+    chat_logprobs, chat_max_top_logprobs
+        The chat route returns output-token log-probs (``logprobs=true``), with at most that many top
+        alternatives per token (``top_logprobs``, at most 20 through chat APIs).
     """
 
     kind: str
@@ -131,12 +140,15 @@ class Capabilities:
     echo_logprobs: bool = False
     prompt_logprobs: bool = False
     max_top_logprobs: int = 0
+    output_logprobs: bool = False
     token_ids_in: bool = False
     full_distribution: bool = False
     tokenize: bool = False
     chat: bool = False
     tools: bool = False
     embeddings: bool = False
+    chat_logprobs: bool = False
+    chat_max_top_logprobs: int = 0
     notes: tuple[str, ...] = ()
 
     @property
@@ -267,10 +279,19 @@ _HOW_TO_ENABLE = {
     "chat": "serve a chat model (a chat template) or use an anthropic server",
     "tools": "serve a model whose chat template supports tools (vLLM: --enable-auto-tool-choice "
     "--tool-call-parser ...)",
+    "output_logprobs": "its completions return no log-probs of the tokens they generate (logprobs=N on "
+    "/v1/completions, details on TGI's /generate); use vLLM, TGI or calib serve, or a procedure that needs no "
+    "log-probs (greedy_prefix, sampled)",
+    "chat_logprobs": "its chat route returns no output-token log-probs (a request with logprobs=true was refused "
+    "or answered without them); use a host and model whose chat API offers them (the OpenAI API's logprobs and "
+    "top_logprobs, vLLM, calib serve), or a procedure that needs no log-probs (greedy_prefix, sampled)",
     "embeddings": "serve an embedding model (vLLM: --task embed) or use the offline fallback",
     "full_distribution": "score at temperature 1, or use calib's embedded server, which normalises over the "
     "whole vocabulary",
     "token_ids_in": "use vLLM or calib's embedded server, which accept token ids as prompts",
+    "echo_logprobs": "its completions route does not echo the prompt's tokens (echo with logprobs), which [prompt] "
+    "tokenizer = \"completions\" reads; use vLLM or calib serve, or another [prompt] tokenizer (server, file, hub, "
+    "chars)",
 }
 
 
@@ -280,10 +301,16 @@ PROCEDURE_NEEDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("functional, completion route", ("complete",)),
     ("functional, chat route (a prompt-selection rule)", ("chat",)),
     ("functional prompts cut by the server's tokenizer", ("tokenize",)),
+    ("prompts and windows cut through the completions route ([prompt] tokenizer = completions)",
+     ("complete", "echo_logprobs")),
     ("extraction/census greedy, top_k, base (teacher-forced log-probs)", ("scoring", "tokenize")),
     ("extraction near_verbatim_greedy, near_verbatim", ("scoring", "tokenize", "complete")),
-    ("extraction/census greedy_prefix, sampled (generations only; [prompt] tokenizer = file, hub or chars)",
+    ("extraction/census greedy_prefix, sampled (generations only; [prompt] tokenizer = file, hub, chars or "
+     "completions)",
      ("complete",)),
+    ("extraction/census greedy_prefix, sampled through chat (a prompt-selection rule)", ("chat",)),
+    ("extraction/census greedy_logprob, completion route", ("complete", "output_logprobs")),
+    ("extraction/census greedy_logprob, chat route", ("chat", "chat_logprobs")),
     ("probes generations, completion route", ("complete",)),
     ("probes generations, chat route (a prompt-selection rule)", ("chat",)),
     ("probes CoDeC", ("complete", "scoring")),
@@ -332,3 +359,18 @@ def require(caps: Capabilities, needed: Sequence[str], *, top_logprobs: int = 0)
     if lacks:
         what = "; ".join(f"lacks {item}" for item in lacks)
         raise CapabilityError(f"server {caps.name!r} ({caps.kind}, model {caps.model!r}) {what}")
+
+
+def require_chat_logprobs(caps: Capabilities, top: int) -> None:
+    """Stop a chat request that asks output-token log-probs with ``top`` alternatives the server cannot give.
+
+    Raises
+    ------
+    CapabilityError
+        One line naming the server: it lacks ``chat_logprobs``, or returns fewer top alternatives per token.
+    """
+    require(caps, ["chat_logprobs"])
+    if top > caps.chat_max_top_logprobs:
+        raise CapabilityError(
+            f"server {caps.name!r} ({caps.kind}, model {caps.model!r}) returns at most {caps.chat_max_top_logprobs} "
+            f"top log-probs per chat token, {top} were asked; ask for at most {caps.chat_max_top_logprobs}")

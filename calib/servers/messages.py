@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "CHAT_MAX_TOP_LOGPROBS",
     "ChatMessage",
     "ChatParams",
     "ChatResponse",
@@ -138,22 +139,43 @@ class ChatMessage:
     tool_call_id: str | None = None
 
 
+#: The most top alternatives per token a chat API returns (the OpenAI API's ``top_logprobs`` limit, vLLM's default).
+CHAT_MAX_TOP_LOGPROBS = 20
+
+
 @dataclass(frozen=True)
 class ChatParams:
-    """Decoding parameters of a chat request."""
+    """Decoding parameters of a chat request.
+
+    ``logprobs`` asks for the output tokens' log-probs: ``None`` asks none; ``0`` to ``20`` the chosen
+    token's log-prob plus that many top alternatives per generated token (the OpenAI chat API's
+    ``logprobs=true`` with ``top_logprobs``).
+    """
 
     max_tokens: int = 1024
     temperature: float = 0.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    logprobs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.logprobs is not None and not 0 <= self.logprobs <= CHAT_MAX_TOP_LOGPROBS:
+            raise ValueError(f"logprobs must be None or 0..{CHAT_MAX_TOP_LOGPROBS} (top alternatives per generated "
+                             f"token, the chat APIs' limit), got {self.logprobs}")
 
 
 @dataclass(frozen=True)
 class ChatResponse:
-    """A chat model's answer: text, tool calls, why it stopped, and token usage."""
+    """A chat model's answer: text, tool calls, why it stopped, and token usage.
+
+    ``logprobs`` holds one :class:`TokenLogprob` per generated token when :attr:`ChatParams.logprobs` asked
+    for them (else ``None``): its text, its log-prob and the top alternatives, descending (``token_id`` is
+    ``None`` where the API names tokens by text only, as chat APIs do).
+    """
 
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None

@@ -70,7 +70,7 @@ from calib.servers._config import (
 )
 from calib.servers._http import HttpClient, RetryPolicy
 from calib.servers._openai_probe import _OpenAIProbe
-from calib.servers._openai_wire import _choices, _echo_tokens, openai_message, openai_usage
+from calib.servers._openai_wire import _choices, _echo_tokens, chat_token_logprobs, openai_message, openai_usage
 from calib.servers.base import (
     Capabilities,
     ChatMessage,
@@ -84,6 +84,7 @@ from calib.servers.base import (
     Tool,
     ToolCall,
     require,
+    require_chat_logprobs,
     server_record,
 )
 from calib.servers.registry import register
@@ -316,15 +317,28 @@ class OpenAIServer(_OpenAIProbe):
             raise ServerError(f"server {self.name!r}: /detokenize answered without a prompt string")
         return answer["prompt"]
 
+    async def prompt_tokens(self, text: str) -> list[dict[str, Any]]:
+        """``text`` echoed with ``logprobs`` 0 and the answer's usage; vLLM: no BOS, prompt_token_ids or token_id:N."""
+        require(await self.capabilities(), ["echo_logprobs"])
+        vllm = {"add_special_tokens": False, "return_token_ids": self._return_token_ids} if self._ids_as_tokens else {}
+        body = self._completion_body(text, max_tokens=self._echo_max_tokens, echo=True, logprobs=0, **vllm)
+        bodies = [body, {**body, "return_tokens_as_token_ids": True}] if vllm and not self._return_token_ids else [body]
+        answers = await asyncio.gather(*(self._http.post_json("/v1/completions", b) for b in bodies))
+        return [{**_choices(self.name, a, "/v1/completions")[0], "usage": a.get("usage")} for a in answers]
+
     # ----------------------------------------------------------------------------------- chat, embeddings
     async def chat(self, messages: Sequence[ChatMessage], *, tools: Sequence[Tool] = (),
                    params: ChatParams | None = None) -> ChatResponse:
-        """The model's next message through /v1/chat/completions (OpenAI tool-call format)."""
+        """The model's next message through /v1/chat/completions (OpenAI tool-call format; ``params.logprobs``:
+        ``logprobs: true``, ``top_logprobs: k``, refused first where the server lacks ``chat_logprobs``)."""
         caps = await self.capabilities()
         require(caps, ["chat", "tools"] if tools else ["chat"])
         params = params or ChatParams()
         body: dict[str, Any] = {"model": self.model, "messages": [openai_message(m) for m in messages],
                                 "max_tokens": params.max_tokens, "temperature": params.temperature}
+        if params.logprobs is not None:
+            require_chat_logprobs(caps, params.logprobs)
+            body.update(logprobs=True, top_logprobs=params.logprobs)
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:
@@ -338,9 +352,10 @@ class OpenAIServer(_OpenAIProbe):
         message = choice.get("message") or {}
         calls = tuple(self._tool_call(c) for c in message.get("tool_calls") or [])
         usage = answer.get("usage") or {}
+        logprobs = None if params.logprobs is None else chat_token_logprobs(self.name, choice, params.logprobs)
         return ChatResponse(content=message.get("content") or "", tool_calls=calls,
                             finish_reason=choice.get("finish_reason"), input_tokens=usage.get("prompt_tokens"),
-                            output_tokens=usage.get("completion_tokens"))
+                            output_tokens=usage.get("completion_tokens"), logprobs=logprobs)
 
     def _tool_call(self, call: dict[str, Any]) -> ToolCall:
         function = call.get("function") or {}

@@ -44,6 +44,7 @@ from calib.study.sections.extraction import (
     CensusPair,
     CensusSection,
     ExtractionSection,
+    chat_procedures,
 )
 from calib.study.sections.functional import (
     DedupSection,
@@ -163,9 +164,8 @@ class StudySpec(Section):
                         raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
         elif self.census is not None:
             raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
-        if self.generation.route == "chat" and kind in BUILTIN_KINDS and kind not in ("functional", "probes"):
-            raise ValueError(f"generation.route = 'chat' is built for functional and probes studies; a {kind} study "
-                             "asks its models through their completion route (docs/hosted.md)")
+        if self.generation.route == "chat" and kind in ("extraction", "census"):
+            chat_procedures(self.extraction, self.generation.chat_rule)
         if self.data.source == "organism" and self.organism is None and kind in ("functional", "extraction"):
             raise ValueError("data.source = 'organism' needs an [organism] table")
         judges = [m for m in self.measure.metrics if m.startswith("judge_")]

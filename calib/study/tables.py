@@ -42,6 +42,7 @@ GENERATIONS_SCHEMA: dict[str, pl.DataType] = {
     "function": pl.String(),  # the completed function (signature + completion cut where it ends); null if none
     "finish_reason": pl.String(),  # stop | length | ...
     "error": pl.String(),  # why there is no function (request failed, unparsable); null otherwise
+    "reply": pl.String(),  # the chat route: the reply as the host sent it (text is read back from it); else null
 }
 
 #: One row per sample: the per-sample verdicts the report counts (functional-memorization paper §3).

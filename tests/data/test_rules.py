@@ -89,3 +89,17 @@ def test_a_bad_user_rule_is_one_line_naming_the_file_and_the_key(tmp_path, text,
 def test_an_unknown_rule_name_lists_the_built_in_ones():
     with pytest.raises(InputError, match="'verbatim' is not built in \\(natural, continue, parrot\\)"):
         load_rule("verbatim")
+
+
+def test_a_prompt_cut_inside_a_line_is_continued_from_the_cut():
+    # An extraction window's prefix ends at a token, often inside a line: the reply's code is read back
+    # from the point where the unfinished line stops, not from the start of the next line.
+    prompt = "def area(r):\n    return math.pi * r"
+    continue_rule, parrot = load_rule("continue"), load_rule("parrot")
+    assert continue_rule.continuation("```python\n    return math.pi * r * r\n```", prompt) == " * r\n"
+    # a reply that repeats the whole prompt is read after the prompt, not at an earlier line that begins alike
+    prompt = "def f(x):\n    y = 1\n    y = 2\n    y"
+    reply = "```python\ndef f(x):\n    y = 1\n    y = 2\n    y += x\n    return y\n```"
+    assert parrot.continuation(reply, prompt) == " += x\n    return y\n"
+    # nothing in the reply continues the cut line: the code as it is (the procedure then finds no match)
+    assert continue_rule.continuation("```python\nprint(1)\n```", prompt) == "\nprint(1)\n"

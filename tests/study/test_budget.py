@@ -82,8 +82,8 @@ def test_a_token_cap_stops_between_chunks_and_a_rerun_resumes_to_the_same_table(
         (tmp_path / "free.toml").write_text(_spec(host.url, corpus, ""))
         free = _study(tmp_path, "free", "free")
         assert free.returncode == 0, free.stderr
-        # a cap the probes stay under and the first chunk of generations (8 completions) exceeds
-        (tmp_path / "capped.toml").write_text(_spec(host.url, corpus, "[budget]\ntokens = 200"))
+        # a cap the probes stay under (about 240 tokens) and the first chunk of generations (8 completions) exceeds
+        (tmp_path / "capped.toml").write_text(_spec(host.url, corpus, "[budget]\ntokens = 400"))
         stopped = _study(tmp_path, "capped", "capped")
         (tmp_path / "capped.toml").write_text(_spec(host.url, corpus, "[budget]\ntokens = 100000"))
         resumed = _study(tmp_path, "capped", "capped")
@@ -91,7 +91,7 @@ def test_a_token_cap_stops_between_chunks_and_a_rerun_resumes_to_the_same_table(
     errors = [line for line in stopped.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("calib: error: the study's budget is reached: ")
     line = errors[0]
-    assert "(budget.tokens = 200)" in line and "stage generate stopped with 1 of 2 chunks done, all kept" in line
+    assert "(budget.tokens = 400)" in line and "stage generate stopped with 1 of 2 chunks done, all kept" in line
     run = tmp_path / "capped"
     reached = [e for e in _events(run) if e["event"] == "budget_reached"]
     assert len(reached) == 1 and reached[0]["chunks_done"] == 1 and reached[0]["chunks"] == 2

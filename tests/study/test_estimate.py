@@ -26,19 +26,6 @@ from tests._served import serving
 PRICES = "[budget.prices.target]\ninput = 2.0\noutput = 10.0\n"
 
 
-class RecordingProxy(HostedProxy):
-    """Forwards everything (``direct``) and keeps the ``max_tokens`` of every completion request."""
-
-    def __init__(self, upstream: str) -> None:
-        super().__init__(upstream, "direct")
-        self.max_tokens: list[Any] = []
-
-    def answer(self, path: str, body: dict[str, Any] | None) -> Any:
-        if path == "/v1/completions" and isinstance(body, dict):
-            self.max_tokens.append(body.get("max_tokens"))
-        return super().answer(path, body)
-
-
 @pytest.fixture(scope="module")
 def served_organism_target(organism_tiny, tmp_path_factory):
     with serving(organism_tiny.target, "organism-target", tmp_path_factory.mktemp("serve") / "stderr.txt") as url:
@@ -93,16 +80,18 @@ def _line(estimate: dict[str, Any], stage: str, server: str) -> dict[str, Any]:
 
 def test_the_generate_estimate_is_what_the_run_then_sends(organism_tiny, served_organism_target, tmp_path):
     cache = organism_tiny.root.parent.parent
-    with RecordingProxy(served_organism_target) as host:
+    with HostedProxy(served_organism_target, "direct") as host:
         spec = _functional(cache, host.url, PRICES)
         checked = _check(tmp_path, spec, "--json")
         probe_requests = sum(host.requests.values())
         probe_usage = dict(host.usage)
         # the estimate asked for no generation: only the capability probe's one-token completions
-        assert host.max_tokens and all(m is not None and m <= 1 for m in host.max_tokens)
-        asked_before = len(host.max_tokens)
+        asked = host.bodies["/v1/completions"]  # every completion request's body, in order
+        assert asked and all(b.get("max_tokens") is not None and b["max_tokens"] <= 1 for b in asked)
+        asked_before = len(asked)
         run_study(tmp_path / "s.toml", run_dir=tmp_path / "run", options=RunOptions(until="generate", progress=False))
-        generations = [m for m in host.max_tokens[asked_before:] if m is not None and m > 1]
+        generations = [b.get("max_tokens") for b in host.bodies["/v1/completions"][asked_before:]]
+        generations = [m for m in generations if m is not None and m > 1]
     assert checked.returncode == 0, checked.stderr
     found = json.loads(checked.stdout)
     estimate = found["estimate"]
@@ -217,8 +206,8 @@ def test_the_extraction_estimate_names_procedures_it_does_not_know(organism_tiny
     made, unknown = generations_per_window(spec.model_copy(update={"extraction": extraction}))
     # [extraction] samples (100 by default) generations, up to 32 per request where the module says so
     samples = getattr(spec.extraction, "samples", 100)
-    assert made["greedy_prefix"] == (1, 1) and made["sampled"][1] == samples and unknown == ["novel"]
-    assert made["sampled"][0] in (samples, -(-samples // 32)) and set(made) == {"greedy_prefix", "sampled"}
+    assert made["greedy"] == (1, 1) and made["sampled"][1] == samples and unknown == ["novel"]  # one greedy generation
+    assert made["sampled"][0] in (samples, -(-samples // 32)) and set(made) == {"greedy", "sampled"}
 
 
 def test_the_probes_estimate_bounds_the_prompts_the_run_sends(organism_tiny, tmp_path):

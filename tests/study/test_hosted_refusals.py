@@ -94,6 +94,7 @@ def test_a_chat_only_target_is_refused_before_any_stage_with_every_missing_capab
     # what each server's capabilities allow (calib.servers.base.PROCEDURE_NEEDS): the chat-only host chat (and the
     # embeddings route it forwards), nothing that completes, counts tokens or scores
     assert target["allows"] == ["functional, chat route (a prompt-selection rule)",
+                                "extraction/census greedy_prefix, sampled through chat (a prompt-selection rule)",
                                 "probes generations, chat route (a prompt-selection rule)", "judge, llm executor",
                                 "embedding metric, semantic near-duplicates"]
     allows = found["servers"]["reference"]["allows"]  # calib serve itself: completions, tokenizer, log-probs
@@ -130,3 +131,21 @@ def test_a_host_that_fails_every_generation_ends_the_study_with_exit_3_and_the_c
     # resumed with everything up to date: no request (not even a probe), and still not a success
     assert again.returncode == 3 and "ran: none" in again.stdout
     assert sum(host.requests.values()) == requests_after_first
+
+
+def test_a_chat_only_host_that_fails_every_request_ends_the_study_with_exit_3_and_the_cause(served_model, tmp_path,
+                                                                                              corpus):
+    # a chat-only host (no completions, no tokenizer) that answers the probe's one-token chat and then fails
+    # every request: asked through chat, with prompts counted by characters, the study measures nothing
+    spec = _spec("URL", "URL", corpus).replace("[prompt]\n", '[prompt]\ntokenizer = "chars"\n').replace(
+        "[generation]\n", '[generation]\nroute = "chat"\nrule = "continue"\n')
+    with HostedProxy(served_model, "chat_outage_after_probe") as host:
+        (tmp_path / "s.toml").write_text(spec.replace("URL", host.url))
+        studied = _calib("study", "s.toml", "--run-dir", "run", "--quiet", cwd=tmp_path)
+        failed = [b for b in host.bodies.get("/v1/chat/completions", []) if b["max_tokens"] > 1]
+    assert studied.returncode == 3, studied.stdout + studied.stderr
+    error = [line for line in studied.stderr.splitlines() if "error" in line]
+    assert len(error) == 1
+    assert error[0].startswith("calib study: error: the study measured nothing: none of the 2 samples was scored")
+    assert "quota exceeded" in error[0]
+    assert len(failed) >= 4  # both models asked through chat for both samples (each failure retried once)

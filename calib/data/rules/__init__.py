@@ -69,9 +69,18 @@ class PromptRule:
         return out + [{"role": "user", "content": self.user.format(**values)}]
 
     def continuation(self, reply: str, prompt: str) -> str:
-        """The text that continues ``prompt``, read back from the model's ``reply`` by the rule's ``reply`` mode."""
+        """The text that continues ``prompt``, read back from the model's ``reply`` by the rule's ``reply`` mode.
+
+        A prompt that ends inside a line (an extraction window's prefix cut at a token) is continued from
+        that point: the code read back is searched for a line that begins with the prompt's unfinished
+        line (leading spaces aside), and the continuation is what follows it on that line and after.
+        """
         if self.reply == "raw":
             return reply
+        block = _FENCE.search(reply) if self.reply == "code_block" else None
+        after = _after_fragment(block.group(1) if block else reply, prompt)
+        if after is not None:
+            return after
         last = prompt.rstrip("\n").rsplit("\n", 1)[-1].strip()
         if self.reply == "code_block":
             block = _FENCE.search(reply)
@@ -100,6 +109,35 @@ def _after_line(code: str, last: str) -> str:
         if last and line.strip() == last:
             return "\n" + "\n".join(lines[i + 1:])
     return code if code.startswith("\n") else "\n" + code
+
+
+def _after_fragment(code: str, prompt: str) -> str | None:
+    """``code`` after the prompt's last line where a line of ``code`` begins with it (leading spaces aside), or None.
+
+    The prompt's last line may be unfinished (a window cut inside a line). Of several such lines, the one
+    whose preceding lines repeat the prompt's preceding lines the longest is taken (the first on a tie),
+    so that a reply that repeats the whole prompt is read back after the prompt, not at an earlier line
+    that happens to begin the same way.
+    """
+    before = prompt.split("\n")
+    head = before.pop().lstrip()
+    if not head.strip():
+        return None
+    lines = code.split("\n")
+    best: tuple[int, int] | None = None  # (agreement, line index)
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith(head):
+            continue
+        agree = 0
+        while agree < min(i, len(before)) and lines[i - 1 - agree].strip() == before[-1 - agree].strip():
+            agree += 1
+        if best is None or agree > best[0]:
+            best = (agree, i)
+    if best is None:
+        return None
+    i = best[1]
+    at = sum(len(line) + 1 for line in lines[:i]) + len(lines[i]) - len(lines[i].lstrip()) + len(head)
+    return code[at:]
 
 
 def _builtin(name: str) -> Path | None:

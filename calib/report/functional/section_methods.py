@@ -94,6 +94,9 @@ def _counted_by(tokenizer: dict[str, Any] | None) -> str:
     if source == "file":
         return (f"counted with the local tokenizer file `{Path(str(tokenizer.get('path'))).name}` (SHA-256 "
                 f"{str(tokenizer.get('sha256'))[:12]}...)")
+    if source == "completions":
+        return ("counted with the target server's tokenizer, read through its completions route (the server has no "
+                f"`/tokenize`; {'`return_token_ids`' if tokenizer.get('via') == 'return_token_ids' else 'echo'})")
     return "counted with the target server's tokenizer"
 
 

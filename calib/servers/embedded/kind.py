@@ -31,6 +31,7 @@ from calib._exceptions import InvalidParameterError
 from calib._version import __version__
 from calib.servers._config import check_config, positive
 from calib.servers.base import (
+    CHAT_MAX_TOP_LOGPROBS,
     Capabilities,
     CapabilityError,
     ChatMessage,
@@ -100,8 +101,9 @@ class EmbeddedServer:
             self._caps = Capabilities(
                 kind="embedded", name=self.name, model=str(self.model_dir), server_version=__version__,
                 max_context=m.max_model_len, batch_prompts=True, echo_logprobs=True, prompt_logprobs=True,
-                max_top_logprobs=m.vocab_size, token_ids_in=True, full_distribution=True, tokenize=True,
-                chat=m.has_chat_template, tools=False, embeddings=True,
+                max_top_logprobs=m.vocab_size, output_logprobs=True, token_ids_in=True, full_distribution=True,
+                tokenize=True, chat=m.has_chat_template, tools=False, embeddings=True,
+                chat_logprobs=m.has_chat_template, chat_max_top_logprobs=min(CHAT_MAX_TOP_LOGPROBS, m.vocab_size),
                 notes=("in-process transformers on the CPU, float32; no tool calling",))
             self._about = await self._call(lambda m: {"dtype": m.dtype, "device": m.device,
                                                       "weights": weight_hashes(self.model_dir)})
@@ -170,9 +172,10 @@ class EmbeddedServer:
             ids = m.tokenize(prompt)
             max_tokens = min(params.max_tokens, m.max_model_len - len(ids))
             (g,) = m.generate(ids, SamplingParams(max_tokens=max(max_tokens, 0), temperature=params.temperature,
-                                                  stop=params.stop, seed=params.seed))
+                                                  stop=params.stop, seed=params.seed, logprobs=params.logprobs))
             return ChatResponse(content=g.text, finish_reason=g.finish_reason, input_tokens=len(ids),
-                                output_tokens=len(g.token_ids))
+                                output_tokens=len(g.token_ids),
+                                logprobs=None if params.logprobs is None else g.logprobs)
 
         return await self._call(run)
 

@@ -18,6 +18,8 @@ def needs(spec: Any) -> dict[str, list[str]]:
     logprob = [p for p in e.procedures if p not in GENERATION_ONLY]
     if spec.prompt.tokenizer == "server":
         add(spec.models.target, "tokenize")  # windows are cut with the target's tokenizer
+    elif spec.prompt.tokenizer == "completions":
+        add(spec.models.target, "echo_logprobs")  # ... with its completions route's echoed tokens
     for name in (spec.models.target, spec.models.reference):
         if name is None:
             continue
@@ -26,8 +28,11 @@ def needs(spec: Any) -> dict[str, list[str]]:
             add(name, "tokenize")
         if any(float(t) != 1.0 for t in e.temperatures) and "base" in e.procedures:
             add(name, "full_distribution")
+        chat = spec.generation.route == "chat"
         if any(p in e.procedures for p in ("near_verbatim_greedy", "near_verbatim", *GENERATION_ONLY)):
-            add(name, "complete")  # near-verbatim, greedy_prefix and sampled generate the suffix
+            add(name, "chat" if chat else "complete")  # near-verbatim and the generation procedures generate
+        if "greedy_logprob" in e.procedures:  # the greedy generation's output-token log-probs
+            add(name, "chat_logprobs" if chat else "output_logprobs")
     return need
 
 

@@ -11,8 +11,13 @@ model then, per window:
   procedure is asked (``greedy``, ``top_k``, ``base`` and the near-verbatim ones share the pass);
 * ``near_verbatim_greedy`` / ``near_verbatim``: one greedy generation of ℓ_s tokens (shared), and
   ``near_verbatim`` at most one more scoring pass (of a generation within ε edits);
-* ``greedy_prefix``: one greedy generation of ℓ_s tokens; ``sampled``: ``[extraction] samples``
-  generations of ℓ_s tokens each, up to ``REQUEST_SAMPLES`` (32) per request.
+* ``greedy_prefix``, ``greedy_logprob``: one greedy generation of ℓ_s tokens (shared); ``sampled``:
+  ``[extraction] samples`` generations of ℓ_s tokens each, up to ``REQUEST_SAMPLES`` (32) per request.
+
+Through chat (``[generation] route = "chat"``) every generation is one request; its input is bounded by
+the rule's messages (the prefix, and the suffix under a rule that shows it, in bytes, plus
+``CHAT_TEMPLATE_TOKENS`` per message) and its output by the rule's budget
+(:func:`calib.study.extraction.asking.chat_budget`: a code reply may repeat the prefix).
 
 A procedure not listed here is named in a note and left out of the figures.
 """
@@ -36,7 +41,7 @@ SCORING = frozenset({"greedy", "top_k", "base", "near_verbatim_greedy", "near_ve
 def _request_samples() -> int:
     """Generations ``sampled`` asks per completion request (1 where that module is not there: a bound)."""
     try:
-        from calib.study.extraction.generated import REQUEST_SAMPLES
+        from calib.study.extraction.asking import REQUEST_SAMPLES
     except ImportError:
         return 1
     return int(REQUEST_SAMPLES)
@@ -50,11 +55,12 @@ def generations_per_window(spec: Any) -> tuple[dict[str, tuple[int, int]], list[
     for procedure in spec.extraction.procedures:
         if procedure in ("near_verbatim_greedy", "near_verbatim"):
             out["near_verbatim"] = (1, 1)
-        elif procedure == "greedy_prefix":
-            out[procedure] = (1, 1)
+        elif procedure in ("greedy_prefix", "greedy_logprob"):
+            out["greedy"] = (1, 1)  # one greedy generation serves both
         elif procedure == "sampled":
             n = int(getattr(spec.extraction, "samples", 100))
-            out[procedure] = (math.ceil(n / _request_samples()), n)
+            chat = spec.generation.route == "chat"  # a chat request is one generation
+            out[procedure] = (n if chat else math.ceil(n / _request_samples()), n)
         elif procedure not in SCORING:
             unknown.append(procedure)
     return out, unknown
@@ -96,6 +102,20 @@ def _windows(spec: Any, rows: list[dict[str, Any]]) -> dict[int, int]:
     return out
 
 
+def _chat_sizes(spec: Any) -> tuple[int, int, int]:
+    """Through chat: (input tokens of a request besides a shown suffix, output tokens besides the suffix's, 1
+    when the rule shows the suffix else 0), from the rule's messages with an empty prefix and the prefix's tokens."""
+    from calib.data.rules import load_rule
+    from calib.study.estimate import CHAT_TEMPLATE_TOKENS
+    from calib.study.extraction.asking import chat_budget
+
+    rule = load_rule(spec.generation.chat_rule)
+    messages = rule.messages("", language="python", suffix="" if rule.shows_suffix else None)
+    frame = sum(len(m["content"].encode("utf-8")) + CHAT_TEMPLATE_TOKENS for m in messages) + SPECIAL_TOKENS
+    prefix = spec.extraction.prefix_tokens
+    return frame + prefix, chat_budget(rule, 0, prefix), int(rule.shows_suffix)
+
+
 async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | None]) -> Estimate:
     """The windows and score stages' requests, tokenizer requests and token bounds per model (see the module)."""
     found = Estimate()
@@ -111,6 +131,12 @@ async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | N
         found.notes.append(f"procedure(s) {', '.join(unknown)}: not known to the estimate, left out of the figures")
     found.notes.append(f"windows: at most {total:,} (cut by the window tokenizer; counted here as one token per "
                        f"byte of the {len(rows):,} samples)")
+    if getattr(spec.prompt, "tokenizer", "server") == "completions":
+        found.notes.append(f"windows: the target's completions route tokenizes (echo, nothing generated, billed as "
+                           f"prompt tokens): at most {len(rows) + 2 * total:,} requests, counted as tokenizer "
+                           "requests")
+        found.lines.append(Line("windows", spec.models.target, requests=0, input_tokens=0, output_tokens=0,
+                                tokenizer_requests=len(rows) + 2 * total, exact={"output_tokens"}))
     if getattr(spec.prompt, "tokenizer", "server") == "server":
         # the windows stage: one tokenize per sample, per window at most 3 decoded cuts and 2 re-tokenized halves
         found.lines.append(Line("windows", spec.models.target, requests=0, input_tokens=0, output_tokens=0,
@@ -123,15 +149,16 @@ async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | N
     # a scoring pass tokenizes prompt, continuation and both; a near-verbatim generation is tokenized and
     # decoded; the generation-only procedures tokenize the suffix and at most one matched prefix
     tokenized = 3 * ((1 if scoring else 0) + (1 if nv else 0)) + (2 if "near_verbatim" in generations else 0) + \
-        (2 if {"greedy_prefix", "sampled"} & set(generations) else 0)
+        (2 if {"greedy", "sampled"} & set(generations) else 0)
+    chat = _chat_sizes(spec) if spec.generation.route == "chat" else None
     for _, name in scored_roles(spec):
         line = Line("score", name, requests=0, input_tokens=0, output_tokens=0)
         for length, n in windows.items():
             passes = n * ((1 if scoring else 0) + (1 if nv else 0))
             line.requests += passes + n * asked
             line.input_tokens += passes * (e.prefix_tokens + length + SPECIAL_TOKENS) + \
-                n * asked * (e.prefix_tokens + SPECIAL_TOKENS)
-            line.output_tokens += passes + n * made * length
+                n * asked * (e.prefix_tokens + SPECIAL_TOKENS if chat is None else chat[0] + length * chat[2])
+            line.output_tokens += passes + n * made * (length if chat is None else length + chat[1])
             line.tokenizer_requests += n * tokenized
         found.lines.append(line)
     if spec.models.reference is not None:

@@ -1,12 +1,16 @@
-"""Extraction scores from generations alone: ``greedy_prefix`` and ``sampled`` (no log-probs, no server /tokenize).
+"""Extraction scores from generations: ``greedy_prefix``, ``greedy_logprob``, ``sampled`` (no teacher forcing).
 
 A hosted API that returns neither prompt log-probs nor its tokenizer can still be audited by what it
 generates (docs/extraction.md "Scores without log-probs"; Cooper et al., "Extractable Memorization From
-First Principles", §6 and App. F.1):
+First Principles", §6 and App. F.1), through its completion route or through chat by a prompt-selection
+rule (:mod:`calib.study.extraction.asking`):
 
 * ``greedy_prefix``: one greedy generation of ℓ_s tokens after the prefix; the score is the share of the
   suffix's tokens it reproduces from the start, before its first differing character (1 = verbatim). A
   graded score, so the conformal threshold is not one atom of tied 0/1 scores.
+* ``greedy_logprob``: the same greedy generation with its output-token log-probs (top-k ≤ 20, where the
+  API offers them): the suffix's probability at T = 1 when the generation reproduces it, else an upper
+  bound from the first differing token (:func:`suffix_logprob`).
 * ``sampled``: n generations at ``sample_temperature``; a hit is a generation that starts with the suffix,
   character for character. The score ``hits / n`` estimates the per-query generation probability p; its
   Clopper–Pearson 95 % interval bounds p, and the query budget at the lower bound p_lo,
@@ -15,7 +19,8 @@ First Principles", §6 and App. F.1):
 Tokens are the window tokenizer's (``[prompt] tokenizer``, :mod:`calib.study.tokenizer_source`): the
 suffix of a window is ℓ_s of its units, and every generation is asked for that many tokens
 (``max_tokens``) — exactly ℓ_s when the window tokenizer is the model's, an upper bound for a character
-budget (a token is at least one character). Text a generation adds after the suffix is ignored.
+budget (a token is at least one character); a chat reply that may repeat the prompt gets more
+(:func:`calib.study.extraction.asking.chat_budget`). Text a generation adds after the suffix is ignored.
 """
 
 from __future__ import annotations
@@ -25,11 +30,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CONFIDENCE", "REQUEST_SAMPLES", "generation_scores", "matched_prefix", "matched_tokens",
-           "query_budget", "sampled_detail"]
+__all__ = ["CONFIDENCE", "generation_scores", "matched_prefix", "matched_tokens", "query_budget", "sampled_detail",
+           "suffix_logprob"]
 
-#: Generations asked per completion request of ``sampled`` (n above it is split into several requests).
-REQUEST_SAMPLES = 32
 #: The confidence of the Clopper–Pearson interval and of the query budget (the paper's 95 %).
 CONFIDENCE = 0.95
 
@@ -86,39 +89,86 @@ def sampled_detail(hits: int, n: int, temperature: float) -> dict[str, Any]:
             "queries_95": None if budget == math.inf else budget}
 
 
+def suffix_logprob(tokens: Sequence[Any], suffix: str) -> tuple[float, bool, int]:
+    """The log-probability (natural log) of ``suffix`` read off a greedy generation's output-token log-probs.
+
+    ``tokens`` are the generation's tokens (``token``, ``logprob`` and the listed ``top`` alternatives,
+    as :class:`calib.servers.TokenLogprob`), from the first character of the continuation. While the
+    generation agrees with the suffix, each token's log-prob is the suffix's own (one tokenization: the
+    generated one). At the first token that departs from the suffix the probability of continuing the
+    suffix is at most 1 − the listed mass of tokens that depart from it (the generated token among
+    them), so the result is an upper bound from there on; a generation that stops before the suffix
+    ends gives the bound of the tokens it has. Returns ``(log p, exact, characters matched)``: exact
+    when the generation reproduced the whole suffix.
+    """
+    total, at = 0.0, 0
+    for token in tokens:
+        rest = suffix[at:]
+        if not rest:
+            break
+        text = token.token
+
+        def agrees(t: str, rest: str = rest) -> bool:
+            return bool(t) and (rest.startswith(t) or t.startswith(rest))
+
+        if agrees(text):
+            total += token.logprob
+            at += len(text)
+            continue
+        departing = math.fsum(math.exp(lp) for _, t, lp in token.top if not agrees(t) and t != text)
+        mass = 1.0 - math.exp(token.logprob) - departing
+        return total + (math.log(mass) if mass > 0.0 else -math.inf), False, at
+    return total, at >= len(suffix), min(at, len(suffix))
+
+
 def _row(procedure: str, value: float, detail: dict[str, Any]) -> dict[str, Any]:
     log10 = -math.inf if value <= 0.0 else math.log10(value)
     return {"procedure": procedure, "value": value, "log10_value": log10,
             "detail": json.dumps(detail, sort_keys=True)}
 
 
-async def generation_scores(server: Any, tokenizer: Any, prefix: str, suffix: str, spec: Any) -> list[dict[str, Any]]:
-    """The ``greedy_prefix`` and ``sampled`` rows of one window by one server (those the spec lists).
+async def generation_scores(asker: Any, tokenizer: Any, prefix: str, suffix: str, spec: Any, *,
+                            language: str | None = None, top_logprobs: int = 0) -> list[dict[str, Any]]:
+    """The ``greedy_prefix``, ``greedy_logprob`` and ``sampled`` rows of one window by one server (those listed).
 
-    ``server`` only completes; ``tokenizer`` (the window tokenizer) counts the suffix's tokens.
+    ``asker`` (:class:`calib.study.extraction.asking.Asker`) asks the server through its completion route
+    or through chat by the spec's rule; ``tokenizer`` (the window tokenizer) counts the suffix's tokens;
+    ``top_logprobs`` is how many alternatives ``greedy_logprob`` asks per output token (the server's most,
+    at most 20). One greedy generation serves both greedy procedures.
     """
-    from calib.servers import SamplingParams
+    from calib.study.extraction.asking import chat_budget
 
     e = spec.extraction
     target = await tokenizer.tokenize(suffix)
     n = len(target)
+    budget = n
+    if asker.rule is not None:
+        budget = chat_budget(asker.rule, n, len(await tokenizer.tokenize(prefix)) if asker.rule.reply != "raw" else 0)
     rows = []
-    if "greedy_prefix" in e.procedures:
-        (completion,), = await server.complete([prefix], SamplingParams(max_tokens=n, temperature=0.0,
-                                                                         seed=spec.study.seed))
-        matched = await matched_tokens(tokenizer, completion.text, suffix, target)
-        rows.append(_row("greedy_prefix", matched / n, {"n_tokens": n, "matched": matched,
-                                                          "generation": completion.text}))
+    greedy = [p for p in ("greedy_prefix", "greedy_logprob") if p in e.procedures]
+    if greedy:
+        (generation,) = await asker.generate(prefix, suffix, max_tokens=budget, temperature=0.0,
+                                             seed=spec.study.seed, language=language,
+                                             logprobs=top_logprobs if "greedy_logprob" in greedy else None)
+        said = {"generation": generation.text}
+        if generation.reply is not None:
+            said["reply"] = generation.reply
+        if "greedy_prefix" in greedy:
+            matched = await matched_tokens(tokenizer, generation.text, suffix, target)
+            rows.append(_row("greedy_prefix", matched / n, {"n_tokens": n, "matched": matched, **said}))
+        if "greedy_logprob" in greedy:
+            if generation.tokens is None:
+                raise ValueError("the server returned no output-token log-probs for greedy_logprob")
+            log_p, exact, chars = suffix_logprob(generation.tokens, suffix)
+            log10 = log_p / math.log(10.0)
+            rows.append({"procedure": "greedy_logprob", "value": 0.0 if log10 == -math.inf else 10.0 ** log10,
+                         "log10_value": log10, "detail": json.dumps(
+                             {"n_tokens": n, "exact": exact, "matched_chars": chars, "top_logprobs": top_logprobs,
+                              **said}, sort_keys=True)})
     if "sampled" in e.procedures:
-        hits = 0
-        for start in range(0, e.samples, REQUEST_SAMPLES):
-            size = min(REQUEST_SAMPLES, e.samples - start)
-            seed = None if spec.study.seed is None else (spec.study.seed + start) % 2**63
-            (completions,) = await server.complete([prefix], SamplingParams(
-                max_tokens=n, temperature=e.sample_temperature, n=size, seed=seed))
-            if len(completions) != size:
-                raise ValueError(f"asked for n = {size} generations, the server returned {len(completions)}")
-            hits += sum(c.text.startswith(suffix) for c in completions)
+        generations = await asker.generate(prefix, suffix, max_tokens=budget, temperature=e.sample_temperature,
+                                           n=e.samples, seed=spec.study.seed, language=language)
+        hits = sum(g.text.startswith(suffix) for g in generations)
         rows.append(_row("sampled", hits / e.samples, {"n_tokens": n, **sampled_detail(
             hits, e.samples, float(e.sample_temperature))}))
     return rows

@@ -168,6 +168,11 @@ def _scores_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
            "servers": {role: spec.servers[name] for role, name in scored_roles(spec)}, "seed": spec.study.seed}
     if any(p in GENERATION_ONLY for p in e.procedures):  # the window tokenizer counts their tokens
         out["tokenizer"] = tokenizer_settings(spec.prompt, spec.servers, spec.models.target)
+    if spec.generation.route == "chat":  # the completion route's key stays as it was (runs before chat stay done)
+        from calib.data.rules import load_rule
+
+        out["route"] = "chat"
+        out["rule"] = load_rule(spec.generation.chat_rule).fingerprint()
     return out
 
 
@@ -185,24 +190,27 @@ def _value(log10: float) -> float:
     return 0.0 if log10 == -math.inf else 10.0 ** log10
 
 
-async def score_window(server: Any, prefix: str, suffix: str, spec: StudySpec,
-                       tokenizer: Any = None) -> list[dict[str, Any]]:
+async def score_window(server: Any, prefix: str, suffix: str, spec: StudySpec, tokenizer: Any = None, *,
+                       asker: Any = None, language: str | None = None, top_logprobs: int = 0) -> list[dict[str, Any]]:
     """Every procedure's score of one window by one server: ``procedure, value, log10_value, detail`` rows.
 
     One teacher-forced scoring pass gives the greedy, top-k and base-policy scores; the near-verbatim
     procedures add one greedy generation of ℓ_s tokens (and a scoring pass of it when it differs from
     the suffix but lies within ε token edits). The generation-only procedures (``greedy_prefix``,
-    ``sampled``: :mod:`calib.study.extraction.generated`) only complete, and count tokens with
+    ``greedy_logprob``, ``sampled``: :mod:`calib.study.extraction.generated`) only generate — through
+    ``asker`` (its completion route when None, or chat by a rule), in ``language`` for a rule's messages,
+    with ``top_logprobs`` alternatives per output token for ``greedy_logprob`` — and count tokens with
     ``tokenizer`` (the window tokenizer; the server's own when None).
     """
+    from calib.study.extraction.asking import Asker
     from calib.study.extraction.generated import generation_scores
 
     rows: list[dict[str, Any]] = []
     if any(p not in GENERATION_ONLY for p in spec.extraction.procedures):
         rows.extend(await _logprob_scores(server, prefix, suffix, spec))
     if any(p in GENERATION_ONLY for p in spec.extraction.procedures):
-        rows.extend(await generation_scores(server, server if tokenizer is None else tokenizer, prefix, suffix,
-                                            spec))
+        rows.extend(await generation_scores(asker or Asker(server), server if tokenizer is None else tokenizer,
+                                            prefix, suffix, spec, language=language, top_logprobs=top_logprobs))
     return rows
 
 
@@ -265,9 +273,14 @@ async def _scores(ctx: StageContext) -> pl.DataFrame:
         models[role] = (await ctx.resources.probe(name)).get("model") or name
     names = procedure_names(spec)
     tokenizer = None  # the window tokenizer counts the generation-only procedures' tokens
+    askers: dict[str, Any] = {}
     if any(p in GENERATION_ONLY for p in spec.extraction.procedures):
         tokenizer, described = await tokenizer_source(spec.prompt, ctx.resources, spec.models.target)
         ctx.resources.facts["window_tokenizer"] = described
+        askers = _askers(ctx, roles)
+    top = {role: _top_logprobs(spec, ctx.resources.capabilities.get(name) or {}) for role, name in roles}
+    languages = dict(ctx.table("samples").select("sample_id", "language").iter_rows())
+    default_language = "python" if spec.data.source == "organism" else "text"
     # A cut shared by several windows (a control document of several census pairs) is scored once.
     cuts = windows.group_by(["sample_id", "prefix_tokens", "suffix_tokens", "start_token"], maintain_order=True).agg(
         pl.col("window_id"), pl.col("prefix").first(), pl.col("suffix").first())
@@ -280,7 +293,9 @@ async def _scores(ctx: StageContext) -> pl.DataFrame:
                 "suffix_tokens": item["suffix_tokens"]}
         server = ctx.resources.server(server_of[item["role"]])
         try:
-            got = await score_window(server, item["prefix"], item["suffix"], spec, tokenizer)
+            got = await score_window(server, item["prefix"], item["suffix"], spec, tokenizer,
+                                     asker=askers.get(item["role"]), top_logprobs=top[item["role"]],
+                                     language=languages.get(item["sample_id"]) or default_language)
             rows = [{**head, **row, "error": None} for row in got]
         except (RequestFailed, CalibError, ValueError) as exc:  # one bad window is recorded, never fatal
             why = exc.error if hasattr(exc, "error") else " ".join(str(exc).split())
@@ -298,6 +313,36 @@ async def _scores(ctx: StageContext) -> pl.DataFrame:
     for _, name in roles:
         record_requests(ctx, name)
     return frame
+
+
+def _askers(ctx: StageContext, roles: list[tuple[str, str]]) -> dict[str, Any]:
+    """Each role's :class:`~calib.study.extraction.asking.Asker`: its completion route, or chat by the spec's rule."""
+    from calib.study.extraction.asking import Asker
+
+    spec = ctx.spec
+    rule = None
+    if spec.generation.route == "chat":
+        from calib.data.rules import load_rule
+
+        rule = load_rule(spec.generation.chat_rule)
+        if "greedy_logprob" in spec.extraction.procedures and rule.reply != "raw":
+            raise CalibError(f"generation.rule: greedy_logprob through chat reads the reply's own tokens, so it needs "
+                             f"a rule whose reply is 'raw' (the rule {rule.name!r} reads a {rule.reply})")
+    ctx.resources.facts["generation"] = {"route": spec.generation.route,
+                                         "rule": None if rule is None else rule.record()}
+
+    def lowered(role: str) -> Any:
+        return lambda asked, budget: ctx.event("budget_lowered", role=role, asked=asked, budget=budget)
+
+    return {role: Asker(ctx.resources.server(name), rule=rule, on_lowered=lowered(role)) for role, name in roles}
+
+
+def _top_logprobs(spec: StudySpec, caps: dict[str, Any]) -> int:
+    """Alternatives per output token that ``greedy_logprob`` asks: what the route returns, at most 20 (0 unused)."""
+    if "greedy_logprob" not in spec.extraction.procedures:
+        return 0
+    key = "chat_max_top_logprobs" if spec.generation.route == "chat" else "max_top_logprobs"
+    return max(0, min(20, int(caps.get(key) or 0)))
 
 
 windows_stage = Stage("windows", ("samples",), "windows", "1", _windows_settings, _windows)

@@ -18,6 +18,8 @@ def needs(spec: Any) -> dict[str, list[str]]:
         add(name, route)  # both models complete every prompt, through the same route
     if spec.data.source != "organism" and spec.prompt.tokenizer == "server":
         add(spec.models.target, "tokenize")  # prompts keep the last P context tokens, by the target's tokenizer
+    elif spec.data.source != "organism" and spec.prompt.tokenizer == "completions":
+        add(spec.models.target, "echo_logprobs")  # ... counted by its completions route's echoed tokens
     if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
         add(spec.execute.server, "chat")  # the llm executor's model writes inputs and preambles
         if spec.execute.executor == "agent":

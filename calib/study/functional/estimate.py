@@ -109,6 +109,9 @@ async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | N
     if not chat and spec.prompt.tokenizer == "server" and not organism:
         found.notes.append(f"prompt: the target's tokenizer cuts each prompt's context ({n} samples, a few "
                            "tokenizer requests each; not in the figures)")
+    if spec.prompt.tokenizer == "completions" and not organism:
+        found.notes.append(f"prompt: the target's completions route tokenizes each prompt's context ({n} samples, a "
+                           "few echo requests each, nothing generated, billed as prompt tokens; not in the figures)")
     _other_servers(spec, found)
     return found
 

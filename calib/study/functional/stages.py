@@ -72,7 +72,7 @@ async def _extract(ctx: StageContext) -> pl.DataFrame:
 def _prompt_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     p = spec.prompt
     out: dict[str, Any] = {"prompt": p.model_dump(mode="json")}
-    if p.tokenizer == "server":
+    if p.tokenizer in ("server", "completions"):
         out["tokenizer"] = spec.servers[spec.models.target]
     elif p.tokenizer == "file" and p.tokenizer_file is not None and Path(p.tokenizer_file).is_file():
         out["tokenizer_sha256"] = hashlib.sha256(Path(p.tokenizer_file).read_bytes()).hexdigest()
@@ -120,13 +120,14 @@ def _generate_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     return out
 
 
-def _chat_asker(ctx: StageContext, params: Any, lowered: dict[str, int]) -> Any:
+def _chat_asker(ctx: StageContext, params: Any, lowered: dict[str, int], replies: dict[tuple[str, str], str]) -> Any:
     """``ask(role, row)``: one sample's completion through the role's chat route, by the spec's prompt rule.
 
     The rule builds the messages from the sample's prompt (and, for a rule that shows it, the expected
     continuation: x after its signature) and reads the continuation back from the reply, the same way
     for every sample and both models (docs/hosted.md "Generation through chat"). A context-length
-    refusal is asked again once with what the host says is left, as on the completion route.
+    refusal is asked again once with what the host says is left, as on the completion route. Each reply
+    as the host sent it goes to ``replies`` by ``(sample_id, role)`` (the table keeps it beside the text).
     """
     from calib.data.rules import load_rule
     from calib.servers import ChatMessage, ChatParams, Completion
@@ -149,6 +150,7 @@ def _chat_asker(ctx: StageContext, params: Any, lowered: dict[str, int]) -> Any:
             ctx.event("budget_lowered", sample_id=row["sample_id"], role=role, asked=chat_params.max_tokens,
                       budget=lower)
             lowered[role] = lowered.get(role, 0) + 1
+        replies[(row["sample_id"], role)] = reply.content
         return Completion(text=rule.continuation(reply.content, row["prompt"]), finish_reason=reply.finish_reason)
 
     return ask
@@ -170,7 +172,8 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
     items = [{**r, "role": role} for r in base for role in ROLES]
 
     lowered: dict[str, int] = {}  # requests asked again with a lower budget after a context refusal, per role
-    chat = _chat_asker(ctx, params, lowered) if ctx.spec.generation.route == "chat" else None
+    replies: dict[tuple[str, str], str] = {}  # the chat route's replies as sent, by (sample_id, role)
+    chat = _chat_asker(ctx, params, lowered, replies) if ctx.spec.generation.route == "chat" else None
     if chat is None:
         ctx.resources.facts["generation"] = {"route": "complete", "rule": None}
 
@@ -249,7 +252,7 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
             rows.append({"sample_id": r["sample_id"], "role": role, "model": models[role],
                          "params_hash": params_hash, "text": text, "function": function,
                          "finish_reason": completion.finish_reason if completion is not None else None,
-                         "error": error})
+                         "error": error, "reply": replies.pop((r["sample_id"], role), None)})
         return rows
 
     async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
@@ -276,7 +279,7 @@ def _report_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
 STAGES: tuple[Stage, ...] = (
     Stage("extract", (), "functions", "1", _extract_settings, _extract, offline=True),
     Stage("prompt", ("functions",), "samples", "1", _prompt_settings, _prompt),
-    Stage("generate", ("samples",), "generations", "1", _generate_settings, _generate),
+    Stage("generate", ("samples",), "generations", "2", _generate_settings, _generate),  # 2: the reply column
     execute_stage,
     measure_stage,
     analyze_stage,

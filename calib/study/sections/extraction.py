@@ -13,14 +13,16 @@ from pydantic import Field, field_validator
 from calib.study.sections import CONCURRENCY_MAX, COUNT_MAX, TOKENS_MAX, Section
 
 __all__ = ["CENSUS_PROCEDURES", "DEFAULT_PROCEDURES", "GENERATION_ONLY", "PROBABILISTIC", "PROCEDURES", "SAMPLES_MAX",
-           "CensusPair", "CensusSection", "ExtractionSection"]
+           "CensusPair", "CensusSection", "ExtractionSection", "chat_procedures"]
 
 #: Every procedure ``[extraction] procedures`` may list.
-PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix", "sampled")
+PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix", "greedy_logprob",
+              "sampled")
 #: The procedures of an extraction study that names none (the generation-only ones are asked for by name).
 DEFAULT_PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim")
-#: Procedures that need only generations (no log-probs, no /tokenize of the server's own).
-GENERATION_ONLY = ("greedy_prefix", "sampled")
+#: Procedures scored from generations alone — no teacher-forced log-probs, no /tokenize of the server's own — so
+#: they run through a completion route or through chat (``greedy_logprob`` reads the output tokens' log-probs).
+GENERATION_ONLY = ("greedy_prefix", "greedy_logprob", "sampled")
 #: Procedures whose score is a probability (or its estimate): the census and budgets use these; ``greedy_prefix``
 #: is graded (a matched share) but not a probability, the others are 0/1.
 PROBABILISTIC = ("top_k", "base", "near_verbatim", "sampled")
@@ -36,7 +38,7 @@ class ExtractionSection(Section):
     prefix_tokens: int = Field(default=50, ge=1, le=TOKENS_MAX)
     suffix_tokens: tuple[int, ...] = (50,)
     procedures: tuple[Literal["greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix",
-                              "sampled"], ...] = DEFAULT_PROCEDURES
+                              "greedy_logprob", "sampled"], ...] = DEFAULT_PROCEDURES
     top_k: int = Field(default=40, ge=1, le=10_000)
     temperatures: tuple[float, ...] = (1.0,)
     epsilon: int = Field(default=5, ge=0, le=TOKENS_MAX)
@@ -113,3 +115,21 @@ class CensusSection(Section):
         if len(set(names)) != len(names):
             raise ValueError("two census pairs share a name")
         return value
+
+
+def chat_procedures(section: ExtractionSection, rule: str) -> None:
+    """Refuse what an extraction or census study through chat cannot score (``[generation] route = "chat"``).
+
+    Only the generation procedures run through chat; ``greedy_logprob`` reads the reply's own tokens, so
+    its rule must give the reply as the continuation (``raw``: a rule file is checked when the run loads it).
+    """
+    forced = [p for p in section.procedures if p not in GENERATION_ONLY]
+    if forced:
+        raise ValueError(f"extraction.procedures: {forced} need teacher-forced log-probs, which a chat route does "
+                         f"not give; through generation.route = 'chat' use {list(GENERATION_ONLY)}")
+    if "greedy_logprob" in section.procedures and "/" not in rule and not rule.endswith(".toml"):
+        from calib.data.rules import load_rule
+
+        if load_rule(rule).reply != "raw":
+            raise ValueError(f"extraction.procedures: greedy_logprob through chat reads the reply's own tokens, so it "
+                             f"needs a rule whose reply is the continuation as is (natural), not {rule!r}")

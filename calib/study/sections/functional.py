@@ -22,9 +22,10 @@ class PromptSection(Section):
     """``[prompt]``: how prompts are built (the paper: up to P = 250 context tokens, then the signature)."""
 
     max_context_tokens: int = Field(default=250, ge=0, le=TOKENS_MAX)
-    #: What counts the context's tokens (calib.data.tokenizers): the target server's /tokenize, a local
-    #: tokenizer.json, one from a Hub repository at a pinned revision, or a character budget.
-    tokenizer: Literal["server", "file", "hub", "chars"] = "server"
+    #: What counts the context's tokens (calib.data.tokenizers): the target server's /tokenize, its completions
+    #: route's own tokens (echo), a local tokenizer.json, one from a Hub repository at a pinned revision, or a
+    #: character budget.
+    tokenizer: Literal["server", "completions", "file", "hub", "chars"] = "server"
     tokenizer_file: str | None = Field(default=None, min_length=1)
     tokenizer_repo: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
     tokenizer_revision: str | None = Field(default=None, min_length=1)

@@ -149,6 +149,9 @@ def test_the_report_names_the_source_that_cut_the_windows():
     hub = tokenizer_text({"window_tokenizer": {"source": "hub", "repo": "org/m", "revision": "v1"}})
     assert "Hub repository `org/m` at revision `v1`" in hub
     assert "3 characters per token" in tokenizer_text({"window_tokenizer": {"source": "chars", "chars_per_token": 3.0}})
+    echoed = tokenizer_text({"window_tokenizer": {"source": "completions", "server": "t", "via": "echo"}})
+    assert echoed.startswith("the target server's own tokenizer read through its completions route (`t`, its "
+                             "echoed prompt tokens")
     # a character budget cuts ℓ × chars_per_token characters; a tokenizer cuts ℓ tokens
     assert token_units(CharTokenizer(3.0), 12) == 36 and token_units(CharTokenizer(0.1), 2) == 1
     assert token_units(object(), 12) == 12

@@ -4,7 +4,8 @@ The tiny organism's target behind ``calib serve`` and tests/_hosted.py's proxy i
 host with neither a tokenizer route nor any use of its log-probs here); the windows are cut with the
 organism's own ``tokenizer.json`` (``[prompt] tokenizer = "file"``) and scored by ``greedy_prefix`` and
 ``sampled`` (docs/extraction.md "Scores without log-probs"). The same spec run directly against the server,
-with its own ``/tokenize``, must cut the same windows.
+with its own ``/tokenize``, must cut the same windows; through a host that takes one request at a time
+(``rate_limited``: 429 with Retry-After), the same scores.
 """
 
 from __future__ import annotations
@@ -27,19 +28,6 @@ from tests._served import serving
 ALPHA = 0.1
 SAMPLES = 16
 SUFFIX = 16
-
-
-class _Recording(HostedProxy):
-    """The hosted proxy, keeping the body of every completion request it is sent."""
-
-    def __init__(self, upstream: str, mode: str) -> None:
-        super().__init__(upstream, mode)
-        self.bodies: list[dict[str, Any]] = []
-
-    def answer(self, path: str, body: dict[str, Any] | None):
-        if path == "/v1/completions" and body is not None:
-            self.bodies.append(body)
-        return super().answer(path, body)
 
 
 def _spec(cache_dir: Path, url: str, prompt: str) -> str:
@@ -93,13 +81,21 @@ def runs(organism_tiny, tmp_path_factory) -> dict[str, Any]:
     cache = organism_tiny.root.parent.parent
     tokenizer = organism_tiny.target / "tokenizer.json"
     with serving(organism_tiny.target, "organism-target", root / "serve.txt") as url:
-        with _Recording(url, "no_tokenize") as host:
+        with HostedProxy(url, "no_tokenize") as host:
             hosted = _study(root, cache, "hosted", host.url, f'tokenizer = "file"\ntokenizer_file = "{tokenizer}"')
-            requests, bodies = dict(host.requests), list(host.bodies)
+            requests, bodies = dict(host.requests), list(host.bodies["/v1/completions"])
         with HostedProxy(url, "direct") as host:
             direct = _study(root, cache, "direct", host.url, "", "--stage", "windows")
+        # a host that takes one request at a time (429 + Retry-After); the client retries the refusals
+        with HostedProxy(url, "rate_limited", concurrency=1, retry_after="0.05") as host:
+            (root / "limited.toml").write_text(_spec(cache, host.url, f'tokenizer = "file"\ntokenizer_file = '
+                                                     f'"{tokenizer}"').replace("max_retries = 0", "max_retries = 8"))
+            limited = subprocess.run([sys.executable, "-m", "calib", "study", "limited.toml", "--run-dir", "limited",
+                                      "--quiet"], cwd=root, capture_output=True, text=True, timeout=900,
+                                     env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+            throttled = host.throttled
     return {"root": root, "hosted": hosted, "direct": direct, "requests": requests, "bodies": bodies,
-            "tokenizer": tokenizer}
+            "tokenizer": tokenizer, "limited": limited, "throttled": throttled}
 
 
 def _table(run: Path, name: str) -> pl.DataFrame:
@@ -182,3 +178,12 @@ def test_the_hosts_own_tokenizer_cuts_the_same_windows(runs):
     b = _table(runs["root"] / "hosted", "windows").select(columns).sort("window_id")
     assert a.filter(pl.col("error").is_null()).height >= 28
     assert a.equals(b)
+
+
+def test_a_rate_limited_host_gives_the_same_scores(runs):
+    assert runs["limited"].returncode == 0, runs["limited"].stderr
+    assert runs["throttled"] > 0  # the host refused requests, and the client waited and asked again
+    columns = ["window_id", "role", "procedure", "value", "detail", "error"]
+    a = _table(runs["root"] / "hosted", "scores").select(columns).sort("window_id", "procedure")
+    b = _table(runs["root"] / "limited", "scores").select(columns).sort("window_id", "procedure")
+    assert a.equals(b)  # greedy and seeded sampling: what the host answers does not depend on when it is asked

@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
@@ -25,19 +24,6 @@ from calib.study.runner import RunOptions
 from calib.study.spec import load_spec
 from tests._hosted import HostedProxy
 from tests._served import serving
-
-
-class RecordingHost(HostedProxy):
-    """The hosted proxy, keeping the body of every chat request it forwards."""
-
-    def __init__(self, upstream: str, mode: str) -> None:
-        super().__init__(upstream, mode)
-        self.chats: list[dict[str, Any]] = []
-
-    def answer(self, path: str, body: dict[str, Any] | None):  # noqa: ANN201 - the proxy's hook
-        if path == "/v1/chat/completions" and body is not None:
-            self.chats.append(body)
-        return super().answer(path, body)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +67,7 @@ max_tokens = 64
 def test_a_chat_only_host_is_asked_through_the_rule_identically_for_every_sample(organism_tiny,
                                                                                   served_organism_target, tmp_path):
     spec = tmp_path / "chat.toml"
-    with RecordingHost(served_organism_target, "chat_only") as host:
+    with HostedProxy(served_organism_target, "chat_only") as host:
         spec.write_text(_spec(organism_tiny.root.parent.parent, host.url, 'route = "chat"\nrule = "continue"'))
         # calib check: the chat-only host lacks complete and tokenize, and the study needs neither
         check = subprocess.run([sys.executable, "-m", "calib", "check", str(spec), "--json"], capture_output=True,
@@ -97,7 +83,7 @@ def test_a_chat_only_host_is_asked_through_the_rule_identically_for_every_sample
     assert set(samples["membership"]) == {"member", "control"}  # both kinds of sample were asked
     # one chat request per sample reached the host, besides the capability probes' one-token asks; the host has
     # no completions route (every try of it was the probes', answered 404)
-    chats = [body for body in host.chats if body["max_tokens"] != 1]
+    chats = [body for body in host.bodies["/v1/chat/completions"] if body["max_tokens"] != 1]
     assert len(chats) == samples.height and completions > 0
     assert json.loads((run / "manifest.json").read_text())["servers"]["target"]["complete"] is False
     rule = load_rule("continue")
@@ -108,6 +94,10 @@ def test_a_chat_only_host_is_asked_through_the_rule_identically_for_every_sample
     assert {body["max_tokens"] for body in chats} == {64} and {body["temperature"] for body in chats} == {0}
     assert generations.height == 2 * samples.height and generations["error"].is_null().sum() + \
         generations["error"].str.starts_with("generation ").sum() == generations.height  # no request failed
+    # every reply is kept as the host sent it, the text being what the rule reads back from it
+    prompts = dict(samples.select("sample_id", "prompt").iter_rows())
+    for row in generations.iter_rows(named=True):
+        assert row["reply"] is not None and row["text"] == rule.continuation(row["reply"], prompts[row["sample_id"]])
     # the run states the route and the rule; the report's Methods says it
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["generation"]["route"] == "chat"
@@ -162,9 +152,13 @@ def test_a_user_rule_file_is_read_from_the_specs_folder(tmp_path):
     assert load_rule(loaded.generation.chat_rule).version == 2
 
 
-def test_only_functional_studies_take_the_chat_route(tmp_path):
+def test_an_extraction_study_through_chat_takes_the_generation_procedures_only(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(_spec(tmp_path, "http://127.0.0.1:9", 'route = "chat"').replace(
         '[study]\nname = "chat-route"', '[study]\nname = "chat-route"\nkind = "extraction"'))
-    with pytest.raises(InputError, match="generation.route = 'chat' is built for functional and probes studies"):
+    # the default procedures read teacher-forced log-probs, which no chat route gives
+    with pytest.raises(InputError, match=r"extraction.procedures: \['greedy', 'top_k', 'base', 'near_verbatim_greedy', "
+                                         r"'near_verbatim'\] need teacher-forced log-probs"):
         load_spec(spec)
+    spec.write_text(spec.read_text() + '\n[extraction]\nprocedures = ["greedy_prefix", "sampled"]\n')
+    assert load_spec(spec).generation.route == "chat"

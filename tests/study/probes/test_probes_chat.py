@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
@@ -26,19 +25,6 @@ from tests._hosted import HostedProxy
 from tests._served import serving
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-
-
-class RecordingHost(HostedProxy):
-    """The hosted proxy, keeping the body of every chat request it forwards."""
-
-    def __init__(self, upstream: str, mode: str) -> None:
-        super().__init__(upstream, mode)
-        self.chats: list[dict[str, Any]] = []
-
-    def answer(self, path: str, body: dict[str, Any] | None):  # noqa: ANN201 - the proxy's hook
-        if path == "/v1/chat/completions" and body is not None:
-            self.chats.append(body)
-        return super().answer(path, body)
 
 
 def _spec(cache_dir: Path, url: str, rule: str) -> str:
@@ -85,7 +71,7 @@ bootstrap = 200
 def chat_host(organism_tiny_chat, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "stderr.txt"
     with serving(organism_tiny_chat.chat_target, "organism-chat-target", log) as url, \
-            RecordingHost(url, "chat_only") as host:
+            HostedProxy(url, "chat_only") as host:
         yield host
 
 
@@ -108,7 +94,7 @@ def test_every_panel_model_is_asked_through_chat_by_the_rule(organism_tiny, chat
     assert not generations["error"].fill_null("").str.starts_with("request failed").any()
     # the chat-only target: n chat requests per prompt (the probes' one-token asks aside), the rule's messages
     # verbatim, seeds 0 and 1 (sampling at T = 0.7 asks distinct draws), nothing answered through completions
-    chats = [body for body in chat_host.chats if body["max_tokens"] != 1]
+    chats = [body for body in chat_host.bodies["/v1/chat/completions"] if body["max_tokens"] != 1]
     rule = load_rule("continue")
     expected = sorted(json.dumps(rule.messages(p, language="python"), sort_keys=True)
                       for p in prompts["prompt"].to_list() for _ in range(2))
@@ -127,8 +113,8 @@ def test_every_panel_model_is_asked_through_chat_by_the_rule(organism_tiny, chat
 def test_a_rule_that_shows_the_answer_is_refused_before_any_request(organism_tiny, chat_host, tmp_path):
     spec = tmp_path / "p.toml"
     spec.write_text(_spec(organism_tiny.root.parent.parent, chat_host.url, "parrot"))
-    before = len(chat_host.chats)
+    before = len(chat_host.bodies["/v1/chat/completions"])
     with pytest.raises(InputError, match="generation.rule = 'parrot' shows the model the answer"):
         run_study(spec, run_dir=tmp_path / "run", options=RunOptions(progress=False))
-    assert [b for b in chat_host.chats[before:] if b["max_tokens"] != 1] == []
+    assert [b for b in chat_host.bodies["/v1/chat/completions"][before:] if b["max_tokens"] != 1] == []
     assert not (tmp_path / "run" / "tables" / "probe_generations.parquet").exists()
