@@ -145,7 +145,9 @@ class JudgeMetric:
         return {"name": self.name, "version": self.version, "prompt": self.prompt.label,
                 "prompt_sha256": self.prompt.sha256,
                 "server": None if self.server is None else server_identity(self.server),
-                "params": {**dataclasses.asdict(self.params), "stop": list(self.params.stop)}}
+                "params": {**{k: v for k, v in dataclasses.asdict(self.params).items()
+                              if not (k == "logprobs" and v is None)},  # judges ask none: keys stay as they were
+                           "stop": list(self.params.stop)}}
 
     def messages(self, reference_code: str, candidate_code: str, language: str) -> list[ChatMessage]:
         """The system and user messages sent for one pair."""

@@ -113,8 +113,8 @@ def test_every_rule_reads_the_reply_back_as_the_body(organism_tiny):
             assert rule.continuation(example.reply, row["prompt"]).rstrip() == body.rstrip()
         checked += 1
     assert checked == truth.height
-    # a body that starts on the signature's line (a comment after the colon) is not read back by a code-block rule
-    bad = SimpleNamespace(signature="def f(x):", body="  # note\n    return x\n", path="m.py", qualname="f")
+    # a body holding a code fence ends the reply's code block early: a code-block rule cannot read it back
+    bad = SimpleNamespace(signature="def f(x):", body='\n    s = "```"\n    return x\n', path="m.py", qualname="f")
     with pytest.raises(CalibError, match="does not read the reply back"):
         chat_examples([bad], [load_rule("continue")], tokenizer)
 
