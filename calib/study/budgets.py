@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["ask_chat", "budget_after_refusal", "completion_budgets", "context_refusal"]
+__all__ = ["ask_chat", "ask_chat_samples", "budget_after_refusal", "completion_budgets", "context_refusal"]
 
 _LIMIT = re.compile(r"maximum context length is (\d+)")
 # "(100 in the prompt, 500 in the completion)" / "(100 in the messages, ...)": vLLM before 0.8, the
@@ -75,3 +75,23 @@ async def ask_chat(server: Any, messages: list[Any], params: Any) -> tuple[Any, 
         if lower is None:
             raise
     return await server.chat(messages, params=replace(params, max_tokens=lower)), lower
+
+
+async def ask_chat_samples(server: Any, messages: list[Any], params: Any, n: int,
+                           on_lowered: Any = None) -> list[Any]:
+    """``n`` replies to the same messages: ``n`` chat requests at once (a chat API has no ``n``; Anthropic's none).
+
+    Request ``i`` has seed ``params.seed + i`` (none when ``params.seed`` is None); each is :func:`ask_chat`,
+    and a lowered budget is reported to ``on_lowered(asked, lowered)`` so that the caller records it.
+    """
+    import asyncio
+    from dataclasses import replace
+
+    async def one(i: int) -> Any:
+        seed = None if params.seed is None else (params.seed + i) % 2**63
+        reply, lower = await ask_chat(server, messages, replace(params, seed=seed))
+        if lower is not None and on_lowered is not None:
+            on_lowered(params.max_tokens, lower)
+        return reply
+
+    return list(await asyncio.gather(*(one(i) for i in range(n))))

@@ -8,12 +8,11 @@ a rule that shows it (``parrot``), the suffix — and reads the continuation bac
 same rule for members and controls, target and reference (docs/hosted.md "Generation through chat").
 A chat request is one generation (Anthropic has no ``n``), so ``n`` samples are ``n`` requests with
 seeds ``seed``, ``seed + 1``, ...; a context-length refusal is asked again once with what the host
-says is left (:func:`calib.study.budgets.ask_chat`) and reported to ``on_lowered``.
+says is left (:func:`calib.study.budgets.ask_chat_samples`) and reported to ``on_lowered``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -85,21 +84,13 @@ class Asker:
     async def _chat(self, prefix: str, suffix: str, max_tokens: int, temperature: float, n: int,
                     seed: int | None, logprobs: int | None, language: str) -> list[Generation]:
         from calib.servers import ChatMessage, ChatParams
-        from calib.study.budgets import ask_chat
+        from calib.study.budgets import ask_chat_samples
 
         rule = self.rule
         messages = [ChatMessage(role=m["role"], content=m["content"]) for m in
                     rule.messages(prefix, language=language, suffix=suffix if rule.shows_suffix else None)]
         extra = {} if logprobs is None else {"logprobs": logprobs}
-
-        async def one(i: int) -> Generation:
-            params = ChatParams(max_tokens=max_tokens, temperature=temperature,
-                                seed=None if seed is None else (seed + i) % 2**63, **extra)
-            reply, lower = await ask_chat(self.server, messages, params)
-            if lower is not None and self.on_lowered is not None:
-                self.on_lowered(max_tokens, lower)
-            tokens = getattr(reply, "logprobs", None)
-            return Generation(text=rule.continuation(reply.content, prefix), reply=reply.content,
-                              tokens=None if tokens is None else tuple(tokens))
-
-        return list(await asyncio.gather(*(one(i) for i in range(n))))
+        params = ChatParams(max_tokens=max_tokens, temperature=temperature, seed=seed, **extra)
+        replies = await ask_chat_samples(self.server, messages, params, n, self.on_lowered)
+        return [Generation(text=rule.continuation(r.content, prefix), reply=r.content,
+                           tokens=None if r.logprobs is None else tuple(r.logprobs)) for r in replies]

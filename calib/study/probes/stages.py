@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import CalibError, InputError
-from calib.study.budgets import ask_chat, completion_budgets
+from calib.study.budgets import ask_chat_samples, completion_budgets
 from calib.study.probes.analysis import codec_scores_table, model_pairs_table, opcodes_table, pass_at_k_table
 from calib.study.probes.codec import codec_stage
 from calib.study.probes.tables import (
@@ -253,16 +253,15 @@ async def _chat_completions(ctx: StageContext, server: Any, rule: Any, item: dic
     messages = [ChatMessage(role=m["role"], content=m["content"])
                 for m in rule.messages(item["prompt"], language="python")]
 
-    async def one(i: int) -> Any:
-        params = ChatParams(max_tokens=budget, temperature=p.temperature, stop=p.stop,
-                            seed=ctx.spec.study.seed + i if p.temperature > 0 else None)
-        reply, lower = await ask_chat(server, messages, params)
-        if lower is not None:
-            ctx.event("budget_lowered", prompt_id=item["prompt_id"], model=item["model"], asked=budget, budget=lower)
-        text = reply.content if p.style == "mbpp" else rule.continuation(reply.content, item["prompt"])
-        return Completion(text=text, finish_reason=reply.finish_reason)
+    params = ChatParams(max_tokens=budget, temperature=p.temperature, stop=p.stop,
+                        seed=ctx.spec.study.seed if p.temperature > 0 else None)  # seeds seed + i
 
-    return list(await asyncio.gather(*(one(i) for i in range(p.n))))
+    def lowered(asked: int, lower: int) -> None:
+        ctx.event("budget_lowered", prompt_id=item["prompt_id"], model=item["model"], asked=asked, budget=lower)
+
+    replies = await ask_chat_samples(server, messages, params, p.n, lowered)
+    return [Completion(text=r.content if p.style == "mbpp" else rule.continuation(r.content, item["prompt"]),
+                       finish_reason=r.finish_reason) for r in replies]
 
 
 async def _generate(ctx: StageContext) -> pl.DataFrame:
