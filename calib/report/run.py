@@ -18,8 +18,8 @@ import polars as pl
 
 from calib._exceptions import InputError
 
-__all__ = ["COLUMNS_OF_KIND", "DUPLICATES_COLUMNS", "OPTIONAL_TABLES", "PROBES_COLUMNS", "REQUIRED_COLUMNS", "RunData",
-           "RunTables", "load_run", "probed_models", "setting", "study_kind"]
+__all__ = ["COLUMNS_OF_KIND", "DUPLICATES_COLUMNS", "JUDGMENTS_COLUMNS", "OPTIONAL_TABLES", "PROBES_COLUMNS",
+           "REQUIRED_COLUMNS", "RunData", "RunTables", "load_run", "probed_models", "setting", "study_kind"]
 
 #: The columns the report reads from each table (calib/study/tables.py declares the full schemas).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -82,6 +82,9 @@ PROBES_COLUMNS: dict[str, tuple[str, ...]] = {
     "codec_scores": ("model", "dataset", "seen", "n", "decreased", "score", "low", "high", "mean_delta", "auc"),
 }
 
+#: The columns the report reads from a functional study's optional ``judgments`` table (``[data.judge]``).
+JUDGMENTS_COLUMNS = ("order", "sample_id", "severity", "passed", "error")
+
 #: Study kind -> table name -> the columns the report reads.
 COLUMNS_OF_KIND: dict[str, dict[str, tuple[str, ...]]] = {
     "functional": REQUIRED_COLUMNS, "extraction": EXTRACTION_COLUMNS, "census": CENSUS_COLUMNS,
@@ -113,6 +116,9 @@ class RunData:
     duplicates : polars.DataFrame or None
         The near-duplicate pairs of the ``dedup`` stage (:data:`DUPLICATES_COLUMNS`); None when the run
         has no such table (a spec without ``[dedup]``).
+    judgments : polars.DataFrame or None
+        The ``[data.judge]`` filter's verdicts (:data:`JUDGMENTS_COLUMNS`, one row per judged function); None
+        when the run has no such table (a spec without ``[data.judge]``).
     """
 
     root: Path
@@ -124,6 +130,7 @@ class RunData:
     similarities: pl.DataFrame
     claims: pl.DataFrame
     duplicates: pl.DataFrame | None = None
+    judgments: pl.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -248,8 +255,10 @@ def load_run(run_dir: str | Path) -> RunData | RunTables:
         # written only by a study with [dedup]; absent is normal, present must be whole
         duplicates = _read_table(root, "duplicates", DUPLICATES_COLUMNS) \
             if (root / "tables" / "duplicates.parquet").exists() else None
+        judgments = _read_table(root, "judgments", JUDGMENTS_COLUMNS) \
+            if (root / "tables" / "judgments.parquet").exists() else None
         manifest = _read_json(root / "manifest.json", required=False)
-        return RunData(root=root, spec=spec, manifest=manifest, **tables, duplicates=duplicates)
+        return RunData(root=root, spec=spec, manifest=manifest, **tables, duplicates=duplicates, judgments=judgments)
     read = {}
     if kind not in COLUMNS_OF_KIND:  # a plugin kind: every table the run wrote, as it is
         found = sorted((root / "tables").glob("*.parquet")) if (root / "tables").is_dir() else []

@@ -1,8 +1,10 @@
 """ROC analysis of a score against binary labels: the AUC, the curve and the operating points at fixed FPRs.
 
 The classifier behind every operating point is "flag when score >= t": samples that share a score are
-always flagged together, so no point is interpolated or randomised between two thresholds.
-:mod:`calib.stats.proxies` evaluates similarity proxies with these and re-exports every public name.
+always flagged together, so no point is interpolated or randomised between two thresholds. The curve and
+the AUC come from scikit-learn (``sklearn.metrics.roc_curve``, ``roc_auc_score``); the operating points are
+read off that curve here. :mod:`calib.stats.proxies` evaluates similarity proxies with these and re-exports
+every public name.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from calib.stats._checks import check_binary, check_finite_array, check_probability
 from calib.stats.result import Result
@@ -116,8 +117,9 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike) -> float:
         \\mathrm{AUC} = \\frac{1}{n_+ n_-} \\sum_{s^+} \\sum_{s^-}
         \\left[ 1(s^+ > s^-) + \\tfrac12\\, 1(s^+ = s^-) \\right]
 
-    computed in O(n log n) as the Mann–Whitney statistic ``U = R_+ - n_+(n_+ + 1)/2`` over average
-    ranks, ``AUC = U / (n_+ n_-)``. It equals the trapezoidal area under :func:`roc_curve`.
+    computed by :func:`sklearn.metrics.roc_auc_score` as the trapezoidal area under :func:`roc_curve`,
+    which equals the Mann–Whitney statistic ``U = R_+ - n_+(n_+ + 1)/2`` over average ranks divided by
+    ``n_+ n_-``.
 
     Parameters
     ----------
@@ -150,11 +152,11 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike) -> float:
 
 
 def _auc(s: NDArray[np.float64], y: NDArray[np.bool_]) -> float:
-    n_pos = int(y.sum())
-    n_neg = y.size - n_pos
-    ranks = stats.rankdata(s, method="average")
-    u = float(ranks[y].sum()) - n_pos * (n_pos + 1) / 2.0
-    return u / (n_pos * n_neg)
+    # scikit-learn's trapezoidal area under the curve of every distinct threshold: the Mann–Whitney
+    # statistic U / (n_+ n_-) with ties counted one half (Hanley & McNeil 1982).
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, s))
 
 
 def roc_curve(scores: ArrayLike, labels: ArrayLike) -> RocCurve:
@@ -164,6 +166,7 @@ def roc_curve(scores: ArrayLike, labels: ArrayLike) -> RocCurve:
     ``tpr_j = #{positives with score >= t_j} / n_+`` and
     ``fpr_j = #{negatives with score >= t_j} / n_-``.
     Samples with equal scores enter together, so a run of ties is a single (possibly diagonal) step.
+    Computed by :func:`sklearn.metrics.roc_curve` with ``drop_intermediate=False``.
 
     Parameters
     ----------
@@ -185,24 +188,17 @@ def roc_curve(scores: ArrayLike, labels: ArrayLike) -> RocCurve:
 
 
 def _curve(s: NDArray[np.float64], y: NDArray[np.bool_]) -> RocCurve:
-    order = np.argsort(-s, kind="stable")
-    s_sorted = s[order]
-    y_sorted = y[order]
-    tp = np.cumsum(y_sorted)
-    fp = np.cumsum(~y_sorted)
-    # The last index of each run of equal scores: ties are crossed in one step.
-    last = np.flatnonzero(np.append(s_sorted[1:] != s_sorted[:-1], True))
-    n_pos = int(tp[-1])
-    n_neg = int(fp[-1])
-    tpr = np.concatenate(([0.0], tp[last] / n_pos))
-    fpr = np.concatenate(([0.0], fp[last] / n_neg))
-    thresholds = np.concatenate(([np.inf], s_sorted[last]))
+    from sklearn.metrics import roc_curve as sk_roc_curve
+
+    # drop_intermediate=False keeps one point per distinct score: each run of tied scores is crossed in one
+    # step, and the first point is (0, 0) at threshold +inf (scikit-learn >= 1.3).
+    fpr, tpr, thresholds = sk_roc_curve(y, s, drop_intermediate=False)
     return RocCurve(
-        fpr=_frozen(fpr),
-        tpr=_frozen(tpr),
-        thresholds=_frozen(thresholds),
-        n_positive=n_pos,
-        n_negative=n_neg,
+        fpr=_frozen(np.asarray(fpr, dtype=np.float64)),
+        tpr=_frozen(np.asarray(tpr, dtype=np.float64)),
+        thresholds=_frozen(np.asarray(thresholds, dtype=np.float64)),
+        n_positive=int(y.sum()),
+        n_negative=int(y.size - y.sum()),
     )
 
 

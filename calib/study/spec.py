@@ -13,7 +13,6 @@ the study runs.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import re
@@ -36,6 +35,7 @@ from calib.study.sections import (
     ReportSection,
     Section,
     StudySection,
+    same_checkpoint,
 )
 from calib.study.sections.extraction import (
     CENSUS_PROCEDURES,
@@ -54,6 +54,7 @@ from calib.study.sections.functional import (
     PromptSection,
 )
 from calib.study.sections.probes import ProbesSection
+from calib.study.spec_paths import locate_key, resolve_paths
 
 # The kinds' own sections are re-exported: ``from calib.study.spec import ExtractionSection`` keeps working.
 __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
@@ -98,7 +99,8 @@ class StudySpec(Section):
                  ("measure.judge_server", self.measure.judge_server),
                  ("measure.embedding_server", self.measure.embedding_server)]
         named += [("models.panel", name) for name in self.models.panel]
-        named.append(("execute.server", self.execute.server))
+        named += [("execute.server", self.execute.server),
+                  ("data.judge.server", self.data.judge and self.data.judge.server)]
         for key, name in named:
             if name is not None and name not in self.servers:
                 defined = ", ".join(sorted(self.servers)) or "none"
@@ -119,6 +121,9 @@ class StudySpec(Section):
                     raise ValueError(f"[servers.{name}] model_dir = {model_dir!r}: use organism:target, "
                                      "organism:reference or their chat variants organism:chat-target, "
                                      "organism:chat-reference")
+        same = same_checkpoint(self.servers, self.models.target, self.models.reference)
+        if same is not None:
+            raise ValueError(same)
         for name in (self.budget.prices if self.budget is not None else {}):
             if name not in self.servers:
                 raise ValueError(f"budget.prices.{name} names no [servers.{name}] table")
@@ -166,6 +171,8 @@ class StudySpec(Section):
             raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
         if self.generation.route == "chat" and kind in ("extraction", "census"):
             chat_procedures(self.extraction, self.generation.chat_rule)
+        if self.data.judge is not None and kind != "functional":
+            raise ValueError(f"[data.judge] is read only by functional studies (kind is {kind!r})")
         if self.data.source == "organism" and self.organism is None and kind in ("functional", "extraction"):
             raise ValueError("data.source = 'organism' needs an [organism] table")
         judges = [m for m in self.measure.metrics if m.startswith("judge_")]
@@ -222,36 +229,6 @@ def spec_hash(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-_TABLE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"' -]+?)\s*=")
-
-
-def _split_key(text: str) -> list[str]:
-    return [part.strip().strip("\"'") for part in text.split(".")]
-
-
-def locate_key(text: str, path: tuple[str, ...]) -> int | None:
-    """The 1-based line of the TOML key ``path`` in ``text`` (or of its deepest enclosing table/key)."""
-    best_line, best_depth = None, 0
-    table: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _TABLE.match(line)
-        if header:
-            table = _split_key(header.group(1))
-            full = table
-        else:
-            key = _KEY.match(line)
-            if not key:
-                continue
-            full = table + _split_key(key.group(1))
-        depth = 0
-        for a, b in zip(full, path):
-            if a != b:
-                break
-            depth += 1
-        if depth > best_depth or (depth == best_depth == len(full) and best_line is None):
-            best_line, best_depth = number, depth
-    return best_line
 
 
 def _message(error: dict[str, Any]) -> tuple[tuple[str, ...], str]:
@@ -325,87 +302,4 @@ def load_spec(path: str | Path) -> StudySpec:
             msg_key = ".".join(loc)
         line = locate_key(text, loc) if loc else None
         raise InputError(f"{msg_key}: {msg}" if msg_key else msg, path=str(path), line=line) from None
-    return _resolve_paths(spec, path.resolve().parent, text, str(path))
-
-
-def _resolve_paths(spec: StudySpec, base: Path, text: str, where: str) -> StudySpec:
-    """Relative paths against the spec's folder; named files must exist (globs are expanded later: a spec may
-    name data still to be downloaded; ``calib check`` refuses a glob that matches nothing)."""
-    def corpus_paths(section: str, paths: tuple[str, ...]) -> tuple[str, ...]:
-        resolved = []
-        for item in paths:
-            full = item if Path(item).is_absolute() else str(base / item)
-            if not glob.has_magic(item) and not Path(full).exists():
-                raise InputError(f"{section}.paths: {item!r} does not exist (relative paths are read from the "
-                                 "spec's folder)", path=where, line=locate_key(text, (section, "paths")))
-            resolved.append(full)
-        return tuple(resolved)
-
-    data = spec.data
-    if data.source in ("corpus", "functions") and data.hub is None:
-        data = data.model_copy(update={"paths": corpus_paths("data", data.paths)})
-    census = spec.census
-    if census is not None:
-        pairs = []
-        for pair in census.pairs:
-            def resolve(item: str, side: str, pair: CensusPair = pair) -> str:
-                if item.startswith(ORGANISM_MODEL_PREFIX):
-                    return item
-                full = item if Path(item).is_absolute() else str(base / item)
-                if not Path(full).is_file():
-                    raise InputError(f"census.pairs: {side} = {item!r} of pair {pair.name!r} is not a file (relative "
-                                     "paths are read from the spec's folder)", path=where,
-                                     line=locate_key(text, ("census", "pairs", side)))
-                return full
-
-            pairs.append(pair.model_copy(update={"document": resolve(pair.document, "document"),
-                                                 "control": tuple(resolve(c, "control") for c in pair.control)}))
-        census = census.model_copy(update={"pairs": tuple(pairs)})
-    dedup = spec.dedup
-    if dedup is not None and dedup.paths:
-        dedup = dedup.model_copy(update={"paths": corpus_paths("dedup", dedup.paths)})
-    probes = spec.probes
-    if probes is not None:
-        probes = _resolve_probes(probes, base, text, where)
-    prompt = spec.prompt
-    if prompt.tokenizer_file is not None:
-        full = prompt.tokenizer_file if Path(prompt.tokenizer_file).is_absolute() else str(base / prompt.tokenizer_file)
-        if not Path(full).is_file():
-            raise InputError(f"prompt.tokenizer_file: {prompt.tokenizer_file!r} is not a file (relative paths are read "
-                             "from the spec's folder)", path=where, line=locate_key(text, ("prompt", "tokenizer_file")))
-        prompt = prompt.model_copy(update={"tokenizer_file": full})
-    generation = spec.generation
-    if generation.rule is not None and ("/" in generation.rule or generation.rule.endswith(".toml")):
-        from calib.data.rules import load_rule
-
-        full = generation.rule if Path(generation.rule).is_absolute() else str(base / generation.rule)
-        line = locate_key(text, ("generation", "rule"))
-        if not Path(full).is_file():
-            raise InputError(f"generation.rule: {generation.rule!r} is not a file (relative paths are read from the "
-                             "spec's folder)", path=where, line=line)
-        load_rule(full)  # a rule that does not load is refused here, naming its file and key
-        generation = generation.model_copy(update={"rule": full})
-    organism = spec.organism
-    if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
-        organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
-    return spec.model_copy(update={"data": data, "organism": organism, "census": census, "dedup": dedup,
-                                   "probes": probes, "generation": generation, "prompt": prompt})
-
-
-def _resolve_probes(probes: ProbesSection, base: Path, text: str, where: str) -> ProbesSection:
-    """The task file and the codec datasets' files, relative to the spec's folder; they must exist."""
-    def resolve(item: str, key: tuple[str, ...]) -> str:
-        if item.startswith(("mbpp", ORGANISM_MODEL_PREFIX)):
-            return item
-        full = item if Path(item).is_absolute() else str(base / item)
-        if not Path(full).exists():
-            raise InputError(f"{'.'.join(key)}: {item!r} does not exist (relative paths are read from the spec's "
-                             "folder)", path=where, line=locate_key(text, key))
-        return full
-
-    update: dict[str, Any] = {"tasks": resolve(probes.tasks, ("probes", "tasks"))}
-    if probes.codec is not None:
-        datasets = tuple(d.model_copy(update={"source": resolve(d.source, ("probes", "codec", "datasets", "source"))})
-                         for d in probes.codec.datasets)
-        update["codec"] = probes.codec.model_copy(update={"datasets": datasets})
-    return probes.model_copy(update=update)
+    return resolve_paths(spec, path.resolve().parent, text, str(path))

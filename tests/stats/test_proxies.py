@@ -357,3 +357,49 @@ def test_evaluate_proxy_frame_and_dict():
     assert data["operating_points"][1] == {"level": 0.1, "tpr": 0.5, "fpr": 0.1, "threshold": 0.9}
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.auc = 1.0  # type: ignore[misc]
+
+
+# ------------------------------------------------------ scikit-learn against the previous hand-written code
+
+
+def handwritten_curve(scores, labels):
+    """The hand-written curve calib used before scikit-learn: one point per distinct score, ties crossed together."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=bool)
+    order = np.argsort(-s, kind="stable")
+    s_sorted, y_sorted = s[order], y[order]
+    tp, fp = np.cumsum(y_sorted), np.cumsum(~y_sorted)
+    last = np.flatnonzero(np.append(s_sorted[1:] != s_sorted[:-1], True))
+    return (np.concatenate(([0.0], fp[last] / fp[-1])), np.concatenate(([0.0], tp[last] / tp[-1])),
+            np.concatenate(([np.inf], s_sorted[last])))
+
+
+def handwritten_auc(scores, labels) -> float:
+    """The hand-written AUC calib used before scikit-learn: U from average ranks over n+ n-."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=bool)
+    n_pos = int(y.sum())
+    u = float(stats.rankdata(s, method="average")[y].sum()) - n_pos * (n_pos + 1) / 2.0
+    return u / (n_pos * (y.size - n_pos))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sklearn_curve_and_auc_equal_the_handwritten_computation(seed):
+    rng = np.random.default_rng(100 + seed)
+    # half the seeds on a coarse grid (many ties), half continuous (no ties)
+    scores, labels = tied_sample(rng, 250) if seed % 2 else (rng.random(250), rng.random(250) < 0.3)
+    labels[0], labels[1] = True, False
+    curve = roc_curve(scores, labels)
+    fpr, tpr, thresholds = handwritten_curve(scores, labels)
+    np.testing.assert_array_equal(curve.thresholds, thresholds)
+    np.testing.assert_allclose(curve.fpr, fpr, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(curve.tpr, tpr, rtol=0, atol=1e-15)
+    assert curve.thresholds[0] == math.inf and np.all(np.diff(curve.thresholds) < 0)
+    assert (curve.n_positive, curve.n_negative) == (int(labels.sum()), int((~labels).sum()))
+    pos, neg = scores[labels], scores[~labels]
+    # independent: scipy.stats.mannwhitneyu(pos, neg).statistic is U of the positives, ties one half
+    mann_whitney = stats.mannwhitneyu(pos, neg).statistic / (pos.size * neg.size)
+    assert roc_auc(scores, labels) == pytest.approx(handwritten_auc(scores, labels), abs=1e-12)
+    assert roc_auc(scores, labels) == pytest.approx(mann_whitney, abs=1e-12)
+    # ties are flagged together: one point per distinct score, plus (0, 0) at +inf
+    assert curve.thresholds.size == np.unique(scores).size + 1

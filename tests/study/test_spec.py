@@ -64,6 +64,12 @@ def test_the_shipped_real_studies_are_valid_and_name_a_target_and_a_reference(na
     assert all(table["kind"] == "openai" and table["model"] for table in servers.values())
     assert servers["target"]["base_url"] != servers["reference"]["base_url"]  # servers/vllm/serve-pair.sh
     assert "servers/vllm/serve-pair.sh" in (ROOT / "studies" / f"{name}.toml").read_text()
+    # the paper's sample selection (§4): a judge keeps data.limit functions with meaningful logic
+    assert spec.data.judge is not None and spec.servers[spec.data.judge.server]["kind"] == "openai"
+    # one repository served twice: the revisions tell the checkpoints apart (olmo3: the paper's two steps)
+    if servers["target"]["model"] == servers["reference"]["model"]:
+        assert servers["target"].get("revision") and servers["reference"].get("revision")
+        assert servers["target"]["revision"] != servers["reference"]["revision"]
 
 
 BAD = {
@@ -100,6 +106,20 @@ BAD = {
                    ":23: analyze.budgets: Input should be a finite number"),
     "min_distinct": (GOOD + "\n[execute]\nn_inputs = 3\nmin_valid = 3\nmin_distinct = 4\n",
                      "execute: min_distinct (4) exceeds n_inputs (3)"),
+    # target and reference naming one checkpoint: the counterfactual would be the target itself
+    "same_repo_no_revision": (
+        GOOD.replace('kind = "embedded"\nmodel_dir = "organism:target"',
+                     'kind = "openai"\nbase_url = "http://127.0.0.1:8001"\nmodel = "org/m"')
+        .replace('kind = "embedded"\nmodel_dir = "organism:reference"',
+                 'kind = "openai"\nbase_url = "http://127.0.0.1:8002"\nmodel = "org/m"'),
+        "are two servers of model = 'org/m' with nothing telling their checkpoints apart: set revision in "
+        "[servers.t] and [servers.r]"),
+    "same_revision": (
+        GOOD.replace('kind = "embedded"\nmodel_dir = "organism:target"',
+                     'kind = "openai"\nbase_url = "http://127.0.0.1:8001"\nmodel = "org/m"\nrevision = "s1"')
+        .replace('kind = "embedded"\nmodel_dir = "organism:reference"',
+                 'kind = "openai"\nbase_url = "http://127.0.0.1:8002"\nmodel = "org/m"\nrevision = "s1"'),
+        "both have revision = 's1'; give each its own checkpoint"),
     "unknown_kind": (GOOD.replace('kind = "embedded"', 'kind = "vllm"', 1),
                      ":7: [servers.t] kind = 'vllm' is not a server kind; use one of anthropic, embedded, openai, tgi"),
 }

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from calib.report.extraction.contrast import members_vs_controls_blocks, suffix_sweep_blocks
 from calib.report.extraction.empty import EMPTY_NOTE, nothing_measured
 from calib.report.extraction.figures import budget_figure, calibration_figure, margin_figure, score_figure
 from calib.report.extraction.sampled import sampled_blocks
@@ -45,7 +46,8 @@ __all__ = ["REFERENCES", "extraction_blocks", "level"]
 REFERENCES = (
     "A. F. Cooper et al., Extractable Memorization From First Principles (the extraction paper): §3 (the conformal "
     "test), §4 (population rates), §5 (census), §6 and App. F (query budgets), App. B.2 (extraction procedures), "
-    "App. C (validity, the Beta law, atoms, multiple testing), App. D.1 (plotted intervals), App. D.5 (margin), "
+    "App. C (validity, the Beta law, atoms, multiple testing), App. D.1 (plotted intervals), App. D.3 (suffix "
+    "length), App. D.5 (margin), "
     "App. E (census thresholds, decontamination).",
     "V. Vovk, A. Gammerman and G. Shafer (2005). Algorithmic Learning in a Random World, ch. 2 (conformal p-values).",
     "C. J. Clopper and E. S. Pearson (1934). The use of confidence or fiducial limits illustrated in the case of the "
@@ -53,6 +55,8 @@ REFERENCES = (
     "Y. Benjamini and Y. Hochberg (1995). Controlling the false discovery rate. JRSS-B 57(1):289–300.",
     "R. G. Newcombe (1998). Improved confidence intervals for the difference between binomial proportions based on "
     "paired data. Statistics in Medicine 17(22):2635–2650 (method 10).",
+    "R. G. Newcombe (1998). Interval estimation for the difference between independent proportions: comparison of "
+    "eleven methods. Statistics in Medicine 17(8):873–890 (method 10, hybrid score).",
 )
 
 def level(value: float | None) -> str:
@@ -113,12 +117,13 @@ def _headline(summary: dict[str, Any]) -> list[Block]:
                                 "operating point, so they are reported as member and control **generation** rates "
                                 "(not extraction, and with no margin); a control generated is a non-member the "
                                 "procedure reproduces, which cannot be memorization."))
-        rows = [(*_what(h), rate_cell(h["generation"]["members"]), rate_cell(h["generation"]["controls"]),
-                 DASH if h["generation"]["difference"] is None else pct(h["generation"]["difference"]))
-                for h in binary]
+        rows = [(*_what(h), rate_cell(g["members"]), rate_cell(g["controls"]), DASH if g["difference"] is None
+                 else f"{pct(g['difference'])} {pct_range(g['difference_low'], g['difference_high'])}")
+                for h in binary if (g := h["generation"])]
         blocks.append(Table(("role", "procedure", "ℓ_s", "members generated", "controls generated",
-                             "difference (members − controls)"), tuple(rows), "generation-table",
-                            f"Generation rates of the binary procedures ({conf} Clopper–Pearson)."))
+                             "difference (members − controls) [Newcombe]"), tuple(rows), "generation-table",
+                            f"Generation rates of the binary procedures ({conf} Clopper–Pearson; the difference: "
+                            "Newcombe's interval for independent proportions)."))
     if s["decontaminate"]:
         blocks += _pools(summary)
     if summary["consistency"]:
@@ -410,5 +415,6 @@ def extraction_blocks(run: RunTables, summary: dict[str, Any]) -> list[Block]:
         value = op["certified_alpha"] if op and op["k"] else None
         primary[h["procedure"]] = value if primary.get(h["procedure"], value) == value else None
     return [*_title(summary), *statement_blocks(summary["procedure"], census=False), *_headline(summary),
-            *_sweep(summary, primary), *_scores(run, summary), *_margins(run, summary), *_multiple(summary),
-            *_paired(summary), *_budgets(summary), *sampled_blocks(summary), *_review(summary), *_methods(summary)]
+            *_sweep(summary, primary), *suffix_sweep_blocks(summary), *_scores(run, summary),
+            *_margins(run, summary), *_multiple(summary), *members_vs_controls_blocks(summary), *_paired(summary),
+            *_budgets(summary), *sampled_blocks(summary), *_review(summary), *_methods(summary)]

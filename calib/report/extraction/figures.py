@@ -5,6 +5,7 @@
 - ``scores``: member and control log10-score histograms with the threshold at the primary α (App. D.2);
 - ``margins``: histograms of the claimed members' margins log10(score/τ) (App. D.5);
 - ``budgets``: member, control and extractable generation rates vs query budget (log x; App. F.2);
+- ``suffix-sweep``: member, control and calibrated rates vs suffix length, one line per procedure (App. D.3);
 - ``coverage``: census coverage within and beyond the query budget per document (Figure 7);
 - ``margin_profile``: census margin along a document, the best covering window per character (App. E.2).
 
@@ -25,7 +26,7 @@ from matplotlib.lines import Line2D
 from calib.report.figures import COLORS, RC, to_svg
 
 __all__ = ["budget_figure", "calibration_figure", "coverage_figure", "margin_figure", "margin_profile_figure",
-           "score_figure"]
+           "score_figure", "suffix_sweep_figure"]
 
 #: The most points a margin profile draws (per-character margins are reduced to the maximum per bin).
 PROFILE_POINTS = 1500
@@ -171,6 +172,54 @@ def budget_figure(panels: Sequence[Mapping[str, Any]]) -> str | None:
                     for _, style, what in styles]
         fig.tight_layout()
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False, fontsize=7)
+        return to_svg(fig)
+
+
+def _percent(values: Sequence[float | None]) -> np.ndarray:
+    return np.array([np.nan if v is None else 100 * v for v in values], dtype=float)
+
+
+def suffix_sweep_figure(series: Sequence[Mapping[str, Any]], alpha: str) -> str | None:
+    """Three panels against the suffix length ℓ_s: member rate, control rate, calibrated rate (App. D.3).
+
+    Each series has ``procedure``, ``role``, ``binary`` and the lists ``length``, ``member_rate``,
+    ``member_low``, ``member_high``, ``control_rate``, ``control_low``, ``control_high``, ``contrast``,
+    ``contrast_low``, ``contrast_high`` (shares; None where undefined). The third panel draws the
+    calibrated rate of a probabilistic procedure and the member − control difference of a binary one.
+    One colour per procedure, the reference dashed; ``alpha`` is the primary level as written. None
+    when no series has two lengths.
+    """
+    drawn = [s for s in series if len(s["length"]) >= 2]
+    if not drawn:
+        return None
+    procedures = list(dict.fromkeys(s["procedure"] for s in drawn))
+    panels = (("member", "members flagged (%)"), ("control", "controls flagged, in-sample (%)"),
+              ("contrast", "calibrated rate; binary: member − control (pp)"))
+    with matplotlib.rc_context(RC):
+        fig, axes = _grid(3, width=12.0, height=3.4, columns=3)
+        for ax, (key, label) in zip(axes, panels):
+            rate = "contrast" if key == "contrast" else f"{key}_rate"
+            for s in drawn:
+                x = np.asarray(s["length"], dtype=float)
+                color = _color(procedures.index(s["procedure"]))
+                ax.fill_between(x, _percent(s[f"{key}_low"]), _percent(s[f"{key}_high"]), color=color, alpha=0.12,
+                                linewidth=0)
+                ax.plot(x, _percent(s[rate]), marker=".", markersize=5, linewidth=1.2, color=color,
+                        linestyle="--" if s["role"] == "reference" else "-")
+            if key == "contrast":
+                ax.axhline(0.0, color="#999999", linewidth=0.6)
+            ax.set_xlabel("suffix length ℓ_s (tokens)")
+            ax.set_ylabel(label)
+        axes[0].set_title(f"at α = {alpha}", fontsize=9, loc="left")
+        handles = [Line2D([], [], color=_color(i), linewidth=1.2, label=f"{p} (binary: generation)"
+                          if any(s["binary"] for s in drawn if s["procedure"] == p) else p)
+                   for i, p in enumerate(procedures)]
+        roles = list(dict.fromkeys(s["role"] for s in drawn))
+        handles += [Line2D([], [], color="#555555", linestyle="--" if r == "reference" else "-", linewidth=1.1,
+                           label=r) for r in roles]
+        fig.tight_layout()
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 5),
+                   frameon=False, fontsize=7)
         return to_svg(fig)
 
 

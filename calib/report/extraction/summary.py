@@ -3,7 +3,8 @@
 :func:`extraction_summary` reads the operating points, claims, budgets, paired comparisons and scores
 of a run and returns the content of summary.json; :mod:`calib.report.extraction.blocks` only formats
 it. The tables already hold the conformal statistics (``calib.stats.sweep``); the report adds the
-Clopper–Pearson intervals of the binary procedures' generation rates, the Bonferroni feasibility
+Clopper–Pearson intervals of the binary procedures' generation rates, the member − control differences
+and the suffix-length sweep (:mod:`calib.report.extraction.contrast`), the Bonferroni feasibility
 (``calib.stats.bonferroni_max_candidates`` / ``bonferroni_min_controls``) and consistency checks
 (K and α_N recomputed with ``calib.stats.conformal_k``, claims recounted from the claims table).
 """
@@ -18,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from calib._exceptions import InputError
+from calib.report.extraction.contrast import members_vs_controls, suffix_sweep
 from calib.report.extraction.sampled import sampled_summary
 from calib.report.format import power
 from calib.report.procedure import (
@@ -35,6 +37,7 @@ from calib.stats import (
     bonferroni_min_controls,
     clopper_pearson,
     conformal_k,
+    independent_difference,
     min_controls,
     parse_alpha,
 )
@@ -163,8 +166,11 @@ def _generation(claims: pl.DataFrame, pool: str, settings: dict[str, Any]) -> di
     mk, ck = (int((f["log10_value"] == 0).sum()) for f in (members, controls))
     conf = settings["confidence"]
     m, c = _interval(mk, members.height, conf), _interval(ck, controls.height, conf)
+    diff = None if m is None or c is None else independent_difference(mk, members.height, ck, controls.height, conf)
     return {"pool": pool, "members": m, "controls": c,
-            "difference": None if m is None or c is None else m["estimate"] - c["estimate"]}
+            "difference": None if m is None or c is None else m["estimate"] - c["estimate"],
+            "difference_low": None if diff is None else diff.low,
+            "difference_high": None if diff is None else diff.high}
 
 
 def _headline(run: RunTables, settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -333,6 +339,7 @@ def extraction_summary(run: RunTables) -> dict[str, Any]:
         multiple = _multiple_testing(run, settings, headline)
     except ValueError as exc:
         raise _fail(run, str(exc)) from None
+    comparisons = members_vs_controls(ops, headline, settings)
     return {
         "summary_version": EXTRACTION_SUMMARY_VERSION,
         "kind": "extraction",
@@ -344,6 +351,8 @@ def extraction_summary(run: RunTables) -> dict[str, Any]:
         "sweep": _sweep(run),
         "margins": _margins(run),
         "multiple_testing": multiple,
+        "members_vs_controls": comparisons,
+        "suffix_sweep": suffix_sweep(comparisons, settings),
         "paired": _paired(run, settings),
         "budgets": _budgets(run, settings),
         "sampled": sampled_summary(run),

@@ -1,7 +1,8 @@
 """Every number of the report, computed once from a run directory (the content of summary.json).
 
 :func:`analyze_run` reads the tables, labels each sample, and collects the counts, the rates of each
-group, the reasons, the examples, the proxy evaluation, the duplication analysis (when the run has a
+group, the reasons, the threshold sensitivity, the examples, the proxy evaluation
+(pooled and target-only, and the metrics' agreement), the duplication analysis (when the run has a
 duplicates table) and the methods facts. The renderers only format what it returns, so the HTML, the
 Markdown and summary.json cannot disagree.
 """
@@ -14,13 +15,14 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import InputError
-from calib.report.functional.counts import funnel, reason_counts, sample_counts
+from calib.report.functional.counts import funnel, judge_summary, reason_counts, sample_counts
 from calib.report.functional.duplication import analyze_duplication
 from calib.report.functional.examples import Example, select_examples
 from calib.report.functional.methods import methods_facts
 from calib.report.functional.proxies import evaluate_proxies
 from calib.report.functional.rates import rate_groups
 from calib.report.functional.samples import sample_table
+from calib.report.functional.sensitivity import threshold_sensitivity
 from calib.report.run import RunData, setting
 from calib.stats import RocCurve
 
@@ -126,6 +128,7 @@ def analyze_run(run: RunData) -> Analysis:
         groups = rate_groups(frame, analyze)
         proxies = evaluate_proxies(run, analyze)
         duplication = analyze_duplication(run, frame, analyze)
+        sensitivity = threshold_sensitivity(run, frame, analyze)
     except ValueError as exc:
         raise InputError(f"{exc}; check the run's tables and spec.json", path=str(run.root)) from None
     examples = select_examples(run, frame, int(setting(run.spec, "report.examples", 5)))
@@ -137,7 +140,9 @@ def analyze_run(run: RunData) -> Analysis:
         "counts": sample_counts(frame),
         "headline": _headline(groups, analyze["confidence"]),
         "funnel": funnel(run, frame),
+        "judge": judge_summary(run, analyze["confidence"]),
         "groups": groups,
+        "sensitivity": sensitivity,
         "reasons": reason_counts(run, frame),
         "examples": [e.record for e in examples],
         "proxies": proxies.summary,

@@ -13,7 +13,7 @@ import polars as pl
 from calib.report.functional.samples import ROLES
 from calib.report.run import RunData, setting
 
-__all__ = ["funnel", "nothing_measured", "reason_counts", "sample_counts"]
+__all__ = ["funnel", "judge_summary", "nothing_measured", "reason_counts", "sample_counts"]
 
 
 def _tally(values: list[str | None], *, missing: str) -> list[dict[str, Any]]:
@@ -47,6 +47,32 @@ def _functions(run: RunData) -> int | None:
         return None
 
 
+def judge_summary(run: RunData, confidence: float = 0.95) -> dict[str, Any] | None:
+    """The ``[data.judge]`` filter (functional-memorization paper §4): what it judged and kept; None without it.
+
+    ``judged`` functions were drawn in a seeded order until ``want`` passed (severity >= ``threshold``);
+    ``pass_rate`` is passed / judged with its Clopper–Pearson interval, ``severities`` the count of each
+    severity label 1-10, ``unparsable`` and ``failed`` the answers without one (counted as not passed).
+    """
+    from calib.stats import clopper_pearson
+
+    table = run.judgments
+    if table is None:
+        return None
+    judged, passed = table.height, int(table["passed"].fill_null(False).sum())
+    errors = table["error"].fill_null("")
+    counts = table.filter(pl.col("severity").is_not_null())["severity"].value_counts().sort("severity")
+    want = setting(run.spec, "data.limit", 0) or None
+    return {"server": setting(run.spec, "data.judge.server"), "threshold": setting(run.spec, "data.judge.threshold", 5),
+            "prompt": setting(run.manifest, "judge.prompt") or setting(run.spec, "data.judge.prompt")
+            or "judge_meaningful_logic.v1 (shipped)", "want": want, "judged": judged, "passed": passed,
+            "pass_rate": clopper_pearson(passed, judged, confidence).to_dict() if judged else None,
+            "severities": {str(s): int(n) for s, n in counts.iter_rows()},
+            "unparsable": int((errors == "judge_unparsable").sum()),
+            "failed": int(errors.str.starts_with("request_failed").sum()),
+            "exhausted": want is not None and passed < want}
+
+
 def funnel(run: RunData, frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The filter funnel: ``[{"stage", "count", "note"}]`` from functions found to conclusive executions.
 
@@ -56,8 +82,13 @@ def funnel(run: RunData, frame: pl.DataFrame) -> list[dict[str, Any]]:
     gens = run.generations.filter(pl.col("sample_id").is_in(frame["sample_id"].implode()))
     rows: list[dict[str, Any]] = [
         {"stage": "functions", "count": _functions(run), "note": "functions that passed the data filters"},
-        {"stage": "samples", "count": frame.height, "note": "functions audited (samples table)"},
     ]
+    if run.judgments is not None:
+        passed = int(run.judgments["passed"].fill_null(False).sum())
+        rows += [{"stage": "judged", "count": run.judgments.height,
+                  "note": "functions the [data.judge] judge rated, drawn in a seeded order until data.limit passed"},
+                 {"stage": "judge_passed", "count": passed, "note": "functions the judge rated at least the threshold"}]
+    rows.append({"stage": "samples", "count": frame.height, "note": "functions audited (samples table)"})
     for role in ROLES:
         mine = gens.filter(pl.col("role") == role)
         rows.append({"stage": f"generated_{role}", "count": mine.filter(pl.col("text").is_not_null())

@@ -3,7 +3,9 @@
 - ``rates``: the paper's Figure 2 for this run: the seven rates of each group (all samples, members,
   controls) as bars with Clopper–Pearson whiskers;
 - ``roc``: the paper's Figure 3(b): every evaluated metric's ROC curve on log-log axes;
-- ``duplication``: the paper's Figure 4: textual and semantic-only near-duplicate counts per group.
+- ``duplication``: the paper's Figure 4: textual and semantic-only near-duplicate counts per group;
+- ``sensitivity``: the paper's Figure 24: the rates as one of τ_text, τ_func, C, N_in varies;
+- ``agreement``: the paper's Figure 3(a): Pearson's r between every similarity metric and SIM_func.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from calib.report.figures import COLORS, RC, to_svg
 from calib.report.functional.rates import RATE_LABELS
 from calib.stats import RocCurve
 
-__all__ = ["duplication_figure", "rates_figure", "roc_figure"]
+__all__ = ["agreement_figure", "duplication_figure", "rates_figure", "roc_figure", "sensitivity_figure"]
 
 
 def rates_figure(groups: Sequence[Mapping[str, Any]]) -> str | None:
@@ -124,4 +126,74 @@ def duplication_figure(groups: Sequence[tuple[str, Any, Any]], panels: Sequence[
             if p == 0:
                 ax.set_ylabel("near-duplicates per function")
             ax.legend(frameon=False, loc="best", fontsize=8)
+        return to_svg(fig)
+
+
+def _sweep_series(sweep: Mapping[str, Any], key: str, membership: str | None) -> np.ndarray:
+    values = []
+    for point in sweep["points"]:
+        group = next((g for g in point["groups"] if g["membership"] == membership), None)
+        rate = None if group is None else group["rates"][key]
+        values.append(np.nan if rate is None else 100 * rate["estimate"])
+    return np.array(values, dtype=np.float64)
+
+
+def sensitivity_figure(sweeps: Mapping[str, Mapping[str, Any]], keys: Sequence[str],
+                       labels: Mapping[str, str]) -> str | None:
+    """Figure 24: one panel per swept parameter, each rate of ``keys`` against the parameter's value.
+
+    Members (or all samples when the run has no membership split) solid, controls dashed; a dotted line
+    at the run's value. Returns the SVG text, or None when there is no sweep.
+    """
+    if not sweeps:
+        return None
+    first = next(iter(sweeps.values()))["points"][0]["groups"]
+    split = any(g["membership"] == "member" for g in first)
+    styles = [("member", "-", "members"), ("control", "--", "controls")] if split else [(None, "-", "all")]
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(10.0, 6.4), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(2, 2)).ravel()
+        for ax, sweep in zip(axes, sweeps.values()):
+            x = np.array([p["value"] for p in sweep["points"]], dtype=np.float64)
+            for i, key in enumerate(keys):
+                for membership, style, who in styles:
+                    ax.plot(x, _sweep_series(sweep, key, membership), linestyle=style, marker=".", markersize=3,
+                            linewidth=1.1, color=COLORS[i % len(COLORS)],
+                            label=f"{labels[key]} ({who})" if ax is axes[0] else None)
+            ax.axvline(sweep["run_value"], color="#999999", linewidth=0.8, linestyle=":")
+            ax.set_xlabel(f"{sweep['symbol']} ({sweep['label']})")
+            ax.set_ylabel("samples (%)")
+            ax.set_ylim(-2, 102)
+        for ax in axes[len(sweeps):]:
+            ax.set_visible(False)
+        fig.legend(frameon=False, loc="outside right center", fontsize=7)
+        return to_svg(fig)
+
+
+def agreement_figure(variables: Sequence[str], matrix: Sequence[Sequence[float | None]]) -> str | None:
+    """Figure 3(a): a heat map of the correlation ``matrix`` between ``variables``, values written in the cells.
+
+    Returns the SVG text, or None when no pair of different variables has a correlation.
+    """
+    size = len(variables)
+    values = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=np.float64)
+    if size < 2 or np.all(np.isnan(values[~np.eye(size, dtype=bool)])):
+        return None
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(1.2 + 0.75 * size, 0.9 + 0.65 * size), layout="constrained")
+        ax = fig.add_subplot()
+        edges = np.arange(size + 1) - 0.5  # vector cells (imshow would embed a raster image in the SVG)
+        image = ax.pcolormesh(edges, edges, np.ma.masked_invalid(values), cmap="RdBu_r", vmin=-1.0, vmax=1.0)
+        ax.invert_yaxis()
+        ax.set_aspect("equal")
+        for i in range(size):
+            for j in range(size):
+                text = "–" if np.isnan(values[i, j]) else f"{values[i, j]:.2f}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                        color="white" if abs(np.nan_to_num(values[i, j])) > 0.6 else "black")
+        ax.set_xticks(range(size), variables, rotation=45, ha="right")
+        ax.set_yticks(range(size), variables)
+        bar = fig.colorbar(image, ax=ax, shrink=0.8, label="Pearson r")
+        bar.solids.set_rasterized(False)  # vector, like the cells
+        bar.solids.set_edgecolor("face")
         return to_svg(fig)

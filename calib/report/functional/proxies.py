@@ -1,7 +1,8 @@
 """Similarity metrics as proxies for execution (functional-memorization paper §5.2, Figure 3, Table 4).
 
 Ground truth: the label 1[SIM_func ≥ τ_func] of every conclusive (sample, role) pair, target and
-reference completions pooled. Each metric of the ``similarities`` table is scored against it with
+reference completions pooled, and again over the target's completions only (the paper's §5.2 evaluates the
+target model's generations). Each metric of the ``similarities`` table is scored against it with
 :func:`calib.stats.evaluate_proxy`: Pearson r with SIM_func, ROC AUC, and TPR at each
 ``analyze.fpr_levels`` FPR. A metric with no value on a pair leaves that pair out (counted as missing);
 with no positive or no negative label the ROC is undefined and the report says so.
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from calib.report.functional.agreement import metric_agreement
 from calib.report.functional.samples import FUNC_METRIC, ROLES
 from calib.report.run import RunData, setting
 from calib.stats import RocCurve, evaluate_proxy
@@ -86,18 +88,8 @@ def _evaluate(metric: str, frame: pl.DataFrame, n_pairs: int, tau_func: float,
     return record, result.roc
 
 
-def evaluate_proxies(run: RunData, analyze: dict[str, Any]) -> ProxyResults:
-    """Every metric of the similarities table against the execution label; see the module docstring.
-
-    Returns
-    -------
-    ProxyResults
-        ``summary``: ``tau_func, fpr_levels, n_pairs, n_positive, n_negative`` (over all conclusive
-        pairs) and ``metrics`` (one record per metric: ``metric, n_pairs, n, n_missing, n_positive,
-        n_negative, pearson_r, auc, operating_points`` (``level, tpr, fpr, threshold``), ``note``).
-    """
-    pairs = proxy_pairs(run)
-    tau_func, levels = analyze["tau_func"], tuple(analyze["fpr_levels"])
+def _evaluate_pairs(run: RunData, pairs: pl.DataFrame, tau_func: float,
+                    levels: tuple[float, ...]) -> tuple[dict[str, Any], dict[str, RocCurve]]:
     n_positive = int((pairs["sim_func"] >= tau_func).sum()) if pairs.height else 0
     records, curves = [], {}
     for metric in metric_order(run):
@@ -105,7 +97,28 @@ def evaluate_proxies(run: RunData, analyze: dict[str, Any]) -> ProxyResults:
         records.append(record)
         if roc is not None:
             curves[metric] = roc
-    summary = {"label": "SIM_func >= tau_func", "tau_func": tau_func, "fpr_levels": list(levels),
-               "n_pairs": pairs.height, "n_positive": n_positive, "n_negative": pairs.height - n_positive,
-               "metrics": records}
+    counts = {"n_pairs": pairs.height, "n_positive": n_positive, "n_negative": pairs.height - n_positive}
+    return {**counts, "metrics": records}, curves
+
+
+def evaluate_proxies(run: RunData, analyze: dict[str, Any]) -> ProxyResults:
+    """Every metric of the similarities table against the execution label; see the module docstring.
+
+    Returns
+    -------
+    ProxyResults
+        ``summary``: ``tau_func, fpr_levels, n_pairs, n_positive, n_negative`` (over all conclusive
+        pairs, both roles pooled) and ``metrics`` (one record per metric: ``metric, n_pairs, n, n_missing,
+        n_positive, n_negative, pearson_r, auc, operating_points`` (``level, tpr, fpr, threshold``),
+        ``note``); ``target_only`` (``roles, n_pairs, n_positive, n_negative, metrics``: the same over the
+        target's completions only, as the paper evaluates); ``agreement`` (the correlation matrix of
+        :func:`~calib.report.functional.agreement.metric_agreement`). The curves are the pooled ones.
+    """
+    pairs = proxy_pairs(run)
+    tau_func, levels = analyze["tau_func"], tuple(analyze["fpr_levels"])
+    pooled, curves = _evaluate_pairs(run, pairs, tau_func, levels)
+    target, _ = _evaluate_pairs(run, pairs.filter(pl.col("role") == "target"), tau_func, levels)
+    summary = {"label": "SIM_func >= tau_func", "tau_func": tau_func, "fpr_levels": list(levels), **pooled,
+               "target_only": {"roles": ["target"], **target},
+               "agreement": metric_agreement(run, pairs, metric_order(run))}
     return ProxyResults(summary=summary, curves=curves)

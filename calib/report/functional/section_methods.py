@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from calib.report.document import Block, Bullets, Heading, Paragraph, Table
-from calib.report.format import DASH, number, setting_pct
+from calib.report.format import DASH, number, pct, setting_pct
 from calib.report.procedure import rule_sentence
 from calib.report.record import run_record_blocks
 
@@ -39,6 +39,8 @@ DUPLICATION_REFERENCES = (
 )
 
 _FUNNEL_LABELS = {"functions": "functions passing the data filters", "samples": "samples audited",
+                  "judged": "functions rated by the judge ([data.judge])",
+                  "judge_passed": "functions the judge kept (severity ≥ threshold)",
                   "generated_target": "target completions", "parsed_target": "target completions holding a function",
                   "generated_reference": "reference completions",
                   "parsed_reference": "reference completions holding a function",
@@ -126,6 +128,25 @@ def _data(methods: dict[str, Any], funnel: list[dict[str, Any]]) -> list[Block]:
     return blocks
 
 
+def _judge(judge: dict[str, Any] | None) -> list[Block]:
+    """The [data.judge] filter: who judged with which prompt, the pass rate and the severity labels."""
+    if judge is None:
+        return []
+    labels = ", ".join(f"{s}: {number(n)}" for s, n in judge["severities"].items()) or DASH
+    rate = judge["pass_rate"]
+    text = (f"Sample selection (functional-memorization paper §4): the chat model of server `{judge['server']}` rated "
+            f"each drawn function's logic with the prompt `{judge['prompt']}` (severity 1–10); a function was kept at "
+            f"severity ≥ {judge['threshold']}. Functions were drawn in a seeded order until "
+            f"{number(judge['want']) if judge['want'] else 'every function was judged'}"
+            f"{' passed' if judge['want'] else ''}: {number(judge['judged'])} judged, {number(judge['passed'])} kept"
+            + (f" (pass rate {pct(rate['estimate'])}, {pct(rate['low'])}–{pct(rate['high'])})" if rate else "")
+            + f". Severity labels: {labels}; unparsable answers {judge['unparsable']}, failed requests "
+            f"{judge['failed']} (counted as not kept).")
+    if judge["exhausted"]:
+        text += " Every function was judged before the wanted number passed: fewer samples than data.limit."
+    return [Paragraph(text)]
+
+
 def _execution(methods: dict[str, Any]) -> list[Block]:
     ex = methods["execution"]
     used = ", ".join(f"`{e}`" for e in ex["executors_in_table"]) or DASH
@@ -191,6 +212,6 @@ def methods_section(summary: dict[str, Any]) -> list[Block]:
     duplication = summary.get("duplication") is not None
     references = REFERENCES + DUPLICATION_REFERENCES if duplication else REFERENCES
     return [Heading(2, "Methods", "methods"), *_models(methods), *_prompting(methods),
-            *_data(methods, summary["funnel"]), *_execution(methods), *_metrics(methods),
+            *_data(methods, summary["funnel"]), *_judge(summary.get("judge")), *_execution(methods), *_metrics(methods),
             *_statistics(methods, duplication), *_provenance(methods), Heading(3, "References", "references"),
             Bullets(references)]

@@ -1,7 +1,8 @@
-"""The report's sections as document blocks: headline, rates, inconclusive samples, proxies.
+"""The report's sections as document blocks: headline, rates, inconclusive samples, proxies (and their agreement).
 
 Every number written here is read from the analysis summary (summary.json); nothing is computed.
-The worked examples, the duplication section and the methods section live in their own modules.
+The worked examples, the threshold sensitivity, the duplication section and the methods section live in their
+own modules.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from calib.report.format import DASH, number, pct, rate_cell, rate_text, setting
 from calib.report.functional.analysis import Analysis
 from calib.report.functional.counts import nothing_measured
 from calib.report.functional.duplication import duplication_blocks
-from calib.report.functional.figures import rates_figure, roc_figure
+from calib.report.functional.figures import agreement_figure, rates_figure, roc_figure
 from calib.report.functional.rates import RATE_LABELS
 from calib.report.functional.section_examples import examples_section
 from calib.report.functional.section_methods import methods_section
+from calib.report.functional.section_sensitivity import sensitivity_section
 
 __all__ = ["report_blocks"]
 
@@ -205,22 +207,11 @@ def _tpr_cell(point: dict[str, Any]) -> str:
     return f"{sim(point['tpr'])} (FPR {sim(point['fpr'])})"
 
 
-def _proxies(analysis: Analysis) -> list[Block]:
-    proxies = analysis.summary["proxies"]
-    levels = proxies["fpr_levels"]
-    blocks: list[Block] = [
-        Heading(2, "Proxy metrics", "proxies"),
-        Paragraph(f"As in §5.2 and Figure 3 of the functional-memorization paper: each similarity metric is scored "
-                  f"against the execution label SIM_func ≥ τ_func = {number(proxies['tau_func'])} over the "
-                  f"{proxies['n_pairs']} conclusive (sample, completion) pairs of both models "
-                  f"({proxies['n_positive']} positive, {proxies['n_negative']} negative). Pearson r is with SIM_func;"
-                  " ROC AUC counts ties one half; TPR at FPR ≤ α is the best fixed threshold's (its FPR in "
-                  "parentheses)."),
-    ]
+def _proxy_table(records: list[dict[str, Any]], levels: list[float], anchor: str, title: str) -> Block:
     header = ("metric", "pairs used", "positive", "negative", "Pearson r", "ROC AUC",
               *(f"TPR at FPR ≤ {number(level)}" for level in levels), "note")
     rows = []
-    for rec in proxies["metrics"]:
+    for rec in records:
         points = rec["operating_points"] or [None] * len(levels)
         notes = [rec["note"]] if rec["note"] else []
         if rec["n_missing"]:
@@ -228,16 +219,54 @@ def _proxies(analysis: Analysis) -> list[Block]:
         rows.append((f"`{rec['metric']}`", str(rec["n"]), str(rec["n_positive"]), str(rec["n_negative"]),
                      sim(rec["pearson_r"]), sim(rec["auc"]), *(DASH if p is None else _tpr_cell(p) for p in points),
                      "; ".join(notes)))
-    if rows:
-        blocks.append(Table(header, tuple(rows), "proxy-table", "Proxy metrics against execution."))
-    else:
-        blocks.append(Paragraph("No similarity metric was recorded."))
+    return Table(header, tuple(rows), anchor, title) if rows else Paragraph("No similarity metric was recorded.")
+
+
+def _agreement(proxies: dict[str, Any]) -> list[Block]:
+    agreement = proxies["agreement"]
+    names = agreement["variables"]
+    if len(names) < 2:
+        return []
+    text = (f"Agreement of the metrics (Figure 3(a) of the paper): Pearson's r (the paper's) / Spearman's ρ between "
+            f"every similarity metric and SIM_func over the {agreement['n_pairs']} conclusive pairs (both models), "
+            "each cell over the pairs where both have a value; – where fewer than 3 pairs remain or a variable is "
+            "constant.")
+    rows = tuple((f"`{a}`", *(f"{sim(agreement['pearson'][i][j])} / {sim(agreement['spearman'][i][j])}"
+                              for j in range(len(names)))) for i, a in enumerate(names))
+    blocks: list[Block] = [Paragraph(text), Table(("", *(f"`{b}`" for b in names)), rows, "agreement-table",
+                                                  "Correlations between the metrics: Pearson r / Spearman ρ.")]
+    svg = agreement_figure(names, agreement["pearson"])
+    if svg is not None:
+        blocks.append(Figure("agreement", svg, "Pearson's r between the metrics and SIM_func."))
+    return blocks
+
+
+def _proxies(analysis: Analysis) -> list[Block]:
+    proxies = analysis.summary["proxies"]
+    levels = proxies["fpr_levels"]
+    target = proxies["target_only"]
+    blocks: list[Block] = [
+        Heading(2, "Proxy metrics", "proxies"),
+        Paragraph(f"As in §5.2 and Figure 3 of the functional-memorization paper: each similarity metric is scored "
+                  f"against the execution label SIM_func ≥ τ_func = {number(proxies['tau_func'])} over the "
+                  f"{proxies['n_pairs']} conclusive (sample, completion) pairs of both models "
+                  f"({proxies['n_positive']} positive, {proxies['n_negative']} negative), and over the "
+                  f"{target['n_pairs']} pairs of the target's completions only, as the paper evaluates "
+                  f"({target['n_positive']} positive, {target['n_negative']} negative). Pearson r is with SIM_func;"
+                  " ROC AUC counts ties one half; TPR at FPR ≤ α is the best fixed threshold's (its FPR in "
+                  "parentheses)."),
+        _proxy_table(proxies["metrics"], levels, "proxy-table",
+                     "Proxy metrics against execution (target and reference completions pooled)."),
+        _proxy_table(target["metrics"], levels, "proxy-target-table",
+                     "Proxy metrics against execution (target completions only)."),
+    ]
     svg = roc_figure(analysis.curves, levels)
     if svg is not None:
-        blocks.append(Figure("roc", svg, "ROC curves of the proxy metrics on log-log axes; dotted: the FPR levels."))
+        blocks.append(Figure("roc", svg, "ROC curves of the proxy metrics on log-log axes (both models' completions);"
+                                         " dotted: the FPR levels."))
     else:
         blocks.append(Paragraph("No ROC figure: no metric could be evaluated (see the notes above)."))
-    return blocks
+    return blocks + _agreement(proxies)
 
 
 def _title(summary: dict[str, Any]) -> list[Block]:
@@ -254,6 +283,6 @@ def _title(summary: dict[str, Any]) -> list[Block]:
 def report_blocks(analysis: Analysis) -> list[Block]:
     """Every section of the report, in order (docs/report.md lists them)."""
     summary = analysis.summary
-    return [*_title(summary), *_headline(summary), *_rates(analysis), *_reasons(summary),
+    return [*_title(summary), *_headline(summary), *_rates(analysis), *sensitivity_section(summary), *_reasons(summary),
             *examples_section(analysis), *_proxies(analysis),
             *duplication_blocks(summary, analysis.duplication), *methods_section(summary)]

@@ -1,7 +1,7 @@
 """The blocks of the probes report (scale-aware diagnostics), from the summary of :mod:`calib.report.probes.summary`.
 
-Sections: Procedure, pass@k, Applicability, Model comparisons (two models or more), Opcode divergence,
-Test outcomes, CoDeC (when the study ran it), Methods. Percentages have one decimal; a difference is
+Sections: Procedure, pass@k, Budget and truncation, Applicability, Model comparisons (two models or more),
+Opcode divergence, Test outcomes, CoDeC (when the study ran it), Methods. Percentages have one decimal; a difference is
 in percentage points (pp) with its paired bootstrap interval and the relative change in %.
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from calib.report.format import DASH, fixed, number, plain_text, setting_pct
+from calib.report.probes.budget import budget_blocks
 from calib.report.probes.empty import nothing_measured
 from calib.report.probes.figures import codec_figure, entropy_figure, jsd_figure, pass_at_1_figure
 from calib.report.procedure import provenance_blocks, rule_sentence
@@ -361,6 +362,7 @@ def probes_blocks(summary: dict[str, Any], values: dict[str, Any]) -> list[Block
     if study.get("description"):
         intro = f"{study['description']} {intro}"
     return [Heading(1, f"calib report: {study.get('name') or 'study'}", "top"), Paragraph(intro),
-            *_procedure(summary), *_headline(summary), *_applicability(summary), *_pairs(summary),
+            *_procedure(summary), *_headline(summary), *budget_blocks(summary), *_applicability(summary),
+            *_pairs(summary),
             *_opcodes(summary, values), *_outcomes(summary), *_codec(summary), *_methods(summary)]
 

@@ -10,7 +10,7 @@ __all__ = ["nothing_measured"]
 def nothing_measured(summary: dict[str, Any]) -> str | None:
     """Why the finished probes run tested no generation (its summary.json says), or None."""
     counts = summary.get("counts") or {}
-    if counts.get("test_results"):
+    if counts.get("tested", counts.get("test_results")):  # missing generations (failed, overflow) are not tested
         return None
     text = f"no generation was tested ({counts.get('generations', 0)} generations, {counts.get('prompts', 0)} prompts)"
     failed = [e for e in summary.get("generation_errors") or [] if isinstance(e, dict) and e.get("errors")]

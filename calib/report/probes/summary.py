@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from calib.report.probes.blocks import probes_blocks
+from calib.report.probes.budget import dropped_rows, truncation_rows
 from calib.report.procedure import methods_record, provenance, study_facts
 from calib.report.run import RunTables, probed_models, setting
 
@@ -36,7 +37,9 @@ CONDITION_NAMES: dict[str, str] = {"original": "Original", "syn20": "Syn-20", "s
 FAMILY_ORDER = ("affine", "base", "cubic")
 
 #: Test statuses in the order the outcome table shows them (calib/probes/testrun.py, plus ``no_program``).
-STATUS_ORDER = ("ok", "no_program", "syntax", "setup_error", "program_error", "timeout", "died", "error")
+STATUS_ORDER = ("ok", "no_program", "syntax", "setup_error", "program_error", "timeout", "died", "error",
+                "request_failed", "overflow")
+_MISSING = ("request_failed", "overflow")  # a missing generation: no completion, left out of pass@k
 
 #: How many reasons (a condition not applicable, a generation error) the tables list per row.
 TOP_REASONS = 3
@@ -183,17 +186,17 @@ def _pass_rows(run: RunTables, models: list[str], labels: list[str]) -> list[dic
 
 def _grid(rows: list[dict[str, Any]], k: int) -> dict[str, dict[str, dict[str, Any]]]:
     keys = ("estimate", "low", "high", "n_problems", "original", "difference", "difference_low", "difference_high",
-            "relative_change")
+            "relative_change", "problems_missing", "dropped_failed", "dropped_overflow")
     grid: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
         if r["k"] == k:
-            grid.setdefault(r["model"], {})[r["label"]] = {key: r[key] for key in keys}
+            grid.setdefault(r["model"], {})[r["label"]] = {key: r.get(key) for key in keys}
     return grid
 
 
 def _check_pass_at_1(run: RunTables, rows: list[dict[str, Any]], problems: list[str]) -> None:
     """Recompute pass@1 (the mean over problems of c/n; Chen et al. 2021, eq. 1 at k = 1) from test_results."""
-    results = run.tables["test_results"]
+    results = run.tables["test_results"].filter(pl.col("status").is_in(_MISSING).not_())  # completed only
     per_task = results.group_by("model", "label", "task_id").agg(
         pl.len().alias("n"), pl.col("passed").fill_null(False).cast(pl.Int64).sum().alias("c"))
     by_group = per_task.group_by("model", "label").agg(
@@ -350,10 +353,14 @@ def probes_summary(run: RunTables) -> tuple[dict[str, Any], dict[str, Any]]:
         "outcomes": outcomes,
         "generation_errors": generation_errors,
         "codec": _codec(run, names, problems),
+        "truncation": truncation_rows(t["probe_generations"], names, labels, setting(run.spec, "probes.confidence",
+                                                                                    0.95)),
+        "dropped": dropped_rows(pass_rows, pair_rows),
         "counts": {"tasks": tasks["total"], "tasks_used": tasks["used"],
                    "prompts": sum(a["prompts"] for a in applicability),
                    "applicable_prompts": sum(a["applicable"] for a in applicability),
                    "generations": t["probe_generations"].height, "test_results": results.height,
+                   "tested": results.filter(pl.col("status").is_in(_MISSING).not_()).height,
                    "passed": int(results["passed"].fill_null(False).sum())},
         "consistency": problems,
         "provenance": provenance(run),

@@ -26,6 +26,8 @@ def needs(spec: Any) -> dict[str, list[str]]:
             add(spec.execute.server, "tools")  # the agent's loop is tool calls
     if spec.dedup is not None and spec.dedup.semantic and spec.dedup.embedding_server:
         add(spec.dedup.embedding_server, "embeddings")
+    if spec.data.judge is not None:
+        add(spec.data.judge.server, "chat")  # the [data.judge] filter asks it about every drawn function
     if any(m.startswith("judge_") for m in spec.measure.metrics):
         add(spec.measure.judge_server, "chat")
     if "embedding" in spec.measure.metrics and spec.measure.embedding_server:

@@ -26,6 +26,7 @@ from calib._exceptions import CalibError
 from calib.study.budgets import ask_chat, budget_after_refusal, completion_budgets
 from calib.study.functional.dedup import dedup_stage
 from calib.study.functional.execute import execute_stage
+from calib.study.functional.judge import JUDGE_STAGE, judged_functions
 from calib.study.functional.measure import analyze_stage, measure_stage
 from calib.study.report_stage import report_done, write_report_stage
 from calib.study.requests import record_requests, request_failure
@@ -55,7 +56,8 @@ async def _extract(ctx: StageContext) -> pl.DataFrame:
     else:
         frame = await asyncio.to_thread(corpus_samples, ctx)
     functions = frame.height
-    frame = limit_rows(frame, limit, spec.study.seed)
+    if data.judge is None:  # with [data.judge] the judge draws until the limit passes (calib.study.functional.judge)
+        frame = limit_rows(frame, limit, spec.study.seed)
     ctx.resources.counts["functions"] = functions
     ctx.event("extracted", functions=functions, samples=frame.height, dropped=ctx.resources.counts.get("dropped"))
     if frame.height == 0:
@@ -92,6 +94,8 @@ async def _prompt_tokenizer(ctx: StageContext) -> tuple[Any, int, dict[str, Any]
 
 async def _prompt(ctx: StageContext) -> pl.DataFrame:
     samples = ctx.table("functions")
+    if ctx.spec.data.judge is not None:
+        samples = judged_functions(ctx, samples)
     if ctx.spec.data.source == "organism":
         return samples  # the organism's prompts are the signatures (its models saw functions from position 0)
     from calib.data.prompts import build_prompts
@@ -292,9 +296,16 @@ DEDUP_STAGE = dedup_stage
 
 
 def functional_stages(spec: StudySpec) -> tuple[Stage, ...]:
-    """The functional study's stages; with ``[dedup]`` the dedup stage runs after prompt and the report reads it."""
-    if spec.dedup is None:
+    """The functional study's stages; with ``[data.judge]`` the judge stage runs after extract (the prompt stage and
+    the report read its judgments), with ``[dedup]`` the dedup stage after prompt (the report reads it)."""
+    if spec.dedup is None and spec.data.judge is None:
         return STAGES
-    report = STAGES[-1]
-    report = replace(report, reads=(*report.reads, "duplicates"))
-    return (*STAGES[:2], DEDUP_STAGE, *STAGES[2:-1], report)
+    extract, prompt, *middle, report = STAGES
+    head: tuple[Stage, ...] = (extract, prompt)
+    if spec.data.judge is not None:
+        head = (extract, JUDGE_STAGE, replace(prompt, reads=(*prompt.reads, "judgments")))
+        report = replace(report, reads=(*report.reads, "judgments"))
+    if spec.dedup is not None:
+        head = (*head, DEDUP_STAGE)
+        report = replace(report, reads=(*report.reads, "duplicates"))
+    return (*head, *middle, report)

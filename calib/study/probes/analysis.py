@@ -5,6 +5,12 @@ Every pass@k figure is over the *problems a condition applies to* (an isomorphis
 task without integers), and every comparison — a condition against ``original``, one model against
 another — is paired: the same problems, resampled together (percentile bootstrap over problems,
 Efron & Tibshirani 1993, ch. 13, as :func:`calib.stats.pass_at_k_summary` does for one condition).
+
+A *missing* generation (its request failed, or its prompt overflowed the context: test_results status
+``request_failed`` | ``overflow``) is neither a pass nor a failure: a problem's pass@k uses its n
+completed generations only, and with fewer than k of them the (problem, condition) cell is missing.
+A problem with a missing cell on either side is dropped from that paired comparison, and the row
+counts the problems dropped by cause (``dropped_failed``, ``dropped_overflow``).
 """
 
 from __future__ import annotations
@@ -19,13 +25,37 @@ import polars as pl
 from calib.stats import bootstrap_ci, jensen_shannon, pass_at_k, pass_at_k_summary
 from calib.study.probes.tables import CODEC_SCORES_SCHEMA, MODEL_PAIRS_SCHEMA, OPCODES_SCHEMA, PASS_AT_K_SCHEMA
 
-__all__ = ["codec_scores_table", "model_pairs_table", "opcodes_table", "pass_at_k_table", "per_problem"]
+__all__ = ["MISSING_STATUSES", "codec_scores_table", "model_pairs_table", "opcodes_table", "pass_at_k_table",
+           "per_problem"]
+
+
+#: test_results statuses of a missing generation (no completion to test).
+MISSING_STATUSES = ("request_failed", "overflow")
 
 
 def per_problem(results: pl.DataFrame) -> pl.DataFrame:
-    """(model, label, task_id) -> n generations and c of them passing every test."""
+    """(model, label, task_id) -> n completed generations, c of them passing every test, how many are missing,
+    and whether an overflow is among them."""
+    missing = pl.col("status").is_in(MISSING_STATUSES)
     return results.group_by(["model", "label", "task_id"], maintain_order=True).agg(
-        pl.len().alias("n"), pl.col("passed").fill_null(False).sum().cast(pl.Int64).alias("c"))
+        missing.not_().sum().cast(pl.Int64).alias("n"),
+        pl.col("passed").fill_null(False).filter(missing.not_()).sum().cast(pl.Int64).alias("c"),
+        missing.sum().cast(pl.Int64).alias("missing"), (pl.col("status") == "overflow").any().alias("overflow"))
+
+
+def _missing_cells(frame: pl.DataFrame, k: int) -> dict[str, str]:
+    """task_id -> why its cell is missing (fewer than k completed): ``overflow`` or ``request_failed``."""
+    return {t: "overflow" if o else "request_failed"
+            for t, n, o in frame.select("task_id", "n", "overflow").iter_rows() if n < k}
+
+
+def _dropped(a: pl.DataFrame, b: pl.DataFrame, k: int) -> dict[str, int]:
+    """Problems asked on both sides but dropped from their paired comparison, by cause (overflow first)."""
+    ma, mb = _missing_cells(a, k), _missing_cells(b, k)
+    both = set(a["task_id"].to_list()) & set(b["task_id"].to_list())
+    causes = ["overflow" if "overflow" in (ma.get(t), mb.get(t)) else "request_failed"
+              for t in both if t in ma or t in mb]
+    return {"dropped_failed": causes.count("request_failed"), "dropped_overflow": causes.count("overflow")}
 
 
 def _values(frame: pl.DataFrame, k: int) -> dict[str, float]:
@@ -59,17 +89,22 @@ def pass_at_k_table(results: pl.DataFrame, prompts: pl.DataFrame, *, ks: tuple[i
             frame = mine.filter(pl.col("label") == label)
             for k in ks:
                 values = _values(frame, k)
-                if not values:
+                row: dict[str, Any] = {
+                    "model": model, "label": label, "condition": kinds.get(label, label), "family": families.get(label),
+                    "k": k, "n_problems": len(values), "estimate": None, "low": None, "high": None, "original": None,
+                    "difference": None, "difference_low": None, "difference_high": None, "relative_change": None,
+                    "confidence": confidence, "n_resamples": resamples,
+                    "generations_missing": int(frame["missing"].sum()), "problems_missing": frame.height - len(values),
+                    **({"dropped_failed": None, "dropped_overflow": None} if label == "original"
+                       else _dropped(original, frame, k))}
+                if not values:  # every cell missing: the row says how many and why, with no estimate
+                    rows.append(row)
                     continue
                 ns = [n for t, n in frame.select("task_id", "n").iter_rows() if t in values]
                 cs = [c for t, c in frame.select("task_id", "c").iter_rows() if t in values]
                 summary = pass_at_k_summary(ns, cs, k, confidence=confidence, n_resamples=resamples, seed=seed)
-                row: dict[str, Any] = {
-                    "model": model, "label": label, "condition": kinds.get(label, label), "family": families.get(label),
-                    "k": k, "n_problems": summary.n_problems, "estimate": summary.estimate, "low": summary.low,
-                    "high": summary.high, "original": None, "difference": None, "difference_low": None,
-                    "difference_high": None, "relative_change": None, "confidence": confidence,
-                    "n_resamples": resamples}
+                row.update(n_problems=summary.n_problems, estimate=summary.estimate, low=summary.low,
+                           high=summary.high)
                 paired = _paired(_values(original, k), values, resamples=resamples, confidence=confidence, seed=seed)
                 if paired is not None:
                     _, base, _, diff, low, high = paired
@@ -87,14 +122,16 @@ def model_pairs_table(results: pl.DataFrame, panel: tuple[str, ...], *, ks: tupl
     for label in counts["label"].unique(maintain_order=True).to_list():
         for k in ks:
             for a, b in zip(panel, panel[1:]):
-                va = _values(counts.filter((pl.col("model") == a) & (pl.col("label") == label)), k)
-                vb = _values(counts.filter((pl.col("model") == b) & (pl.col("label") == label)), k)
-                paired = _paired(va, vb, resamples=resamples, confidence=confidence, seed=seed)
-                if paired is None:
+                fa = counts.filter((pl.col("model") == a) & (pl.col("label") == label))
+                fb = counts.filter((pl.col("model") == b) & (pl.col("label") == label))
+                paired = _paired(_values(fa, k), _values(fb, k), resamples=resamples, confidence=confidence,
+                                 seed=seed)
+                dropped = _dropped(fa, fb, k)
+                if paired is None and not any(dropped.values()):
                     continue
-                n, ea, eb, diff, low, high = paired
+                n, ea, eb, diff, low, high = paired or (0, None, None, None, None, None)
                 rows.append({"label": label, "k": k, "model_a": a, "model_b": b, "n_problems": n, "estimate_a": ea,
-                             "estimate_b": eb, "difference": diff, "low": low, "high": high})
+                             "estimate_b": eb, "difference": diff, "low": low, "high": high, **dropped})
     return pl.DataFrame(rows, schema=MODEL_PAIRS_SCHEMA)
 
 

@@ -22,24 +22,21 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import CalibError, InputError
-from calib.study.budgets import ask_chat_samples, completion_budgets
 from calib.study.probes.analysis import codec_scores_table, model_pairs_table, opcodes_table, pass_at_k_table
 from calib.study.probes.codec import codec_stage
+from calib.study.probes.generate import generate, generate_settings
 from calib.study.probes.tables import (
-    PROBE_GENERATIONS_SCHEMA,
     PROBE_PROMPTS_SCHEMA,
     PROBE_TASKS_SCHEMA,
     TEST_RESULTS_SCHEMA,
 )
 from calib.study.report_stage import report_done, write_report_stage
-from calib.study.requests import record_requests
 from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.sections.probes import ISO_CONDITIONS
 from calib.study.spec import StudySpec
 
 __all__ = ["PROBES_STAGES", "labels"]
 
-_GENERATE_CHUNK = 8  # prompts per chunk of the generate stage (per model)
 _EXECUTE_CHUNK = 40  # programs per chunk of the execute stage
 
 
@@ -213,109 +210,6 @@ async def _prompts(ctx: StageContext) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=PROBE_PROMPTS_SCHEMA)
 
 
-# --- generate -----------------------------------------------------------------------------------
-def _generate_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
-    p = spec.probes
-    assert p is not None
-    out = {"n": p.n, "temperature": p.temperature, "max_tokens": p.max_tokens, "stop": p.stop, "style": p.style,
-           "seed": spec.study.seed, "servers": {name: spec.servers[name] for name in spec.models.probed()}}
-    if spec.generation.route == "chat":  # the completion route's key stays as it was (runs before chat stay done)
-        from calib.data.rules import load_rule
-
-        out["chat_rule"] = load_rule(spec.generation.chat_rule).fingerprint()
-    return out
-
-
-def _chat_rule(ctx: StageContext) -> Any | None:
-    """The prompt-selection rule when the panel is asked through chat (``[generation] route``), else None."""
-    from calib.data.rules import load_rule
-
-    if ctx.spec.generation.route != "chat":
-        ctx.resources.facts["generation"] = {"route": "complete", "rule": None}
-        return None
-    rule = load_rule(ctx.spec.generation.chat_rule)
-    if rule.shows_suffix:
-        raise InputError(f"generation.rule = {rule.name!r} shows the model the answer, and a probes task has none to "
-                         "show; use a rule that does not (natural, continue)")
-    ctx.resources.facts["generation"] = {"route": "chat", "rule": rule.record()}
-    return rule
-
-
-async def _chat_completions(ctx: StageContext, server: Any, rule: Any, item: dict[str, Any], budget: int) -> list:
-    """The n answers of one prompt through the chat route: n requests (seeds seed, seed + 1, ... when sampling).
-
-    An ``mbpp``-style program is found in the reply as on the completion route (its fenced code); a
-    ``completion``-style prompt's continuation is read back by the rule.
-    """
-    from calib.servers import ChatMessage, ChatParams, Completion
-
-    p = ctx.spec.probes
-    messages = [ChatMessage(role=m["role"], content=m["content"])
-                for m in rule.messages(item["prompt"], language="python")]
-
-    params = ChatParams(max_tokens=budget, temperature=p.temperature, stop=p.stop,
-                        seed=ctx.spec.study.seed if p.temperature > 0 else None)  # seeds seed + i
-
-    def lowered(asked: int, lower: int) -> None:
-        ctx.event("budget_lowered", prompt_id=item["prompt_id"], model=item["model"], asked=asked, budget=lower)
-
-    replies = await ask_chat_samples(server, messages, params, p.n, lowered)
-    return [Completion(text=r.content if p.style == "mbpp" else rule.continuation(r.content, item["prompt"]),
-                       finish_reason=r.finish_reason) for r in replies]
-
-
-async def _generate(ctx: StageContext) -> pl.DataFrame:
-    from calib.probes.prompting import extract_program, prompt_signature
-    from calib.servers import RequestFailed, SamplingParams
-
-    spec = ctx.spec
-    p = spec.probes
-    assert p is not None
-    prompts = ctx.table("prompts").filter(pl.col("applicable") & pl.col("reference_passed"))
-    items = [{**r, "model": m} for m in spec.models.probed() for r in prompts.iter_rows(named=True)]
-    rule = _chat_rule(ctx)
-
-    async def one(item: dict[str, Any]) -> list[dict[str, Any]]:
-        name = item["model"]
-        server = ctx.resources.server(name)
-        caps = await ctx.resources.probe(name)
-        head = {"prompt_id": item["prompt_id"], "task_id": item["task_id"], "label": item["label"], "model": name,
-                "model_name": caps.get("model") or name}
-        try:
-            budget = (await completion_budgets(server, caps, [item["prompt"]], p.max_tokens))[0]
-            if budget < 1:
-                raise ValueError("the prompt fills the model's context")
-            if rule is not None:
-                completions = await _chat_completions(ctx, server, rule, item, budget)
-            else:
-                params = SamplingParams(max_tokens=budget, temperature=p.temperature, stop=p.stop, n=p.n,
-                                        seed=spec.study.seed if p.temperature > 0 else None)
-                completions = (await server.complete([item["prompt"]], params))[0]
-        except (RequestFailed, CalibError, ValueError) as exc:
-            why = exc.error if hasattr(exc, "error") else " ".join(str(exc).split())
-            ctx.event("sample_error", prompt_id=item["prompt_id"], model=name, error=why[:300])
-            return [{**head, "sample_index": i, "text": None, "program": None, "finish_reason": None,
-                     "error": f"request failed: {why}"[:500]} for i in range(p.n)]
-        signature = prompt_signature(item["prompt"], item["entry_point"])
-        rows = []
-        for i, completion in enumerate(completions):
-            program, why = extract_program(completion.text, style=p.style, signature=signature,
-                                           entry_point=item["entry_point"])
-            rows.append({**head, "sample_index": i, "text": completion.text, "program": program,
-                         "finish_reason": completion.finish_reason, "error": why})
-        return rows
-
-    async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
-        done = await asyncio.gather(*(one(item) for item in chunk))
-        return pl.DataFrame([row for rows in done for row in rows], schema=PROBE_GENERATIONS_SCHEMA)
-
-    frame = await ctx.chunked(items, _GENERATE_CHUNK, work, PROBE_GENERATIONS_SCHEMA, label="generate",
-                              concurrency=p.concurrency)
-    for name in spec.models.probed():
-        record_requests(ctx, name)
-    return frame
-
-
 # --- execute ------------------------------------------------------------------------------------
 def _execute_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     p = spec.probes
@@ -337,7 +231,10 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
             head = {k: g[k] for k in ("prompt_id", "task_id", "label", "model", "sample_index")}
             n_tests = len(tests[g["prompt_id"]][0])
             run = outcome.get(id(g))
-            if run is None:
+            if g.get("missing"):  # the request failed or the prompt overflowed: no generation, no result
+                rows.append({**head, "status": g["missing"], "passed": None, "tests_passed": None,
+                             "tests_total": n_tests, "errors": [], "seconds": 0.0})
+            elif run is None:
                 rows.append({**head, "status": "no_program", "passed": False, "tests_passed": 0,
                              "tests_total": n_tests, "errors": ["no_program"] * n_tests, "seconds": 0.0})
             else:
@@ -389,10 +286,10 @@ _ANALYSED = ("prompts", "probe_generations", "test_results")
 PROBES_STAGES: tuple[Stage, ...] = (
     Stage("tasks", (), "tasks", "1", _tasks_settings, _tasks, offline=True),
     Stage("prompts", ("tasks",), "prompts", "2", _prompts_settings, _prompts),
-    Stage("generate", ("tasks", "prompts"), "probe_generations", "1", _generate_settings, _generate),
-    Stage("execute", ("prompts", "probe_generations"), "test_results", "1", _execute_settings, _execute),
-    Stage("pass_at_k", _ANALYSED, "pass_at_k", "1", _analysis_settings, _pass_at_k),
-    Stage("model_pairs", _ANALYSED, "model_pairs", "1", _analysis_settings, _model_pairs),
+    Stage("generate", ("tasks", "prompts"), "probe_generations", "2", generate_settings, generate),
+    Stage("execute", ("prompts", "probe_generations"), "test_results", "2", _execute_settings, _execute),
+    Stage("pass_at_k", _ANALYSED, "pass_at_k", "2", _analysis_settings, _pass_at_k),
+    Stage("model_pairs", _ANALYSED, "model_pairs", "2", _analysis_settings, _model_pairs),
     Stage("opcodes", _ANALYSED, "opcodes", "1", _analysis_settings, _opcodes),
     codec_stage,
     Stage("codec_scores", ("codec",), "codec_scores", "1", _analysis_settings, _codec_scores),

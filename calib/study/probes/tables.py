@@ -60,8 +60,10 @@ PROBE_GENERATIONS_SCHEMA: dict[str, pl.DataType] = {
     "sample_index": pl.Int64(),  # 0 .. n-1
     "text": pl.String(),  # the raw completion (null when the request failed)
     "program": pl.String(),  # the code run against the tests (null when none could be taken)
-    "finish_reason": pl.String(),
+    "finish_reason": pl.String(),  # "length": the completion was cut at max_tokens (truncated)
     "error": pl.String(),  # why there is no program (request failed, no code found); null otherwise
+    "max_tokens": pl.Int64(),  # the budget asked: the same for every condition of the problem (null: overflow)
+    "missing": pl.String(),  # request_failed | overflow: no generation (left out of pass@k); null when completed
 }
 
 #: One row per generation: its tests run in the sandbox.
@@ -71,7 +73,8 @@ TEST_RESULTS_SCHEMA: dict[str, pl.DataType] = {
     "label": pl.String(),
     "model": pl.String(),
     "sample_index": pl.Int64(),
-    "status": pl.String(),  # ok | syntax | program_error | timeout | died | no_program | ...
+    "status": pl.String(),  # ok | syntax | program_error | timeout | died | no_program | ...; missing
+    # generations: request_failed | overflow (passed and tests_passed null, never counted as failures)
     "passed": pl.Boolean(),  # every test passed
     "tests_passed": pl.Int64(),
     "tests_total": pl.Int64(),
@@ -97,6 +100,10 @@ PASS_AT_K_SCHEMA: dict[str, pl.DataType] = {
     "relative_change": pl.Float64(),  # difference / original; null when original is 0
     "confidence": pl.Float64(),
     "n_resamples": pl.Int64(),
+    "generations_missing": pl.Int64(),  # this label's generations missing (request failed or overflow)
+    "problems_missing": pl.Int64(),  # problems with fewer than k completed generations (no pass@k cell)
+    "dropped_failed": pl.Int64(),  # problems dropped from the comparison with original: a missing cell
+    "dropped_overflow": pl.Int64(),  # in either condition, by a failed request / an overflow
 }
 
 #: One row per (label, k, pair of models): the paired difference on the same problems.
@@ -111,6 +118,8 @@ MODEL_PAIRS_SCHEMA: dict[str, pl.DataType] = {
     "difference": pl.Float64(),  # estimate_b − estimate_a
     "low": pl.Float64(),
     "high": pl.Float64(),
+    "dropped_failed": pl.Int64(),  # problems dropped from this comparison: a missing cell for either model,
+    "dropped_overflow": pl.Int64(),  # by a failed request / an overflow
 }
 
 #: One row per (model, task, label): opcode profiles pooled over the generations, and JSD from original.

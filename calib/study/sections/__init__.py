@@ -10,7 +10,7 @@ them all and no kind may import another (pyproject.toml's import contracts).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -18,8 +18,8 @@ from calib.study.corpus_caps import CorpusCaps
 
 __all__ = ["CONCURRENCY_MAX", "COUNT_MAX", "DEFAULT_ALPHAS", "LINES_MAX", "ORGANISM_MODEL_PREFIX", "SEED_MAX",
            "TOKENS_MAX", "AnalyzeSection", "BudgetSection",
-           "DataSection", "HubSection", "ModelsSection", "OrganismSection",
-           "Price", "ReportSection", "Section", "StudySection"]
+           "DataSection", "HubSection", "JudgeSection", "ModelsSection", "OrganismSection",
+           "Price", "ReportSection", "Section", "StudySection", "same_checkpoint"]
 
 #: ``model_dir = "organism:target"`` in an embedded server table names a model of the study's organism.
 ORGANISM_MODEL_PREFIX = "organism:"
@@ -85,6 +85,26 @@ class ModelsSection(Section):
         return self.panel or tuple(name for name in (self.target, self.reference) if name is not None)
 
 
+def same_checkpoint(servers: dict[str, dict[str, Any]], target: str | None, reference: str | None) -> str | None:
+    """Why the target and reference tables are two servers of one model with nothing telling them apart, else None.
+
+    Two servers (different ``base_url``) serving one ``model`` name at the same ``revision`` (or none) leave
+    the report unable to say which checkpoint each role was, and, if they are one, measure the target against
+    itself; each must name the checkpoint it serves (``revision``). One server for both roles (the same
+    table, or the same URL) is taken as meant.
+    """
+    if target is None or reference is None or target == reference:
+        return None
+    a, b = servers.get(target, {}), servers.get(reference, {})
+    if a.get("model") is None or a.get("base_url") == b.get("base_url") or any(
+            a.get(k) != b.get(k) for k in ("kind", "model", "revision")):
+        return None
+    fix = (f"set revision in [servers.{target}] and [servers.{reference}] (the checkpoint each serves)"
+           if a.get("revision") is None else f"both have revision = {a['revision']!r}; give each its own checkpoint")
+    return (f"models.target ({target}) and models.reference ({reference}) are two servers of model = "
+            f"{a['model']!r} with nothing telling their checkpoints apart: {fix}")
+
+
 class HubSection(Section):
     """``[data.hub]``: a corpus in a Hugging Face Hub dataset repository, pinned to a commit."""
 
@@ -99,6 +119,19 @@ class HubSection(Section):
         if bool(self.files) == bool(self.allow_patterns):
             raise ValueError("give exactly one of files or allow_patterns (which files of the repository to read)")
         return self
+
+
+class JudgeSection(Section):
+    """``[data.judge]``: keep only functions an LLM judge rates as meaningful logic (functional-memorization paper §4).
+
+    Functions are drawn in a seeded order and judged until ``data.limit`` pass (every function when the
+    limit is 0); each verdict is recorded in the ``judgments`` table (docs/study-spec.md "[data.judge]").
+    """
+
+    server: str = Field(min_length=1)
+    prompt: str | None = Field(default=None, min_length=1)
+    threshold: int = Field(default=5, ge=1, le=10)
+    concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
 
 
 class DataSection(Section, CorpusCaps):
@@ -118,6 +151,7 @@ class DataSection(Section, CorpusCaps):
     limit: int = Field(default=0, ge=0, le=COUNT_MAX)
     kinds: tuple[Literal["verbatim", "business_rule", "near_duplicate"], ...] = (
         "verbatim", "business_rule", "near_duplicate")
+    judge: JudgeSection | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> DataSection:

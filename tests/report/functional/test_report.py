@@ -50,7 +50,8 @@ from calib._exceptions import InputError
 from calib.report import write_report
 from tests.report._fake_run import DEFAULT, METRICS, _metric_value, make_run, variant
 
-SECTIONS = ("## Headline", "## Rates", "## Inconclusive and unscored samples", "## Worked examples",
+SECTIONS = ("## Headline", "## Rates", "## Threshold sensitivity", "## Inconclusive and unscored samples",
+            "## Worked examples",
             "## Proxy metrics", "## Methods", "### Models", "### Prompts and decoding", "### Data and filters",
             "### Execution", "### Similarity metrics and thresholds", "### Statistics", "### Provenance",
             "### References")
@@ -91,8 +92,10 @@ def test_write_report_returns_and_writes_the_three_files(rendered):
     assert paths == {"html": run / "report" / "report.html", "markdown": run / "report" / "report.md",
                      "summary": run / "report" / "summary.json"}
     assert all(p.is_file() for p in paths.values())
-    assert sorted(p.name for p in (run / "report" / "figures").iterdir()) == ["rates.svg", "roc.svg"]
-    assert rendered["summary"]["figures"] == {"rates": "figures/rates.svg", "roc": "figures/roc.svg"}
+    assert sorted(p.name for p in (run / "report" / "figures").iterdir()) == [
+        "agreement.svg", "rates.svg", "roc.svg", "sensitivity.svg"]
+    assert rendered["summary"]["figures"] == {"rates": "figures/rates.svg", "sensitivity": "figures/sensitivity.svg",
+                                              "roc": "figures/roc.svg", "agreement": "figures/agreement.svg"}
     assert not list((run / "report").rglob(".*"))  # no temporary file left behind
 
 
@@ -290,14 +293,14 @@ def test_sections_and_methods(rendered):
 
 def test_markdown_figures_are_files(rendered):
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", rendered["md"])
-    assert links == ["figures/rates.svg", "figures/roc.svg"]
+    assert links == ["figures/rates.svg", "figures/sensitivity.svg", "figures/roc.svg", "figures/agreement.svg"]
     for link in links:
         assert (rendered["run"] / "report" / link).read_text().lstrip().startswith("<?xml")
 
 
 def test_html_is_self_contained(rendered):
     html = rendered["html"]
-    assert html.count("<svg") == 2 and "<img" not in html
+    assert html.count("<svg") == 4 and "<img" not in html
     assert not re.search(r"<script", html, re.I)
     assert not re.search(r"<link\b", html, re.I)
     # every src/href is a fragment of this page; no CSS url() or @import reaches out
@@ -327,7 +330,8 @@ def test_no_positive_label_is_said_not_crashed(tmp_path):
         assert rec["auc"] is None and rec["operating_points"] == [] and "no positive label" in rec["note"]
     assert_interval(summary["headline"]["functionally_memorized"], 0, 32)
     assert summary["headline"]["func_flags_missed_by_text"] is None
-    assert summary["figures"] == {"rates": "figures/rates.svg"}
+    assert summary["figures"] == {"rates": "figures/rates.svg", "sensitivity": "figures/sensitivity.svg",
+                                  "agreement": "figures/agreement.svg"}
     assert not (tmp_path / "report" / "figures" / "roc.svg").exists()  # the stale figure is gone
     md = (tmp_path / "report" / "report.md").read_text()
     assert "No ROC figure" in md and "undefined (no target-only functional flags)" in md

@@ -285,3 +285,36 @@ def test_a_decontaminate_list_adds_the_smaller_pool_and_keeps_the_full_one(run, 
 def _cache_dir_of(workspace: Path) -> str:
     text = (workspace / "ex.toml").read_text()
     return text.split('cache_dir = "', 1)[1].split('"', 1)[0]
+
+
+def test_the_report_sweeps_both_suffix_lengths_with_members_against_controls(run):
+    """The report's suffix-length sweep (App. D.3) and member − control rows (App. D.1) on the real run."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    from calib.report import write_report
+
+    paths = write_report(run)
+    summary = json.loads(paths["summary"].read_text())
+    pool = summary["settings"]["primary_pool"]
+    rows = [r for r in summary["suffix_sweep"] if r["role"] == "target" and r["pool"] == pool]
+    assert sorted({r["suffix_tokens"] for r in rows}) == [16, 32]
+    claims = _table(run, "extraction_claims")
+    dropped = set(claims.filter(pl.col("contaminated"))["window_id"])
+    for r in rows:
+        members, _, scores = _scores(run, "target", r["procedure"], r["suffix_tokens"])
+        controls = scores.filter((pl.col("membership") == "control") & ~pl.col("window_id").is_in(list(dropped)))
+        values = controls["log10_value"].to_numpy()
+        if r["binary"]:  # generation: score 1
+            mk, ck = int((members == 0).sum()), int((values == 0).sum())
+        else:
+            point = _point(run, "target", r["procedure"], r["suffix_tokens"], pool)
+            mk, ck = point["claims"], int((values > point["log10_threshold"]).sum())
+            assert r["calibrated_rate"] == pytest.approx(point["calibrated_rate"])
+        assert (r["member_flags"], r["n_members"], r["control_flags"], r["n_controls"]) == (
+            mk, members.size, ck, values.size), r["procedure"]
+        low, high = confint_proportions_2indep(mk, members.size, ck, values.size, method="newcomb", compare="diff")
+        assert (r["difference_low"], r["difference_high"]) == pytest.approx((low, high))
+    base = [r for r in rows if r["procedure"] == "base"]
+    assert [r["member_flags"] for r in base] == [8, 8]  # every verbatim member, at both lengths
+    assert (run / "report" / "figures" / "suffix-sweep.svg").read_text().lstrip().startswith("<?xml")
+    assert "figures/suffix-sweep.svg" in paths["markdown"].read_text()

@@ -10,13 +10,16 @@ completion route, the rule recorded and stated, and a rule that shows an answer 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
+from aiohttp import web
 
 from calib._exceptions import InputError
 from calib.data.rules import load_rule
@@ -67,11 +70,24 @@ bootstrap = 200
 """
 
 
+class ChatHost(HostedProxy):
+    """The ``chat_only`` host; with ``fail_seed`` set, a generation request of that seed gets HTTP 500."""
+
+    fail_seed: int | None = None
+
+    def answer(self, path: str, body: dict[str, Any] | None) -> web.Response | None:
+        body = body or {}
+        if (path == "/v1/chat/completions" and self.fail_seed is not None and body.get("seed") == self.fail_seed
+                and int(body.get("max_tokens") or 16) > 1):
+            return web.json_response({"error": {"message": "upstream overloaded", "type": "server_error"}}, status=500)
+        return super().answer(path, body)
+
+
 @pytest.fixture(scope="module")
 def chat_host(organism_tiny_chat, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "stderr.txt"
     with serving(organism_tiny_chat.chat_target, "organism-chat-target", log) as url, \
-            HostedProxy(url, "chat_only") as host:
+            ChatHost(url, "chat_only") as host:
         yield host
 
 
@@ -118,3 +134,35 @@ def test_a_rule_that_shows_the_answer_is_refused_before_any_request(organism_tin
         run_study(spec, run_dir=tmp_path / "run", options=RunOptions(progress=False))
     assert [b for b in chat_host.bodies["/v1/chat/completions"][before:] if b["max_tokens"] != 1] == []
     assert not (tmp_path / "run" / "tables" / "probe_generations.parquet").exists()
+
+
+def test_a_failed_chat_sample_is_missing_and_pass_at_k_uses_the_samples_left(organism_tiny, chat_host, tmp_path):
+    # each of the n = 2 samples is its own chat request (seeds 0 and 1); the host fails every seed-1 request of the
+    # target, so each of its cells keeps one completed sample: pass@1 on n = 1, and no pass@2 cell at all
+    spec = tmp_path / "p.toml"
+    spec.write_text(_spec(organism_tiny.root.parent.parent, chat_host.url, "continue"))
+    chat_host.fail_seed = 1
+    try:
+        run_study(spec, run_dir=tmp_path / "run", options=RunOptions(progress=False))
+    finally:
+        chat_host.fail_seed = None
+    tables = tmp_path / "run" / "tables"
+    gens = pl.read_parquet(tables / "probe_generations.parquet").filter(pl.col("model") == "target")
+    assert gens.filter(pl.col("sample_index") == 1)["missing"].to_list() == ["request_failed"] * (gens.height // 2)
+    assert gens.filter(pl.col("sample_index") == 0)["missing"].null_count() == gens.height // 2
+    results = pl.read_parquet(tables / "test_results.parquet").filter(
+        (pl.col("model") == "target") & (pl.col("sample_index") == 0))
+    passk = pl.read_parquet(tables / "pass_at_k.parquet").filter(pl.col("model") == "target")
+    tasks = results["task_id"].n_unique()
+    for label in ("original", "syn40"):
+        mine = results.filter(pl.col("label") == label)
+        one = passk.filter((pl.col("label") == label) & (pl.col("k") == 1)).row(0, named=True)
+        # 1 − C(n − c, 1)/C(n, 1) with n = 1: the one sample's pass (Chen et al. 2021, eq. 1)
+        expected = [1.0 - math.comb(1 - int(p), 1) / math.comb(1, 1) for p in mine["passed"].to_list()]
+        assert one["n_problems"] == tasks and one["estimate"] == pytest.approx(sum(expected) / tasks)
+        two = passk.filter((pl.col("label") == label) & (pl.col("k") == 2)).row(0, named=True)
+        assert (two["n_problems"], two["problems_missing"], two["estimate"]) == (0, tasks, None)
+    syn40 = passk.filter((pl.col("label") == "syn40") & (pl.col("k") == 2)).row(0, named=True)
+    assert (syn40["dropped_failed"], syn40["dropped_overflow"]) == (tasks, 0)
+    report = (tmp_path / "run" / "report" / "report.md").read_text()
+    assert f"`target` Syn-40 vs Original (pass@2): {tasks} by failed requests, 0 by overflow" in report
