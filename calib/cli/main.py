@@ -21,6 +21,7 @@ import click
 from calib._exceptions import CalibError
 from calib._version import __version__
 from calib.cli.compare import compare
+from calib.cli.compare_runs import compare_runs
 from calib.cli.dedup import dedup
 from calib.cli.executors import executors
 from calib.cli.extract import extract
@@ -47,6 +48,7 @@ def cli(debug: bool) -> None:
 
 cli.add_command(check)
 cli.add_command(compare)
+cli.add_command(compare_runs)
 cli.add_command(dedup)
 cli.add_command(executors)
 cli.add_command(extract)

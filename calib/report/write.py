@@ -14,7 +14,7 @@ from calib._files import atomic_write_text
 from calib.report.document import Figure, Group, Markup, Paragraph, to_html, to_markdown
 from calib.report.run import RunData, load_run
 
-__all__ = ["BUILTIN_REPORTS", "Render", "builtin_report", "write_report"]
+__all__ = ["BUILTIN_REPORTS", "Render", "builtin_report", "json_ready", "write_report"]
 
 #: A study kind's report: ``render(run)`` -> (summary, blocks) for a loaded run (:func:`calib.report.load_run`).
 Render = Callable[[Any], tuple[dict[str, Any], list[Any]]]
@@ -46,12 +46,12 @@ def builtin_report(kind: str) -> Render:
     return getattr(import_module(module), name)
 
 
-def _json_ready(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
     """``value`` with NaN and infinite floats as null (JSON has neither; a table may hold a NaN)."""
     if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
+        return {k: json_ready(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_ready(v) for v in value]
+        return [json_ready(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -168,6 +168,6 @@ def write_report(run_dir: str | Path, *, report_of: Callable[[str], Render] | No
     markdown, page = _render(blocks, title)
     atomic_write_text(paths["markdown"], markdown)
     atomic_write_text(paths["html"], page)
-    text = json.dumps(_json_ready(summary), indent=2, ensure_ascii=False, allow_nan=False)
+    text = json.dumps(json_ready(summary), indent=2, ensure_ascii=False, allow_nan=False)
     atomic_write_text(paths["summary"], text + "\n")
     return paths

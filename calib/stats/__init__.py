@@ -29,6 +29,12 @@ from calib.stats.census import (
     census_threshold,
     character_margins,
 )
+from calib.stats.compare import (
+    ADJUSTMENTS,
+    adjust_p_values,
+    holm,
+    mcnemar_exact,
+)
 from calib.stats.conformal import (
     CalibratedRate,
     ConformalCalibration,
@@ -88,6 +94,7 @@ from calib.stats.regression import (
 from calib.stats.result import Result, plain
 
 __all__ = [
+    "ADJUSTMENTS",
     "BenjaminiHochberg",
     "BonferroniPlan",
     "BootstrapInterval",
@@ -113,6 +120,7 @@ __all__ = [
     "ShiftedInterval",
     "TargetReferenceTable",
     "WIDE_SCHEMA",
+    "adjust_p_values",
     "alpha_dagger",
     "attempts_needed",
     "benjamini_hochberg",
@@ -130,10 +138,12 @@ __all__ = [
     "evaluate_proxy",
     "fpr_law",
     "generation_probability",
+    "holm",
     "independent_difference",
     "jensen_shannon",
     "log10_min_probability_within",
     "logistic_regression",
+    "mcnemar_exact",
     "min_controls",
     "min_probability_within",
     "p_values",

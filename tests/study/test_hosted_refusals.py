@@ -38,7 +38,10 @@ def clamp(x, low=0, high=10):
 
 def _spec(target: str, reference: str, corpus: Path) -> str:
     def server(url: str) -> str:
-        return f'kind = "openai"\nbase_url = "{url}"\nmodel = "tiny"\nmax_retries = 1\ntimeout = 60\n'
+        # two servers of one model name: each says which checkpoint it serves (calib refuses them otherwise)
+        revision = "hosted" if url == target else "direct"
+        return (f'kind = "openai"\nbase_url = "{url}"\nmodel = "tiny"\nrevision = "{revision}"\nmax_retries = 1\n'
+                'timeout = 60\n')
 
     return f"""[study]
 name = "hosted"
