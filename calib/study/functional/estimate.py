@@ -77,13 +77,17 @@ async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | N
     if rows is None:
         found.notes.append(str(why))
         return found
-    n = len(rows)
     chat = spec.generation.route == "chat"
     organism = spec.data.source == "organism"
     if chat:
-        inputs = sum(chat_tokens_bound(_chat_messages(spec, r, _prompt_text(spec, r))) for r in rows)
+        sizes = [chat_tokens_bound(_chat_messages(spec, r, _prompt_text(spec, r))) for r in rows]
     else:
-        inputs = sum(tokens_bound(_prompt_text(spec, r)) for r in rows)
+        sizes = [tokens_bound(_prompt_text(spec, r)) for r in rows]
+    n = len(rows)
+    if spec.data.judge is not None:  # the judge draws every function until data.limit pass; those are audited
+        _judge_line(spec, rows, found)
+        n = min(spec.data.limit or n, n)
+    inputs = sum(sorted(sizes, reverse=True)[:n])  # the n longest prompts bound whichever n are audited
     if not organism:
         found.notes.append("prompt: each prompt keeps at most prompt.max_context_tokens of its context; the input "
                            "bound counts the whole context")
@@ -114,6 +118,22 @@ async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | N
                            "few echo requests each, nothing generated, billed as prompt tokens; not in the figures)")
     _other_servers(spec, found)
     return found
+
+
+def _judge_line(spec: Any, rows: list[dict[str, Any]], found: Estimate) -> None:
+    """The ``judge`` stage: at most one chat request per extracted function (judging stops once data.limit
+    pass), each reading the rendered judge prompt and answering at most 256 tokens (calib.data.judge)."""
+    from calib.data.judge import load_judge_prompt
+
+    judge = spec.data.judge
+    prompt = load_judge_prompt(judge.prompt)
+    inputs = sum(chat_tokens_bound([{"role": "user", "content": prompt.render(
+        language=r["language"] or "code", function=r["function"])}]) for r in rows)
+    found.lines.append(Line("judge", judge.server, requests=len(rows), input_tokens=inputs,
+                            output_tokens=256 * len(rows)))
+    found.notes.append(f"judge: functions are judged in a seeded order until data.limit ({spec.data.limit or 'all'}) "
+                       f"pass: at most one request per function ({len(rows)}); generate counts the data.limit "
+                       "samples kept")
 
 
 def _other_servers(spec: Any, found: Estimate) -> None:

@@ -137,6 +137,9 @@ def test_the_judge_draws_until_the_limit_passes_and_only_kept_functions_are_audi
     corpus.mkdir()
     (corpus / "mod.py").write_text("\n\n".join(GETTERS + LOGIC))
     with ScriptedJudge(served_model) as judge:
+        (tmp_path / "s.toml").write_text(_spec(served_model, judge.url, corpus))
+        checked = subprocess.run([sys.executable, "-m", "calib", "check", "s.toml", "--estimate", "--json"],
+                                 cwd=tmp_path, capture_output=True, text=True, timeout=600)
         proc = _study(tmp_path, _spec(served_model, judge.url, corpus))
         chats = list(judge.bodies.get("/v1/chat/completions", []))
         # a second run redoes nothing: the judge is not asked again
@@ -164,7 +167,18 @@ def test_the_judge_draws_until_the_limit_passes_and_only_kept_functions_are_audi
         else:
             assert (row["severity"], row["passed"], row["reason"]) == (8, True, "business rules")
     assert int(judgments["passed"].sum()) == 2 and judgments["passed"][-1]  # stopped at the second pass
-    assert len([c for c in chats if "def " in c["messages"][-1]["content"]]) == judgments.height
+    asked = [c for c in chats if "def " in c["messages"][-1]["content"]]
+    assert len(asked) == judgments.height and all(c["max_tokens"] == 256 for c in asked)
+    # calib check --estimate: at most one judge request per extracted function (8, an upper bound: the run
+    # judged fewer), at most 256 answer tokens each; the generate lines count the data.limit = 2 samples kept
+    assert checked.returncode == 0, checked.stderr
+    stages = json.loads(checked.stdout)["estimate"]["stages"]
+    (line,) = [e for e in stages if e["stage"] == "judge"]
+    assert (line["server"], line["requests"], line["output_tokens"]) == ("judge", 8, 8 * 256)
+    assert "requests" not in line["exact"] and judgments.height <= line["requests"]
+    generate = [e for e in stages if e["stage"] == "generate"]
+    assert {e["server"] for e in generate} == {"target", "reference"}
+    assert all(e["requests"] <= 2 and e["output_tokens"] == 2 * 24 for e in generate)
     samples = pl.read_parquet(run / "tables" / "samples.parquet")
     kept = judgments.filter(pl.col("passed"))["sample_id"].to_list()
     assert samples["sample_id"].to_list() == kept  # in the order drawn
