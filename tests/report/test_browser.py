@@ -36,8 +36,10 @@ def dom(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_figures_are_svg_elements(dom):
-    assert len(re.findall(r"<svg\b", dom)) == 2
+    # rates, threshold sensitivity, metric agreement (a heat map of vector cells) and ROC: all inline SVG
+    assert len(re.findall(r"<svg\b", dom)) == 4
     assert 'id="figure-rates"' in dom and 'id="figure-roc"' in dom
+    assert 'id="figure-sensitivity"' in dom and 'id="figure-agreement"' in dom
     assert re.search(r'<figure id="figure-rates"><svg[^>]*>.*?<path', dom, re.S)
 
 
