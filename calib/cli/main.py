@@ -12,27 +12,73 @@ click turns into ``calib: aborted``).
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import click
 
 from calib._exceptions import CalibError
 from calib._version import __version__
-from calib.cli.compare import compare
-from calib.cli.compare_runs import compare_runs
-from calib.cli.dedup import dedup
-from calib.cli.executors import executors
-from calib.cli.extract import extract
-from calib.cli.organism import organism
-from calib.cli.report import report
-from calib.cli.serve import serve
-from calib.cli.similarity import similarity
-from calib.cli.stats import stats
-from calib.cli.study import check, study
 
 EXIT_USAGE = 2
+
+#: Every command: name -> ``module:attribute``. A command's module is imported only when that command runs
+#: (or its help is shown), so ``calib serve`` does not pay for the statistics stack and ``calib stats``
+#: does not pay for the servers: each costs seconds of start-up otherwise.
+COMMANDS = {
+    "check": "calib.cli.study:check",
+    "compare": "calib.cli.compare:compare",
+    "compare-runs": "calib.cli.compare_runs:compare_runs",
+    "dedup": "calib.cli.dedup:dedup",
+    "executors": "calib.cli.executors:executors",
+    "extract": "calib.cli.extract:extract",
+    "organism": "calib.cli.organism:organism",
+    "report": "calib.cli.report:report",
+    "serve": "calib.cli.serve:serve",
+    "similarity": "calib.cli.similarity:similarity",
+    "stats": "calib.cli.stats:stats",
+    "study": "calib.cli.study:study",
+}
+
+
+class _LazyCommands(dict):  # type: ignore[type-arg]
+    """The group's command table: a value is a :class:`click.Command` or, until first looked up, the
+    ``module:attribute`` that defines it. Every read resolves, so ``cli.commands`` reads as click's own."""
+
+    @staticmethod
+    def _load(name: str, target: str) -> click.Command:
+        module, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if command.name != name:
+            raise RuntimeError(f"calib: command {name!r} is defined as {command.name!r} in {module}")
+        return command
+
+    def __getitem__(self, name: str) -> click.Command:
+        value = dict.__getitem__(self, name)
+        if isinstance(value, str):
+            value = self._load(name, value)
+            dict.__setitem__(self, name, value)
+        return value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
+
+    def values(self) -> Iterator[click.Command]:  # type: ignore[override]
+        return iter([self[name] for name in list(self)])
+
+    def items(self) -> Iterator[tuple[str, click.Command]]:  # type: ignore[override]
+        return iter([(name, self[name]) for name in list(self)])
+
+    def pop(self, name: str, *default: Any) -> Any:
+        if name in self:
+            value = self[name]
+            dict.pop(self, name)
+            return value
+        return dict.pop(self, name, *default)
+
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -46,18 +92,7 @@ def cli(debug: bool) -> None:
     """
 
 
-cli.add_command(check)
-cli.add_command(compare)
-cli.add_command(compare_runs)
-cli.add_command(dedup)
-cli.add_command(executors)
-cli.add_command(extract)
-cli.add_command(organism)
-cli.add_command(report)
-cli.add_command(serve)
-cli.add_command(similarity)
-cli.add_command(stats)
-cli.add_command(study)
+cli.commands = _LazyCommands(COMMANDS)
 
 
 def _debug_requested(args: Sequence[str]) -> bool:

@@ -23,10 +23,16 @@ COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da
           "#64b5cd")
 
 
-def to_svg(fig: Figure) -> str:
-    """The figure as SVG text (no date: the same figure gives the same bytes)."""
+def to_svg(fig: Figure, *, tight: bool | None = None) -> str:
+    """The figure as SVG text (no date: the same figure gives the same bytes).
+
+    ``tight`` crops the page to what is drawn, which costs a second drawing of the whole figure; by default
+    only figures without a layout engine are cropped (a constrained or tight layout already fits the page).
+    """
+    if tight is None:
+        tight = fig.get_layout_engine() is None
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(buffer, format="svg", bbox_inches="tight" if tight else None, metadata={"Date": None})
     return buffer.getvalue()
 
 

@@ -18,15 +18,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import statsmodels.api as sm
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, stats
-from statsmodels.tools.sm_exceptions import (
-    ConvergenceWarning,
-    HessianInversionWarning,
-    PerfectSeparationError,
-    PerfectSeparationWarning,
-)
 
 from calib.stats._checks import check_binary, check_confidence, check_finite_array
 from calib.stats.result import Result
@@ -344,11 +337,20 @@ def logistic_regression(
     if direction is not None:
         raise ValueError(_separation_message(design, y, col_names, direction, add_intercept))
 
+    # statsmodels (and the pandas it pulls in) loads here, not with calib.stats: a second of start-up otherwise
+    from statsmodels.discrete.discrete_model import Logit
+    from statsmodels.tools.sm_exceptions import (
+        ConvergenceWarning,
+        HessianInversionWarning,
+        PerfectSeparationError,
+        PerfectSeparationWarning,
+    )
+
     endog = y.astype(np.float64)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            res = sm.Logit(endog, design).fit(method="newton", maxiter=100, tol=1e-10, disp=False)
+            res = Logit(endog, design).fit(method="newton", maxiter=100, tol=1e-10, disp=False)
         except PerfectSeparationError as exc:  # pragma: no cover - the LP check comes first
             raise ValueError(f"the data are separable: {exc}") from exc
         except np.linalg.LinAlgError as exc:  # pragma: no cover - the rank check comes first

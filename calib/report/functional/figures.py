@@ -151,7 +151,9 @@ def sensitivity_figure(sweeps: Mapping[str, Mapping[str, Any]], keys: Sequence[s
     split = any(g["membership"] == "member" for g in first)
     styles = [("member", "-", "members"), ("control", "--", "controls")] if split else [(None, "-", "all")]
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(10.0, 6.4), layout="constrained")
+        # a fixed layout with the legend in the right third: a layout engine would measure every text again
+        fig = Figure(figsize=(10.0, 6.4))
+        fig.subplots_adjust(left=0.07, right=0.64, bottom=0.09, top=0.97, wspace=0.3, hspace=0.38)
         axes = np.atleast_1d(fig.subplots(2, 2)).ravel()
         for ax, sweep in zip(axes, sweeps.values()):
             x = np.array([p["value"] for p in sweep["points"]], dtype=np.float64)
@@ -166,8 +168,8 @@ def sensitivity_figure(sweeps: Mapping[str, Mapping[str, Any]], keys: Sequence[s
             ax.set_ylim(-2, 102)
         for ax in axes[len(sweeps):]:
             ax.set_visible(False)
-        fig.legend(frameon=False, loc="outside right center", fontsize=7)
-        return to_svg(fig)
+        fig.legend(frameon=False, loc="center left", bbox_to_anchor=(0.655, 0.5), fontsize=7)
+        return to_svg(fig, tight=False)
 
 
 def agreement_figure(variables: Sequence[str], matrix: Sequence[Sequence[float | None]]) -> str | None:
