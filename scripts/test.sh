@@ -58,4 +58,5 @@ if [ "${CALIB_TEST_VLLM:-1}" != 0 ]; then
 fi
 
 bwrap --version
-exec python3 -m pytest -q "$@"
+# --durations: each run lists its slowest tests, so CI time can be watched and spent where it counts
+exec python3 -m pytest -q --durations=40 "$@"

@@ -6,6 +6,8 @@ Language Models", arXiv:2108.07732). :func:`load_tasks` reads them from
 
 - a task file: JSONL (one object per line) or JSON (a list of objects), or Parquet, with the keys of
   docs/probes-tasks.md (MBPP's own column names are accepted);
+- ``"humaneval"`` (optionally ``@<commit>``) — HumanEval's 164 problems from the ``openai/openai_humaneval``
+  dataset repository at a pinned revision, turned into this shape by :mod:`calib.probes.humaneval`;
 - ``"mbpp"`` — MBPP sanitized, test split (257 tasks, the set the scale-aware diagnostics paper
   evaluates) — or ``"mbpp:sanitized"``, ``"mbpp:full"``, ``"mbpp:<config>:<split>"``, each optionally
   ``@<commit>``: the Parquet files of the ``google-research-datasets/mbpp`` dataset repository, fetched
@@ -104,15 +106,15 @@ class TaskSet:
 
 
 def load_tasks(source: str, *, limit: int | None = None, hub_cache_dir: str | None = None) -> TaskSet:
-    """Load benchmark tasks from a task file or from MBPP on the Hub.
+    """Load benchmark tasks from a task file, or from MBPP or HumanEval on the Hub.
 
     Parameters
     ----------
     source
         A path to a ``.jsonl``, ``.json`` or ``.parquet`` task file, or ``"mbpp[:config[:split]][@commit]"``
         (config ``sanitized`` (default) or ``full``; split ``test`` (default), ``train``, ``validation``
-        or ``prompt``; commit defaults to :data:`MBPP_REVISION`). A file literally named ``mbpp`` is read
-        as ``./mbpp``.
+        or ``prompt``; commit defaults to :data:`MBPP_REVISION`), or ``"humaneval[@commit]"`` (commit defaults to
+        :data:`calib.probes.humaneval.HUMANEVAL_REVISION`). A file literally named ``mbpp`` is read as ``./mbpp``.
     limit
         Keep only the first ``limit`` good tasks (every row is still checked).
     hub_cache_dir
@@ -138,8 +140,12 @@ def load_tasks(source: str, *, limit: int | None = None, hub_cache_dir: str | No
         raise InvalidParameterError(f"source must be a task file path or 'mbpp[:config[:split]][@commit]'; "
                                     f"got {source!r}")
     match = _MBPP.match(source)
+    humaneval = _humaneval_revision(source)
     if match:
         rows = _mbpp_rows(match, hub_cache_dir)
+        label = source
+    elif humaneval is not None:
+        rows = _humaneval_rows(humaneval, hub_cache_dir)
         label = source
     else:
         path = Path(source)
@@ -245,6 +251,31 @@ def _mbpp_rows(match: re.Match[str], cache_dir: str | None) -> list[Row]:
     rows: list[Row] = []
     for name, local in resolve_files(corpus):
         rows += _parquet_rows(local, f"{corpus.label}/{name}")
+    return rows
+
+
+def _humaneval_revision(source: str) -> str | None:
+    from calib.probes.humaneval import humaneval_revision  # noqa: PLC0415 - a small module, only for its sources
+
+    return humaneval_revision(source)
+
+
+def _humaneval_rows(revision: str, cache_dir: str | None) -> list[Row]:
+    from calib.data.hub import HubCorpus, resolve_files  # noqa: PLC0415 - huggingface_hub only when used
+    from calib.probes.humaneval import HUMANEVAL_FILE, HUMANEVAL_REPO, humaneval_record  # noqa: PLC0415
+
+    corpus = HubCorpus(HUMANEVAL_REPO, revision, allow_patterns=(HUMANEVAL_FILE,), cache_dir=cache_dir)
+    rows: list[Row] = []
+    for name, local in resolve_files(corpus):
+        where = f"{corpus.label}/{name}"
+        for _, number, record in _parquet_rows(local, where):
+            if isinstance(record, Problem):
+                rows.append((where, number, record))
+                continue
+            try:
+                rows.append((where, number, humaneval_record(record)))
+            except ValueError as exc:
+                rows.append((where, number, Problem(number, f"{where}: row {number}: {exc}")))
     return rows
 
 

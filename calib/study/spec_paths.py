@@ -129,7 +129,7 @@ def resolve_paths(spec: Any, base: Path, text: str, where: str) -> Any:
 def _resolve_probes(probes: ProbesSection, base: Path, text: str, where: str) -> ProbesSection:
     """The task file and the codec datasets' files, relative to the spec's folder; they must exist."""
     def resolve(item: str, key: tuple[str, ...]) -> str:
-        if item.startswith(("mbpp", ORGANISM_MODEL_PREFIX)):
+        if item.startswith(("mbpp", "humaneval", ORGANISM_MODEL_PREFIX)):
             return item
         full = item if Path(item).is_absolute() else str(base / item)
         if not Path(full).exists():
