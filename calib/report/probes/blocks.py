@@ -86,6 +86,26 @@ def _models(summary: dict[str, Any]) -> list[str]:
     return [m["server"] for m in summary["procedure"]["models"]]
 
 
+#: The tiers' letters, as the scale-aware paper's tables label models (F = frontier, M = mid-tier, S = small).
+TIER_LETTERS = {"frontier": "F", "mid": "M", "small": "S"}
+
+
+def _scale(model: dict[str, Any]) -> str:
+    """``; 7 B parameters, tier small`` for a model the spec describes (models.parameters, models.tiers)."""
+    parts = []
+    if model.get("parameters_billions") is not None:
+        parts.append(f"{model['parameters_billions']:g} B parameters")
+    if model.get("tier"):
+        parts.append(f"tier {model['tier']}")
+    return "; " + ", ".join(parts) if parts else ""
+
+
+def _label(summary: dict[str, Any], server: str) -> str:
+    """A model's row label: its server name, with its tier's letter as the paper writes it (``big (F)``)."""
+    tier = next((m.get("tier") for m in summary["procedure"]["models"] if m["server"] == server), None)
+    return f"{server} ({TIER_LETTERS[tier]})" if tier in TIER_LETTERS else server
+
+
 def _procedure(summary: dict[str, Any]) -> list[Block]:
     s, proc = summary["settings"], summary["procedure"]
     tasks = proc["tasks"]
@@ -94,6 +114,7 @@ def _procedure(summary: dict[str, Any]) -> list[Block]:
                  + f": {tasks['total']} tasks, {tasks['left_out']} left out because their reference solution failed "
                  f"its own tests" + (f" ({left})" if left else "") + f"; {tasks['used']} used.")
     models = "; ".join(f"{i + 1}. `{m['server']}` (model `{m['model'] or DASH}`, {m['kind'] or DASH} server"
+                       + _scale(m)
                        + (f"; reports `{', '.join(m['models_in_generations'])}`" if m["models_in_generations"] else "")
                        + ")" for i, m in enumerate(proc["models"])) or DASH
     ks = ", ".join(str(k) for k in summary["ks"] or s["k"])
@@ -143,13 +164,14 @@ def _pass_tables(summary: dict[str, Any], k: int) -> list[Block]:
     if not shown:
         return [Paragraph(f"No pass@{k} in the pass_at_k table.")]
     head = ("model", *(names[lab] for lab in shown))
-    rows = tuple((m, *(_interval(cells.get((m, lab))) for lab in shown)) for m in models)
+    rows = tuple((_label(summary, m), *(_interval(cells.get((m, lab))) for lab in shown)) for m in models)
     changed = [lab for lab in shown if lab != "original"]
     blocks: list[Block] = [Table(head, (*rows, _problems_row(summary, shown, k)), f"pass-at-{k}-table",
                                  f"pass@{k} (%) per model and condition: estimate [bootstrap interval]; the last row "
-                                 "is the number of problems each condition is scored on.")]
+                                 "is the number of problems each condition is scored on. A letter after a model is "
+                                 "its tier (F frontier, M mid-tier, S small; models.tiers).")]
     if changed:
-        change_rows = tuple((m, *(_change(cells.get((m, lab))) for lab in changed)) for m in models)
+        change_rows = tuple((_label(summary, m), *(_change(cells.get((m, lab))) for lab in changed)) for m in models)
         blocks.append(Table(("model", *(names[lab] for lab in changed)), change_rows, f"pass-at-{k}-change-table",
                             f"Change of pass@{k} from the original on the same problems: difference in percentage "
                             "points [paired bootstrap interval] (relative change)."))

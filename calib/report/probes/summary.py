@@ -135,9 +135,12 @@ def _models(run: RunTables, present: set[str]) -> list[dict[str, Any]]:
         caps = setting(run.manifest, f"servers.{name}", {}) or {}
         table = setting(run.spec, f"servers.{name}", {}) or {}
         used = sorted(set(generations.filter(pl.col("model") == name)["model_name"].drop_nulls().to_list()))
+        billions = (setting(run.spec, "models.parameters", {}) or {}).get(name)
         out.append({"server": name, "kind": caps.get("kind") or table.get("kind"),
                     "model": caps.get("model") or table.get("model") or table.get("model_dir"),
-                    "models_in_generations": used})
+                    "models_in_generations": used,
+                    "tier": (setting(run.spec, "models.tiers", {}) or {}).get(name),
+                    "parameters_billions": None if billions is None else float(billions)})
     return out
 
 

@@ -72,6 +72,11 @@ class ModelsSection(Section):
     target: str | None = Field(default=None, min_length=1)
     reference: str | None = Field(default=None, min_length=1)
     panel: tuple[str, ...] = ()
+    #: The panel's capability tiers, as the scale-aware paper's Table 1 labels its models (F = frontier, M =
+    #: mid-tier, S = small): server name -> tier. Reported beside each model; a model left out has none.
+    tiers: dict[str, Literal["frontier", "mid", "small"]] = Field(default_factory=dict)
+    #: Parameter counts in billions where known (server name -> billions): the scale axis of the report.
+    parameters: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("panel")
     @classmethod
@@ -79,6 +84,24 @@ class ModelsSection(Section):
         if len(set(value)) != len(value) or any(not name for name in value):
             raise ValueError("panel must list distinct server names (the models of a probes study, smallest first)")
         return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [name for name, billions in value.items() if not 0 < billions < 1e6]
+        if bad:
+            raise ValueError(f"parameters.{bad[0]}: give the parameter count in billions, > 0 (e.g. 7 or 0.41)")
+        return value
+
+    @model_validator(mode="after")
+    def _described_models(self) -> ModelsSection:
+        probed = self.probed()
+        for key in ("tiers", "parameters"):
+            for name in getattr(self, key):
+                if name not in probed:
+                    raise ValueError(f"{key}.{name}: {name!r} is not a probed model (the panel, else target and "
+                                     f"reference: {', '.join(probed) or 'none'}); name one of them")
+        return self
 
     def probed(self) -> tuple[str, ...]:
         """The models a probes study runs: ``panel``, else the target and reference."""

@@ -114,7 +114,8 @@ def _per_problem(model: str, label: str, k: int, tasks: tuple[str, ...]) -> np.n
     return np.array([_pass_at_k(N, c[t], k) for t in tasks])
 
 
-def build_run(root: Path, *, models: tuple[str, ...] = ("small", "large"), codec: bool = True) -> Path:
+def build_run(root: Path, *, models: tuple[str, ...] = ("small", "large"), codec: bool = True,
+              described: dict[str, Any] | None = None) -> Path:
     """Write the synthetic probes run under ``root`` (see the module docstring); returns ``root``."""
     tasks = [{"task_id": t, "source": "tasks.jsonl", "entry_point": f"f_{t}", "statement": f"Task {t}.",
               "code": "def f(x):\n    return x\n", "tests": ["assert f(1) == 1"], "setup": "",
@@ -212,7 +213,7 @@ def build_run(root: Path, *, models: tuple[str, ...] = ("small", "large"), codec
         "study": {"name": "scale", "kind": "probes", "description": "Synthetic probes study."},
         "servers": {m: {"kind": "openai", "model": f"org/{m}-coder", "base_url": "http://10.0.0.1:8000/v1"}
                     for m in models},
-        "models": {"panel": list(models)}, "probes": probes}).public()
+        "models": {"panel": list(models), **(described or {})}, "probes": probes}).public()
     (root / "spec.json").write_text(json.dumps(spec, indent=2))
     (root / "manifest.json").write_text(json.dumps({"calib_version": "0.1.0.dev0",
                                                     "started_at": "2026-01-02T03:04:05+00:00",
@@ -510,3 +511,31 @@ def test_a_run_without_generations_renders(tmp_path):
     assert "No pass@1 in the pass_at_k table." in md and "The opcodes table has no rows." in md
     assert summary["pass_at_1"] == {} and summary["figures"] == {} and summary["counts"]["generations"] == 0
     assert summary["applicability"][0]["applicable"] == 6  # the prompts are still there
+
+
+def test_model_tiers_and_sizes_label_the_panel(tmp_path):
+    # the scale-aware paper's Table 1 / Table 3: each model's parameter count and tier, tier letters in the tables
+    run = build_run(tmp_path / "run", codec=False, described={"tiers": {"small": "small", "large": "frontier"},
+                                                              "parameters": {"small": 0.41}})
+    paths = write_report(run)
+    summary, md = json.loads(paths["summary"].read_text()), paths["markdown"].read_text()
+    models = {m["server"]: m for m in summary["procedure"]["models"]}
+    assert (models["small"]["tier"], models["small"]["parameters_billions"]) == ("small", 0.41)
+    assert (models["large"]["tier"], models["large"]["parameters_billions"]) == ("frontier", None)
+    assert "1. `small` (model `org/small-coder`, openai server; 0.41 B parameters, tier small; reports" in md
+    assert "2. `large` (model `org/large-coder`, openai server; tier frontier; reports" in md
+    pass_md = _section(md, "pass@k")
+    assert "\n| small (S) | " in pass_md and "\n| large (F) | " in pass_md
+    # a run without them keeps the bare names
+    assert "| small | " in _section(write_report(build_run(tmp_path / "bare", codec=False))["markdown"].read_text(),
+                                    "pass@k")
+
+
+@pytest.mark.parametrize("described,message", [
+    ({"tiers": {"medium": "mid"}}, "tiers.medium: 'medium' is not a probed model"),
+    ({"tiers": {"small": "huge"}}, "Input should be 'frontier', 'mid' or 'small'"),
+    ({"parameters": {"large": 0}}, "parameters.large: give the parameter count in billions, > 0"),
+])
+def test_tiers_and_sizes_name_probed_models(tmp_path, described, message):
+    with pytest.raises(ValueError, match=message):
+        build_run(tmp_path / "run", codec=False, described=described)
