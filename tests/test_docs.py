@@ -75,6 +75,7 @@ def test_every_server_config_key_is_documented():
                                         ("extraction.md", "calib.study.tables:BUDGETS_SCHEMA"),
                                         ("extraction.md", "calib.study.tables:PAIRED_SCHEMA"),
                                         ("extraction.md", "calib.study.tables:CENSUS_SCHEMA"),
+                                        ("report.md", "calib.study.tables:CONTROL_SCREEN_SCHEMA"),
                                         ("dedup.md", "calib.dedup.counts:DUPLICATES_SCHEMA"),
                                         ("dedup.md", "calib.dedup.counts:COUNTS_SCHEMA"),
                                         *[("probes.md", f"calib.study.probes.tables:{name}") for name in (

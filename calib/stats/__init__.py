@@ -29,9 +29,12 @@ from calib.stats.census import (
     census_threshold,
     character_margins,
 )
+from calib.stats.census_curve import CoverageCurve, coverage_by_margin, window_coverage
 from calib.stats.compare import (
     ADJUSTMENTS,
+    Kappa,
     adjust_p_values,
+    cohen_kappa,
     holm,
     mcnemar_exact,
 )
@@ -106,8 +109,10 @@ __all__ = [
     "ConformalCalibration",
     "ControlsPlan",
     "CounterfactualRates",
+    "CoverageCurve",
     "FprLaw",
     "IndependentDifference",
+    "Kappa",
     "LONG_COLUMNS",
     "LogisticFit",
     "OperatingPoint",
@@ -132,9 +137,11 @@ __all__ = [
     "census_threshold",
     "character_margins",
     "clopper_pearson",
+    "cohen_kappa",
     "conformal_k",
     "conformal_test",
     "counterfactual_rates",
+    "coverage_by_margin",
     "evaluate_proxy",
     "fpr_law",
     "generation_probability",
@@ -158,4 +165,5 @@ __all__ = [
     "sweep",
     "tpr_at_fpr",
     "wide_from_long",
+    "window_coverage",
 ]

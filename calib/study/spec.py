@@ -136,6 +136,13 @@ class StudySpec(Section):
             name = self.dedup.embedding_server
             if name is not None and name not in self.servers:
                 raise ValueError(f"dedup.embedding_server = {name!r} names no [servers.{name}] table")
+        screen = self.extraction.screen
+        if screen is not None:
+            if kind != "extraction":
+                raise ValueError(f"[extraction.screen] is read only by extraction studies (kind is {kind!r}); a census "
+                                 "removes verified control windows with analyze.decontaminate")
+            if screen.source == "organism" and self.organism is None:
+                raise ValueError("extraction.screen.source = 'organism' needs an [organism] table")
         if kind == "probes":
             if self.probes is None:
                 raise ValueError("study.kind = 'probes' needs a [probes] table (tasks, conditions)")

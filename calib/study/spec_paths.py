@@ -62,7 +62,7 @@ def resolve_paths(spec: Any, base: Path, text: str, where: str) -> Any:
             full = item if Path(item).is_absolute() else str(base / item)
             if not glob.has_magic(item) and not Path(full).exists():
                 raise InputError(f"{section}.paths: {item!r} does not exist (relative paths are read from the "
-                                 "spec's folder)", path=where, line=locate_key(text, (section, "paths")))
+                                 "spec's folder)", path=where, line=locate_key(text, (*section.split("."), "paths")))
             resolved.append(full)
         return tuple(resolved)
 
@@ -86,6 +86,11 @@ def resolve_paths(spec: Any, base: Path, text: str, where: str) -> Any:
             pairs.append(pair.model_copy(update={"document": resolve(pair.document, "document"),
                                                  "control": tuple(resolve(c, "control") for c in pair.control)}))
         census = census.model_copy(update={"pairs": tuple(pairs)})
+    extraction = spec.extraction
+    screen = extraction.screen
+    if screen is not None and screen.paths:
+        screen = screen.model_copy(update={"paths": corpus_paths("extraction.screen", screen.paths)})
+        extraction = extraction.model_copy(update={"screen": screen})
     dedup = spec.dedup
     if dedup is not None and dedup.paths:
         dedup = dedup.model_copy(update={"paths": corpus_paths("dedup", dedup.paths)})
@@ -123,6 +128,7 @@ def resolve_paths(spec: Any, base: Path, text: str, where: str) -> Any:
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
     return spec.model_copy(update={"data": data, "organism": organism, "census": census, "dedup": dedup,
+                                   "extraction": extraction,
                                    "probes": probes, "generation": generation, "prompt": prompt})
 
 

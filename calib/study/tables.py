@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from calib.dedup.counts import DUPLICATES_SCHEMA
 from calib.executors.base import EXECUTIONS_SCHEMA
 from calib.metrics.base import SIMILARITIES_SCHEMA
 
-__all__ = ["BUDGETS_SCHEMA", "CENSUS_SCHEMA", "CLAIMS_SCHEMA", "EXECUTIONS_SCHEMA", "EXTRACTION_CLAIMS_SCHEMA",
-           "EXTRACTION_TABLES", "CENSUS_TABLES", "GENERATIONS_SCHEMA", "OPERATING_POINTS_SCHEMA", "PAIRED_SCHEMA",
+__all__ = ["BUDGETS_SCHEMA", "CENSUS_SCHEMA", "CLAIMS_SCHEMA", "CONTROL_SCREEN_SCHEMA", "EXECUTIONS_SCHEMA",
+           "EXTRACTION_CLAIMS_SCHEMA", "EXTRACTION_TABLES", "CENSUS_TABLES", "GENERATIONS_SCHEMA",
+           "OPERATING_POINTS_SCHEMA", "PAIRED_SCHEMA",
            "SAMPLES_SCHEMA", "SCORES_SCHEMA", "SIMILARITIES_SCHEMA", "TABLES", "WINDOWS_SCHEMA",
            "tables_of"]
 
@@ -65,11 +67,30 @@ CLAIMS_SCHEMA: dict[str, pl.DataType] = {
     "verdict": pl.String(),  # textual | functional | none | inconclusive | unscored
 }
 
+#: The executions table as the functional study writes it: the executor's columns (:data:`EXECUTIONS_SCHEMA`)
+#: and the cost of each sample's comparison (functional-memorization paper, Table 1). One comparison runs x
+#: and both candidates, so these four are per sample, the same on each of its rows.
+EXECUTIONS_TABLE_SCHEMA: dict[str, pl.DataType] = {
+    **EXECUTIONS_SCHEMA,
+    "runs": pl.Int64(),  # executions the executor ran for the sample (x and candidates); null when not executed
+    "seconds": pl.Float64(),  # wall-clock seconds of the sample's comparison; null when not executed
+    "input_tokens": pl.Int64(),  # llm/agent: input tokens of the executor's chat requests; null: sandbox, native
+    "output_tokens": pl.Int64(),  # llm/agent: output tokens of the executor's chat requests; null: sandbox, native
+}
+
+#: The duplicates table of a functional study with ``[dedup]``: the near-duplicate pairs
+#: (calib/dedup/counts.py :data:`DUPLICATES_SCHEMA`) and what the report shows of each corpus document.
+DUPLICATES_TABLE_SCHEMA: dict[str, pl.DataType] = {
+    **DUPLICATES_SCHEMA,
+    "corpus_source": pl.String(),  # where the document came from (file path, organism document id)
+    "corpus_text": pl.String(),  # the document's text, cut to its first 2,000 characters
+}
+
 #: Table name -> schema, in stage order.
 TABLES: dict[str, dict[str, pl.DataType]] = {
     "samples": SAMPLES_SCHEMA,
     "generations": GENERATIONS_SCHEMA,
-    "executions": EXECUTIONS_SCHEMA,
+    "executions": EXECUTIONS_TABLE_SCHEMA,
     "similarities": SIMILARITIES_SCHEMA,
     "claims": CLAIMS_SCHEMA,
 }
@@ -117,7 +138,7 @@ OPERATING_POINTS_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),
     "procedure": pl.String(),
     "suffix_tokens": pl.Int64(),
-    "pool": pl.String(),  # all | decontaminated (the controls the spec's decontaminate list leaves)
+    "pool": pl.String(),  # all | decontaminated (the controls the decontaminate list and the control screen leave)
     "n_controls": pl.Int64(),  # N
     "alpha_dagger": pl.Float64(),  # α† of the control scores (1 when no atom)
     "alpha": pl.Float64(),  # the target level
@@ -156,7 +177,7 @@ EXTRACTION_CLAIMS_SCHEMA: dict[str, pl.DataType] = {
     "claim": pl.Boolean(),  # score > τ at analyze.alpha (null when K = 0)
     "bh": pl.Boolean(),  # rejected by Benjamini–Hochberg at analyze.fdr over the members (null: controls)
     "bonferroni": pl.Boolean(),  # p <= analyze.fwer / m over the m members (null: controls)
-    "contaminated": pl.Boolean(),  # a control the spec's decontaminate list removes
+    "contaminated": pl.Boolean(),  # a control the decontaminate list or the control screen removes
 }
 
 #: One row per (role, probabilistic procedure, suffix length, budget n): generation within n queries.
@@ -215,7 +236,37 @@ CENSUS_SCHEMA: dict[str, pl.DataType] = {
     "min_log10_score_within_budget": pl.Float64(),
     "windows_within_budget": pl.Int64(),
     "coverage_within_budget": pl.Float64(),
+    # the shared τ_global of (role, procedure): every pair's decontaminated control windows pooled (§5)
+    "log10_threshold_global": pl.Int64(),  # exponent of τ_global; null when no pooled control window scores > 0
+    "n_control_windows_global": pl.Int64(),  # distinct control windows in the pool
+    "windows_above_global": pl.Int64(),
+    "covered_characters_global": pl.Int64(),
+    "coverage_global": pl.Float64(),
+    # deterministic recovery (App. F.4): the role's greedy generations (the near_verbatim scores' detail)
+    "recovery_windows": pl.Int64(),  # document windows with a greedy generation; null without near_verbatim
+    "recovered_verbatim": pl.Int64(),  # windows whose greedy generation reproduces the suffix (0 token edits)
+    "recovered_near_verbatim": pl.Int64(),  # within extraction.epsilon token edits
+    "recovery_coverage_verbatim": pl.Float64(),
+    "recovery_coverage_near_verbatim": pl.Float64(),
+    "recovery_coverage_beyond_budget": pl.Float64(),  # near-verbatim recovered, above τ, p below the budget's
     "error": pl.String(),  # why there is no census (no windows, no threshold); null otherwise
+}
+
+#: One row per control sample of an extraction study with ``[extraction.screen]`` (the ``screen`` stage; an optional
+#: table, like the functional study's ``duplicates``): the control against every member sample and, when the
+#: screen has a ``source``, every training-corpus document (extraction paper App. D.2, E.1). Document keys are
+#: ``member:<sample_id>`` or ``corpus:<document id>``.
+CONTROL_SCREEN_SCHEMA: dict[str, pl.DataType] = {
+    "sample_id": pl.String(),  # the control
+    "source": pl.String(),  # where the control came from
+    "ngrams": pl.Int64(),  # distinct token n-grams of the control (screen.ngram_tokens tokens; 1 for a shorter text)
+    "overlap": pl.Float64(),  # largest share of those n-grams found in one screened document (0: none found)
+    "overlap_match": pl.String(),  # that document; null when no n-gram is found anywhere
+    "jaccard": pl.Float64(),  # exact Jaccard of shingle sets with jaccard_match (0 when there is no match)
+    "jaccard_match": pl.String(),  # best MinHash LSH match verified at screen.jaccard, else overlap_match
+    "minhash_jaccard": pl.Float64(),  # datasketch's MinHash estimate of that Jaccard (screen.num_perm permutations)
+    "flagged": pl.Boolean(),  # overlap >= screen.overlap or jaccard >= screen.jaccard: removed from the screened pool
+    "reason": pl.String(),  # why flagged (the test, its value and threshold, the document); null otherwise
 }
 
 #: The extraction study's tables, in stage order.

@@ -3,7 +3,8 @@
 :func:`compare_runs` reads the runs, refuses runs of different kinds or operating points, and computes
 each run's headline rates and the difference of every compared pair; :func:`write_comparison` writes
 ``report.html``, ``report.md``, ``comparison.json`` and ``comparisons.parquet``. Functional runs only,
-so far. Every interval and test comes from :mod:`calib.stats`.
+so far. Every interval and test comes from :mod:`calib.stats`. Runs that executed the same samples also get
+their executor agreement (:mod:`calib.report.compare.agreement`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import polars as pl
 
 from calib._exceptions import InputError
 from calib._files import atomic_write, atomic_write_text
-from calib.report.compare.functional import PAIRINGS, POPULATIONS, compare_functional
+from calib.report.compare.agreement import agreement_blocks, executor_agreement
+from calib.report.compare.functional import PAIRINGS, POPULATIONS, compare_functional, run_pairs
 from calib.report.compare.render import COMPARISON_SCHEMA, comparison_blocks, comparison_table
 from calib.report.compare.runs import ComparedRun, check_operating_points, load_runs
 from calib.report.document import to_html, to_markdown
@@ -75,6 +77,7 @@ def compare_runs(paths: list[str | Path], *, pairing: str = "baseline", adjust: 
     analyze = {key.split(".", 1)[1]: value for key, value in point.items() if key.startswith("analyze.")}
     try:
         found = compare_functional(runs, analyze, pairing=pairing, adjust=adjust)
+        found["agreement"] = executor_agreement(runs, run_pairs(len(runs), pairing), analyze)
     except ValueError as exc:
         raise InputError(f"{exc}; check the runs' tables and spec.json") from None
     return {"comparison_version": COMPARISON_VERSION, "kind": runs[0].kind, "runs": [_run_record(r) for r in runs],
@@ -97,6 +100,7 @@ def write_comparison(result: dict[str, Any], out: str | Path) -> dict[str, Path]
         raise InputError("is a file, where the comparison's folder goes; move it or give another --out",
                          path=str(folder))
     blocks = comparison_blocks(result)
+    blocks[-2:-2] = agreement_blocks(result)  # before the Method heading and its bullets
     paths = {"html": folder / "report.html", "markdown": folder / "report.md",
              "comparison": folder / "comparison.json", "table": folder / "comparisons.parquet"}
     atomic_write_text(paths["markdown"], to_markdown(blocks))

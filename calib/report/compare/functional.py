@@ -22,7 +22,7 @@ from calib.report.functional.analysis import analyze_run
 from calib.stats import clopper_pearson, independent_difference, paired_difference
 from calib.stats.compare import adjust_p_values, mcnemar_exact
 
-__all__ = ["PAIRINGS", "POPULATIONS", "RATES", "compare_functional", "sample_flags"]
+__all__ = ["PAIRINGS", "POPULATIONS", "RATES", "compare_functional", "run_pairs", "sample_flags"]
 
 #: The compared rates: key -> (label, the samples it counts over: ``scored`` or ``conclusive``).
 RATES: dict[str, tuple[str, str]] = {
@@ -104,7 +104,8 @@ def _independent(a: pl.DataFrame, b: pl.DataFrame, rate: str, confidence: float)
     return {**out, "difference": diff.to_dict(), "p_value": diff.p_value, "test": "fisher-exact", "note": None}
 
 
-def _pairs(n: int, pairing: str) -> list[tuple[int, int]]:
+def run_pairs(n: int, pairing: str) -> list[tuple[int, int]]:
+    """The (a, b) indexes of the runs compared under ``pairing`` (:data:`PAIRINGS`)."""
     return [(0, i) for i in range(1, n)] if pairing == "baseline" else list(combinations(range(n), 2))
 
 
@@ -120,7 +121,7 @@ def compare_functional(runs: list[ComparedRun], analyze: dict[str, Any], *, pair
     rates = [_rate(f, run.label, population, rate, confidence)
              for run, f in zip(runs, flags, strict=True) for population in POPULATIONS for rate in RATES]
     comparisons = []
-    for i, j in _pairs(len(runs), pairing):
+    for i, j in run_pairs(len(runs), pairing):
         for population in POPULATIONS:
             same, conflicting = _shared(flags[i], flags[j], population)
             for rate in RATES:

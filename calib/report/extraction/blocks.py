@@ -85,7 +85,7 @@ def _claims(op: dict[str, Any]) -> str:
 def _headline(summary: dict[str, Any]) -> list[Block]:
     s = summary["settings"]
     conf = setting_pct(s["confidence"])
-    pool = ("the decontaminated control pool (the controls left after removing the `analyze.decontaminate` list)"
+    pool = ("the decontaminated control pool (without the `analyze.decontaminate` list and the control screen's flags)"
             if s["primary_pool"] == "decontaminated" else "the full control pool")
     empty = nothing_measured(summary)
     blocks: list[Block] = [
@@ -124,7 +124,7 @@ def _headline(summary: dict[str, Any]) -> list[Block]:
                              "difference (members − controls) [Newcombe]"), tuple(rows), "generation-table",
                             f"Generation rates of the binary procedures ({conf} Clopper–Pearson; the difference: "
                             "Newcombe's interval for independent proportions)."))
-    if s["decontaminate"]:
+    if s["decontaminate"] and not s.get("screen"):  # with the screen, its section shows both pools
         blocks += _pools(summary)
     if summary["consistency"]:
         blocks.append(Paragraph("**Warning**: the tables disagree with each other: "

@@ -18,6 +18,7 @@ import polars as pl
 from calib._exceptions import InputError
 from calib.report.document import Block, Bullets, Figure, Heading, Markup, Paragraph, Table
 from calib.report.extraction.blocks import REFERENCES
+from calib.report.extraction.census_views import coverage_curve, global_problems, view_blocks
 from calib.report.extraction.empty import EMPTY_NOTE, nothing_measured
 from calib.report.extraction.figures import coverage_figure, margin_profile_figure
 from calib.report.format import count, figure_name, fixed, number, pct, plain_text, power, setting_pct
@@ -168,9 +169,16 @@ def _heat(run: RunTables, scored: pl.DataFrame, row: dict[str, Any], problems: l
         problems.append(f"{name}: the census table covers {row['covered_characters']} characters, the windows "
                         f"and scores {covered}")
     text, source = _text(run, sample_id, windows, length)
+    table, fine = coverage_curve(windows["char_start"].to_numpy(), windows["char_end"].to_numpy(),
+                                 np.where(np.isneginf(values), _ZERO, values), _threshold(row), length,
+                                 row["max_margin"])
+    curve = {"log10_threshold": int(row["log10_threshold"]), **table}
+    if curve["covered_characters"][0] != covered:
+        problems.append(f"{name}: the coverage curve covers {curve['covered_characters'][0]} characters at Δ = 0, "
+                        f"the heat map {covered}")
     return {"document": row["document"], "role": row["role"], "procedure": row["procedure"], "sample_id": sample_id,
             "document_length": length, "covered_characters": covered, "text_source": source,
-            "ranges": _ranges(margins), "_margins": margins, "_text": text}
+            "ranges": _ranges(margins), "_margins": margins, "_text": text, "_curve": curve, "_fine": fine}
 
 
 def _review(scored: pl.DataFrame, rows: list[dict[str, Any]], listed: list[str], top: int) -> list[dict[str, Any]]:
@@ -190,8 +198,9 @@ def _review(scored: pl.DataFrame, rows: list[dict[str, Any]], listed: list[str],
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     within = r["coverage_within_budget"]
     beyond = None if r["coverage"] is None or within is None else r["coverage"] - within
-    e = r["log10_threshold"]
-    return {**r, "threshold": None if e is None else power(e), "coverage_beyond_budget": beyond}
+    e, shared = r["log10_threshold"], r.get("log10_threshold_global")
+    return {**r, "threshold": None if e is None else power(e), "coverage_beyond_budget": beyond,
+            "threshold_global": None if shared is None else power(shared)}
 
 
 def _order(pairs: list[str]) -> Any:
@@ -246,8 +255,10 @@ def census_summary(run: RunTables) -> tuple[dict[str, Any], list[dict[str, Any]]
         "counts": _counts(run, scored),
         "census": rows,
         "heatmaps": [{k: v for k, v in h.items() if not k.startswith("_")} for h in heats],
+        "coverage_curve": [{"document": h["document"], "role": h["role"], "procedure": h["procedure"], **h["_curve"]}
+                           for h in heats],
         "review": _review(scored, rows, listed, settings["review"]),
-        "consistency": problems,
+        "consistency": problems + global_problems(rows),
         "provenance": provenance(run),
         "methods": methods_record(run),
     }
@@ -378,6 +389,7 @@ def census_report(run: RunTables) -> tuple[dict[str, Any], list[Any]]:
     if svg is not None:
         blocks.append(Figure("coverage", svg, "Coverage per document: within the query budget, and above the "
                                               "threshold beyond it."))
+    blocks += view_blocks(summary, [h["_fine"] for h in heats])
     if summary["consistency"]:
         blocks.append(Paragraph("**Warning**: the tables disagree with each other: "
                                 + "; ".join(summary["consistency"][:5]) + ". Re-run `calib study SPEC`."))

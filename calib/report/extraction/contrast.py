@@ -22,6 +22,7 @@ import polars as pl
 
 from calib.report.document import Block, Figure, Heading, Paragraph, Table
 from calib.report.extraction.figures import suffix_sweep_figure
+from calib.report.extraction.screen import screen_blocks
 from calib.report.format import DASH, pct, pct_range, setting_pct
 from calib.report.procedure import ROLES, procedure_order
 from calib.stats import clopper_pearson, independent_difference
@@ -142,7 +143,12 @@ def _explain(conf: str) -> str:
 
 
 def members_vs_controls_blocks(summary: dict[str, Any]) -> list[Block]:
-    """The "Members vs controls" section (beside the paired comparison)."""
+    """The "Members vs controls" section (beside the paired comparison), then the "Control screen" section of a
+    run with ``[extraction.screen]`` (:mod:`calib.report.extraction.screen`: its flags and both control pools)."""
+    return _members_vs_controls_blocks(summary) + screen_blocks(summary)
+
+
+def _members_vs_controls_blocks(summary: dict[str, Any]) -> list[Block]:
     s = summary["settings"]
     conf = setting_pct(s["confidence"])
     rows_in = [r for r in summary["members_vs_controls"] if r["pool"] == s["primary_pool"]]

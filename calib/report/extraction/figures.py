@@ -7,7 +7,8 @@
 - ``budgets``: member, control and extractable generation rates vs query budget (log x; App. F.2);
 - ``suffix-sweep``: member, control and calibrated rates vs suffix length, one line per procedure (App. D.3);
 - ``coverage``: census coverage within and beyond the query budget per document (Figure 7);
-- ``margin_profile``: census margin along a document, the best covering window per character (App. E.2).
+- ``margin_profile``: census margin along a document, the best covering window per character (App. E.2);
+- ``coverage_delta``: census coverage vs the margin Δ above each document's threshold (§5, App. E.2).
 
 Same determinism as :mod:`calib.report.figures`: fixed hash salt, no date.
 """
@@ -25,8 +26,8 @@ from matplotlib.lines import Line2D
 
 from calib.report.figures import COLORS, RC, to_svg
 
-__all__ = ["budget_figure", "calibration_figure", "coverage_figure", "margin_figure", "margin_profile_figure",
-           "score_figure", "suffix_sweep_figure"]
+__all__ = ["budget_figure", "calibration_figure", "coverage_delta_figure", "coverage_figure", "margin_figure",
+           "margin_profile_figure", "score_figure", "suffix_sweep_figure"]
 
 #: The most points a margin profile draws (per-character margins are reduced to the maximum per bin).
 PROFILE_POINTS = 1500
@@ -280,5 +281,28 @@ def margin_profile_figure(series: Sequence[Mapping[str, Any]]) -> str | None:
         ax.axhline(0.0, color="#c44e52", linewidth=0.8, linestyle="--", label="threshold (margin 0)")
         ax.set_xlabel("character offset in the document")
         ax.set_ylabel(f"margin log10(score / threshold), ≥ {PROFILE_FLOOR:g}")
+        ax.legend(frameon=False, fontsize=7)
+        return to_svg(fig)
+
+
+def coverage_delta_figure(series: Sequence[Mapping[str, Any]]) -> str | None:
+    """Coverage (%) vs the margin Δ above the document's own threshold, one step line per series (§5, App. E.2).
+
+    Each series has ``label``, ``deltas`` (increasing) and ``coverage`` (shares, one per Δ). The curve
+    never rises: a larger Δ asks more of every window. None when no series has a point.
+    """
+    drawn = [s for s in series if len(s["deltas"])]
+    if not drawn:
+        return None
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(6.4, 3.4))
+        ax = fig.add_subplot()
+        for i, s in enumerate(drawn):
+            ax.plot(np.asarray(s["deltas"], dtype=float), 100 * np.asarray(s["coverage"], dtype=float),
+                    linewidth=1.2, color=_color(i), label=s["label"], drawstyle="steps-post")
+        ax.set_xlabel("Δ: required score 10^Δ × the document's threshold (orders of magnitude)")
+        ax.set_ylabel("characters covered (%)")
+        ax.set_ylim(bottom=0)
+        ax.set_xlim(left=0)
         ax.legend(frameon=False, fontsize=7)
         return to_svg(fig)

@@ -4,7 +4,8 @@
 of a run and returns the content of summary.json; :mod:`calib.report.extraction.blocks` only formats
 it. The tables already hold the conformal statistics (``calib.stats.sweep``); the report adds the
 Clopper–Pearson intervals of the binary procedures' generation rates, the member − control differences
-and the suffix-length sweep (:mod:`calib.report.extraction.contrast`), the Bonferroni feasibility
+and the suffix-length sweep (:mod:`calib.report.extraction.contrast`), the control screen's findings and both
+control pools (:mod:`calib.report.extraction.screen`), the Bonferroni feasibility
 (``calib.stats.bonferroni_max_candidates`` / ``bonferroni_min_controls``) and consistency checks
 (K and α_N recomputed with ``calib.stats.conformal_k``, claims recounted from the claims table).
 """
@@ -21,6 +22,7 @@ import polars as pl
 from calib._exceptions import InputError
 from calib.report.extraction.contrast import members_vs_controls, suffix_sweep
 from calib.report.extraction.sampled import sampled_summary
+from calib.report.extraction.screen import screen_summary
 from calib.report.format import power
 from calib.report.procedure import (
     BINARY_PROCEDURES,
@@ -68,6 +70,8 @@ def extraction_settings(run: RunTables) -> dict[str, Any]:
     except ValueError as exc:
         raise _fail(run, f"analyze.alpha: {exc}") from None
     decontaminate = [str(v) for v in setting(spec, "analyze.decontaminate", [])]
+    screen = setting(spec, "extraction.screen")
+    screen = screen if isinstance(screen, dict) and screen.get("enabled", True) else None
     return {
         "alpha": alpha,
         "alpha_as_written": str(written),
@@ -79,7 +83,8 @@ def extraction_settings(run: RunTables) -> dict[str, Any]:
         "budget_confidence": float(setting(spec, "analyze.budget_confidence", 0.95)),
         "decontaminate": decontaminate,
         "review": int(setting(spec, "analyze.review", 10)),
-        "primary_pool": "decontaminated" if decontaminate else "all",
+        "screen": screen,
+        "primary_pool": "decontaminated" if decontaminate or screen else "all",
     }
 
 
@@ -186,7 +191,7 @@ def _headline(run: RunTables, settings: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({**group, "model": rows["model"].drop_nulls().first() if "model" in rows.columns else None,
                     "binary": binary, "pool": pool,
                     "operating_point": None if found is None else _operating_point(found, binary),
-                    "pools": side if settings["decontaminate"] else [],
+                    "pools": side if settings["primary_pool"] == "decontaminated" else [],
                     "generation": _generation(where(claims, group), pool or "all", settings) if binary else None})
     return out
 
@@ -357,6 +362,7 @@ def extraction_summary(run: RunTables) -> dict[str, Any]:
         "budgets": _budgets(run, settings),
         "sampled": sampled_summary(run),
         "review": _review(run, settings),
+        "control_screen": screen_summary(run, settings, headline),
         "consistency": _consistency(run, headline),
         "provenance": provenance(run),
         "methods": methods_record(run),

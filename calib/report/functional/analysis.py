@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import InputError
+from calib.report.functional.cost import cost_summary
 from calib.report.functional.counts import funnel, judge_summary, reason_counts, sample_counts
 from calib.report.functional.duplication import analyze_duplication
 from calib.report.functional.examples import Example, select_examples
@@ -147,6 +148,7 @@ def analyze_run(run: RunData) -> Analysis:
         "examples": [e.record for e in examples],
         "proxies": proxies.summary,
         "duplication": None if duplication is None else duplication.summary,
+        "cost": cost_summary(run),
         "methods": methods,
         "consistency": _consistency(run, frame),
     }

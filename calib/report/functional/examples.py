@@ -4,11 +4,16 @@
 the rest (not memorized, inconclusive, unscored); within each, members before controls, then highest
 target SIM_func and lowest target SIM_text (functional) or highest target SIM_text (textual); ties by
 sample id, so the choice is deterministic.
+
+When the run has a duplicates table (a spec with ``[dedup]``), each memorized example (verdict ``textual``
+or ``functional``) also names its closest training duplicates, as the functional-memorization paper's
+Figure 43: the textual near-duplicate of highest Jaccard and the semantic-only one of highest cosine (ties
+by corpus id), with its source, score, copies and the start of its text.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -16,7 +21,10 @@ import polars as pl
 from calib.report.functional.samples import ROLES, VERDICTS
 from calib.report.run import RunData
 
-__all__ = ["Example", "select_examples"]
+__all__ = ["DUPLICATE_KINDS", "Example", "closest_duplicates", "select_examples"]
+
+#: The kinds of closest duplicate an example shows, as the duplicates table names them.
+DUPLICATE_KINDS = ("textual", "semantic")
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ class Example:
     x: str
     completions: dict[str, str | None]  # role -> the completed function (or raw text); None when absent
     language: str
+    duplicate_texts: dict[str, str | None] = field(default_factory=dict)  # kind -> the duplicate's text excerpt
 
 
 def _order(frame: pl.DataFrame) -> pl.DataFrame:
@@ -66,6 +75,25 @@ def _completion(run: RunData, sample: dict[str, Any], role: str) -> tuple[str | 
     return code, {"model": row["model"], "finish_reason": row["finish_reason"], "error": row["error"]}
 
 
+def closest_duplicates(pairs: pl.DataFrame, sample_id: str) -> dict[str, dict[str, Any] | None]:
+    """kind -> the sample's closest duplicate of that kind (highest similarity, ties by corpus id), or None.
+
+    Each is ``corpus_id, source, similarity, copies, text`` (``source`` and ``text`` null in a duplicates
+    table written before they were kept).
+    """
+    rows = pairs.filter(pl.col("sample_id").cast(pl.String) == sample_id)
+    out: dict[str, dict[str, Any] | None] = {}
+    for kind in DUPLICATE_KINDS:
+        part = rows.filter(pl.col("kind") == kind).sort(["similarity", "corpus_id"], descending=[True, False])
+        if not part.height:
+            out[kind] = None
+            continue
+        best = part.row(0, named=True)
+        out[kind] = {"corpus_id": best["corpus_id"], "source": best.get("corpus_source"),
+                     "similarity": best["similarity"], "copies": best["copies"], "text": best.get("corpus_text")}
+    return out
+
+
 def _example(run: RunData, row: dict[str, Any], samples: dict[str, dict[str, Any]]) -> Example:
     sid = row["sample_id"]
     sample = samples[sid]
@@ -81,8 +109,15 @@ def _example(run: RunData, row: dict[str, Any], samples: dict[str, dict[str, Any
                       "distinct_outputs": row["distinct_outputs"]},
         "generation": generation, "similarities": _similarities(run, sid), "executions": _executions(run, sid),
     }
+    texts: dict[str, str | None] = {}
+    record["duplicates"] = None
+    if run.duplicates is not None and row["verdict"] in ("textual", "functional"):
+        closest = closest_duplicates(run.duplicates, sid)
+        texts = {kind: d["text"] for kind, d in closest.items() if d is not None}
+        record["duplicates"] = {kind: None if d is None else {k: v for k, v in d.items() if k != "text"}
+                                for kind, d in closest.items()}
     return Example(record=record, x=sample["function"] or "", completions=completions,
-                   language=sample["language"] or "")
+                   language=sample["language"] or "", duplicate_texts=texts)
 
 
 def select_examples(run: RunData, frame: pl.DataFrame, count: int) -> list[Example]:

@@ -75,6 +75,34 @@ def _matches_table(record: dict[str, Any]) -> Table | Paragraph:
                  "Per input state: ✓ same output state as x, ✗ different, – x's input not valid.")
 
 
+_DUPLICATE_LABELS = {"textual": ("textual", "Jaccard"), "semantic": ("semantic-only", "cosine")}
+
+
+def _duplicates(example: Example) -> list[Block]:
+    """The example's closest training duplicates (paper Figure 43), when the run searched for them."""
+    found = example.record.get("duplicates")
+    if found is None:
+        return []
+    blocks: list[Block] = []
+    code = []
+    missing = []
+    for kind, d in found.items():
+        label, score = _DUPLICATE_LABELS[kind]
+        if d is None:
+            missing.append(label)
+            continue
+        title = (f"closest {label} duplicate: {score} {sim(d['similarity'])}, `{d['source'] or d['corpus_id']}`"
+                 + (f", {number(d['copies'])} copies" if d["copies"] and d["copies"] > 1 else ""))
+        code.append(Code(title, example.duplicate_texts.get(kind) or "(text not kept: re-run the dedup stage)",
+                         example.language))
+    if code:
+        blocks.append(CodeRow(tuple(code)))
+    if missing:
+        blocks.append(Paragraph(f"No {' or '.join(missing)} near-duplicate of x in the training corpus at the "
+                                "`[dedup]` thresholds."))
+    return blocks
+
+
 def _example_blocks(index: int, example: Example, metrics: list[str]) -> Group:
     record = example.record
     sid = record["sample_id"]
@@ -83,6 +111,7 @@ def _example_blocks(index: int, example: Example, metrics: list[str]) -> Group:
         Paragraph(_about(record)),
         Paragraph(_execution(record)),
         _code(example),
+        *_duplicates(example),
         _similarity_table(record, metrics),
         _matches_table(record),
     ))

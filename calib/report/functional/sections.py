@@ -12,6 +12,7 @@ from typing import Any
 from calib.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from calib.report.format import DASH, number, pct, rate_cell, rate_text, setting_pct, sim
 from calib.report.functional.analysis import Analysis
+from calib.report.functional.cost import cost_blocks
 from calib.report.functional.counts import nothing_measured
 from calib.report.functional.duplication import duplication_blocks
 from calib.report.functional.figures import agreement_figure, rates_figure, roc_figure
@@ -285,4 +286,4 @@ def report_blocks(analysis: Analysis) -> list[Block]:
     summary = analysis.summary
     return [*_title(summary), *_headline(summary), *_rates(analysis), *sensitivity_section(summary), *_reasons(summary),
             *examples_section(analysis), *_proxies(analysis),
-            *duplication_blocks(summary, analysis.duplication), *methods_section(summary)]
+            *duplication_blocks(summary, analysis.duplication), *cost_blocks(summary), *methods_section(summary)]

@@ -16,13 +16,18 @@ __all__ = ["CENSUS", "EXTRACTION"]
 
 
 def _extraction_stages(spec: Any) -> tuple[Any, ...]:
-    from calib.study.extraction.stages import EXTRACTION_STAGES
+    from calib.study.extraction.stages import extraction_stages
 
-    return EXTRACTION_STAGES
+    return extraction_stages(spec)
 
 
 def _census_stages(spec: Any) -> tuple[Any, ...]:
+    from calib._exceptions import InputError
     from calib.study.extraction.stages import CENSUS_STAGES
+
+    if spec.extraction.screen is not None:
+        raise InputError("extraction.screen: the control screen runs in extraction studies; a census removes "
+                         "verified control windows with analyze.decontaminate (remove [extraction.screen])")
 
     return CENSUS_STAGES
 

@@ -11,6 +11,7 @@ import polars as pl
 
 from calib._exceptions import CalibError
 from calib.study.extraction.common import is_probabilistic
+from calib.study.extraction.screen import screened_out
 from calib.study.resources import ROLES
 from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.spec import StudySpec
@@ -21,8 +22,8 @@ from calib.study.tables import (
     PAIRED_SCHEMA,
 )
 
-__all__ = ["analysis_settings", "budget_grid", "budgets_stage", "calibrate_stage", "claims_stage", "finite",
-           "paired_stage"]
+__all__ = ["analysis_settings", "budget_grid", "budgets_stage", "calibrate_stage", "claims_stage", "decontaminating",
+           "finite", "paired_stage"]
 
 # Conformal calibration needs finite scores; a zero probability (log10 = -inf) sorts below every real
 # log10 probability (> -400 for any double, > -1e5 for any sequence a server can score) as this does.
@@ -53,7 +54,7 @@ def _groups(ctx: StageContext) -> list[dict[str, Any]]:
     windows = ctx.table("windows").filter(pl.col("error").is_null()).select("window_id", "membership", "kind")
     scores = ctx.table("scores").filter(pl.col("log10_value").is_not_null())
     joined = scores.join(windows, on="window_id", how="inner")
-    drop = set(ctx.spec.analyze.decontaminate)
+    drop = set(ctx.spec.analyze.decontaminate) | screened_out(ctx)  # the manual list and the control screen
     joined = joined.with_columns(
         (pl.col("sample_id").is_in(list(drop)) | pl.col("window_id").is_in(list(drop))).alias("contaminated"))
     out = []
@@ -67,9 +68,15 @@ def _groups(ctx: StageContext) -> list[dict[str, Any]]:
     return out
 
 
+def decontaminating(spec: StudySpec) -> bool:
+    """Whether the analysis has a ``decontaminated`` pool: a manual list, or the control screen."""
+    return bool(spec.analyze.decontaminate) or spec.extraction.screening()
+
+
 def _pools(spec: StudySpec, controls: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """The full pool, and the decontaminated one (the manual list and the screen's flags removed)."""
     pools = [("all", controls)]
-    if spec.analyze.decontaminate:
+    if decontaminating(spec):
         pools.append(("decontaminated", controls.filter(~pl.col("contaminated"))))
     return pools
 
@@ -80,8 +87,11 @@ def _primary_pool(spec: StudySpec, controls: pl.DataFrame) -> pl.DataFrame:
 
 # --- operating points ---------------------------------------------------------------------------
 def analysis_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
-    return {"analyze": spec.analyze.model_dump(mode="json", include={
+    settings: dict[str, Any] = {"analyze": spec.analyze.model_dump(mode="json", include={
         "alpha", "alphas", "confidence", "fdr", "fwer", "budgets", "budget_confidence", "decontaminate"})}
+    if spec.study.kind == "extraction" and spec.extraction.screening():  # without a screen, fingerprints as before
+        settings["screen"] = spec.extraction.screen.model_dump(mode="json")
+    return settings
 
 
 async def _operating_points(ctx: StageContext) -> pl.DataFrame:

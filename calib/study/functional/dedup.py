@@ -1,4 +1,9 @@
-"""The ``functional`` study's dedup stage: near-duplicates of the audited functions in the training corpus."""
+"""The ``functional`` study's dedup stage: near-duplicates of the audited functions in the training corpus.
+
+Each pair also keeps where its corpus document came from and the start of its text (``corpus_source``,
+``corpus_text``: :data:`calib.study.tables.DUPLICATES_TABLE_SCHEMA`), so the report can show a memorized
+sample's closest duplicates beside it (the functional-memorization paper, Figure 43).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,12 @@ import polars as pl
 from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.sampling import sample_id
 from calib.study.spec import StudySpec
+from calib.study.tables import DUPLICATES_TABLE_SCHEMA
 
-__all__ = ["dedup_stage"]
+__all__ = ["EXCERPT_CHARS", "dedup_stage"]
+
+#: How much of a duplicate's text the duplicates table keeps (its first characters).
+EXCERPT_CHARS = 2000
 
 
 # --- dedup --------------------------------------------------------------------------------------
@@ -23,14 +32,15 @@ def _dedup_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
             "embedding": spec.servers[d.embedding_server] if d.embedding_server else None}
 
 
-def _dedup_corpus(ctx: StageContext) -> tuple[list[str], list[str], dict[str, int]]:
-    """(ids, texts, copies) of the training corpus ``[dedup]`` names."""
+def _dedup_corpus(ctx: StageContext) -> tuple[list[str], list[str], dict[str, int], list[str | None]]:
+    """(ids, texts, copies, sources) of the training corpus ``[dedup]`` names."""
     d, language = ctx.spec.dedup, ctx.spec.data.language
     if d.source == "organism":
         from calib.organism.build import training_corpus
 
         corpus = training_corpus(ctx.resources.organism())
-        return [c[0] for c in corpus], [c[1] for c in corpus], {c[0]: c[2] for c in corpus}
+        return ([c[0] for c in corpus], [c[1] for c in corpus], {c[0]: c[2] for c in corpus},
+                [f"organism:{c[0]}" for c in corpus])
     if d.source == "functions":
         functions = pl.concat([pl.read_parquet(p) for p in d.paths], how="diagonal_relaxed")
     else:
@@ -56,13 +66,14 @@ def _dedup_corpus(ctx: StageContext) -> tuple[list[str], list[str], dict[str, in
             count_dropped(dropped, result.dropped, doc.source, ctx.event)
         ctx.resources.counts["dedup_dropped"] = dropped
         functions = pl.DataFrame(rows, schema=FUNCTIONS_SCHEMA)
-    ids, texts = [], []
+    ids, texts, sources = [], [], []
     for r in functions.iter_rows(named=True):
         body = r["body"]
         text = r["signature"] + ("" if body.startswith("\n") else "\n") + body
         ids.append(r.get("function_id") or sample_id(language, r.get("source") or "", r["signature"], body))
         texts.append(text)
-    return ids, texts, {}
+        sources.append(r.get("source") or r.get("path"))
+    return ids, texts, {}, sources
 
 
 async def _dedup(ctx: StageContext) -> pl.DataFrame:
@@ -70,7 +81,7 @@ async def _dedup(ctx: StageContext) -> pl.DataFrame:
 
     d = ctx.spec.dedup
     samples = ctx.table("samples")
-    ids, texts, copies = await asyncio.to_thread(_dedup_corpus, ctx)
+    ids, texts, copies, sources = await asyncio.to_thread(_dedup_corpus, ctx)
     ctx.event("dedup_corpus", documents=len(ids))
     config = DedupConfig(jaccard=d.jaccard, num_perm=d.num_perm, shingle_tokens=d.shingle_tokens,
                          seed=ctx.spec.study.seed + 1, cosine=d.cosine, semantic=d.semantic, storage=d.redis_url,
@@ -79,9 +90,20 @@ async def _dedup(ctx: StageContext) -> pl.DataFrame:
     pairs = await afind_duplicates(ids, texts, samples["sample_id"].to_list(), samples["function"].to_list(),
                                    config=config, server=server, copies=copies)
     ctx.resources.counts["dedup_corpus"] = len(ids)
-    return pairs
+    return _with_documents(pairs, ids, texts, sources)
+
+
+def _with_documents(pairs: pl.DataFrame, ids: list[str], texts: list[str], sources: list[str | None]) -> pl.DataFrame:
+    """``pairs`` with each corpus document's source and the first :data:`EXCERPT_CHARS` characters of its text."""
+    documents = pl.DataFrame({"corpus_id": ids, "corpus_source": sources,
+                              "corpus_text": [t[:EXCERPT_CHARS] for t in texts]},
+                             schema={key: pl.String() for key in ("corpus_id", "corpus_source", "corpus_text")})
+    documents = documents.unique("corpus_id", keep="first", maintain_order=True)
+    joined = pairs.join(documents, on="corpus_id", how="left", maintain_order="left")
+    return joined.select(list(DUPLICATES_TABLE_SCHEMA)).cast(DUPLICATES_TABLE_SCHEMA)
 
 
 
 #: The duplication stage of a functional study with a ``[dedup]`` table (after the samples are known).
-dedup_stage = Stage("dedup", ("samples",), "duplicates", "1", _dedup_settings, _dedup)
+#: 2: the corpus_source and corpus_text columns
+dedup_stage = Stage("dedup", ("samples",), "duplicates", "2", _dedup_settings, _dedup)

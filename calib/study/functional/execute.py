@@ -3,12 +3,19 @@
 Each sample's function and its target and reference candidates go to the study's executor (the
 sandbox, a native executor for C, C++, Java, Rust and Go, or the ``llm`` / ``agent`` executors over a
 chat server); the ``executions`` table holds one row per (sample, role) (docs/execution.md).
+
+Each row also records the cost of its sample's comparison (the functional-memorization paper's Table 1):
+``runs`` (the executor's executions), ``seconds`` (wall clock, from when the sample got its worker slot)
+and, for the ``llm`` and ``agent`` executors, the ``input_tokens`` and ``output_tokens`` their chat requests
+reported (:class:`_MeteredServer` counts them per sample).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
+import time
 from typing import Any
 
 import polars as pl
@@ -17,8 +24,35 @@ from calib._exceptions import CalibError
 from calib.study.resources import ROLES
 from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.spec import StudySpec
+from calib.study.tables import EXECUTIONS_TABLE_SCHEMA
 
 __all__ = ["candidate_code", "candidates", "execute_stage"]
+
+#: The token counter of the sample whose comparison is running (each sample's task sets its own).
+_USAGE: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("calib_execute_usage", default=None)
+
+
+class _MeteredServer:
+    """A chat server whose answers' token usage is added to the running sample's counter (:data:`_USAGE`).
+
+    Everything else is the wrapped server's; an answer without usage counts in ``missing``.
+    """
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+    async def chat(self, *args: Any, **kwargs: Any) -> Any:
+        response = await self._server.chat(*args, **kwargs)
+        usage = _USAGE.get()
+        if usage is not None:
+            inputs, outputs = getattr(response, "input_tokens", None), getattr(response, "output_tokens", None)
+            usage["input_tokens"] += inputs or 0
+            usage["output_tokens"] += outputs or 0
+            usage["missing"] += inputs is None or outputs is None
+        return response
 
 _EXECUTE_CHUNK = 4
 
@@ -59,9 +93,9 @@ def _executor(spec: StudySpec, jobs: int, resources: Any = None) -> Any:
     config = _executor_config(spec, jobs)
     options: dict[str, Any] = {}
     if e.executor == "llm":
-        options = {"server": resources.server(e.server), "level": e.level}
+        options = {"server": _MeteredServer(resources.server(e.server)), "level": e.level}
     elif e.executor == "agent":
-        options = {"server": resources.server(e.server), "max_turns": e.agent_max_turns,
+        options = {"server": _MeteredServer(resources.server(e.server)), "max_turns": e.agent_max_turns,
                    "max_seconds": e.agent_max_seconds}
     return create_executor(e.executor, config, **options)
 
@@ -88,12 +122,23 @@ def _native(spec: StudySpec, jobs: int, language: str, cache: dict[str, Any]) ->
     return cache[language]
 
 
+def _cost(rows: pl.DataFrame, runs: int | None, seconds: float | None, usage: dict[str, int] | None) -> pl.DataFrame:
+    """``rows`` with the sample's cost columns; the tokens are null when no model was asked (``usage`` None) or
+    when an answer did not report its usage (the sum would undercount)."""
+    known = usage is not None and not usage["missing"]
+    tokens = {key: usage[key] if known else None for key in ("input_tokens", "output_tokens")}  # type: ignore[index]
+    return rows.with_columns(pl.lit(runs, dtype=pl.Int64).alias("runs"), pl.lit(seconds, dtype=pl.Float64)
+                             .alias("seconds"), *[pl.lit(v, dtype=pl.Int64).alias(k) for k, v in tokens.items()])
+
+
 async def _execute(ctx: StageContext) -> pl.DataFrame:
     from calib.executors import EXECUTIONS_SCHEMA, execution_rows
 
+    schema = EXECUTIONS_TABLE_SCHEMA
     samples = ctx.table("samples")
     by_role = candidates(samples, ctx.table("generations"))
     executor = _executor(ctx.spec, ctx.options.jobs, ctx.resources)
+    metered = ctx.spec.execute.executor in ("llm", "agent")
     natives: dict[str, Any] = {}
     items = samples.select("sample_id", "context", "function", "language").to_dicts()
     gate = asyncio.Semaphore(max(1, ctx.spec.execute.workers or ctx.options.jobs))
@@ -110,7 +155,10 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
             except CalibError as exc:  # a missing compiler: say which, for every sample of that language
                 return _missing_rows(r["sample_id"], ROLES, " ".join(str(exc).split())[:300],
                                      f"native-{r['language']}")
+        usage = {"input_tokens": 0, "output_tokens": 0, "missing": 0}
         async with gate:
+            _USAGE.set(usage)  # this sample's task only (asyncio tasks run in a copy of the context)
+            start = time.perf_counter()
             try:
                 candidates = [by_role[role][r["sample_id"]] for role in roles]
                 if hasattr(runner, "compare_with_transcript"):  # the agent: its whole conversation is kept
@@ -125,23 +173,25 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
             except Exception as exc:  # noqa: BLE001 - one bad sample is recorded and skipped
                 ctx.event("sample_error", sample_id=r["sample_id"], error=f"{type(exc).__name__}: {exc}")
                 kind = f"native-{r['language']}" if runner is not executor else ctx.spec.execute.executor
-                return _missing_rows(r["sample_id"], ROLES, f"executor error: {type(exc).__name__}", kind)
+                rows = _missing_rows(r["sample_id"], ROLES, f"executor error: {type(exc).__name__}", kind)
+                return _cost(rows, None, time.perf_counter() - start, usage if metered and runner is executor else None)
+            seconds = time.perf_counter() - start
         rows = execution_rows(r["sample_id"], comparison, roles) if roles else pl.DataFrame(schema=EXECUTIONS_SCHEMA)
         missing = [role for role in ROLES if role not in roles]
         if missing:
             extra = _missing_rows(r["sample_id"], missing, "no generation (the request failed)", comparison.executor)
-            extra = extra.with_columns(pl.lit(comparison.valid_inputs).alias("valid_inputs"),
-                                       pl.lit(comparison.coverage).alias("coverage"),
-                                       pl.lit(comparison.distinct_outputs).alias("distinct_outputs"),
-                                       pl.lit(comparison.conclusive).alias("conclusive"))
+            extra = extra.select(list(EXECUTIONS_SCHEMA)).with_columns(
+                pl.lit(comparison.valid_inputs).alias("valid_inputs"), pl.lit(comparison.coverage).alias("coverage"),
+                pl.lit(comparison.distinct_outputs).alias("distinct_outputs"),
+                pl.lit(comparison.conclusive).alias("conclusive"))
             rows = pl.concat([rows, extra.cast(EXECUTIONS_SCHEMA)])
-        return rows
+        return _cost(rows, comparison.runs, seconds, usage if metered and runner is executor else None).cast(schema)
 
     async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
         frames = await asyncio.gather(*(one(r) for r in chunk))
-        return pl.concat([f.cast(EXECUTIONS_SCHEMA) for f in frames])
+        return pl.concat([f.cast(schema) for f in frames])
 
-    return await ctx.chunked(items, _EXECUTE_CHUNK, work, EXECUTIONS_SCHEMA, label="execute",
+    return await ctx.chunked(items, _EXECUTE_CHUNK, work, schema, label="execute",
                              concurrency=max(1, ctx.options.jobs))
 
 
@@ -158,12 +208,12 @@ def candidate_code(signature: str, function: str | None, text: str | None) -> st
 
 
 def _missing_rows(sample_id: str, roles: list[str] | tuple[str, ...], reason: str, executor: str) -> pl.DataFrame:
-    from calib.executors import EXECUTIONS_SCHEMA
-
+    """Rows for roles that were not executed: not conclusive, ``reason`` why, no cost (null runs and seconds)."""
     return pl.DataFrame([{"sample_id": sample_id, "role": role, "executor": executor, "valid_inputs": 0,
                           "coverage": 0.0, "distinct_outputs": 0, "conclusive": False, "reason": reason,
-                          "sim_func": None, "matches": []} for role in roles], schema=EXECUTIONS_SCHEMA)
+                          "sim_func": None, "matches": []} for role in roles], schema=EXECUTIONS_TABLE_SCHEMA)
 
 
 
-execute_stage = Stage("execute", ("samples", "generations"), "executions", "2", _execute_settings, _execute)
+#: 3: the cost columns runs, seconds, input_tokens, output_tokens
+execute_stage = Stage("execute", ("samples", "generations"), "executions", "3", _execute_settings, _execute)

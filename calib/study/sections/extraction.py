@@ -8,12 +8,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from calib.data.extract import DEFAULT_MAX_DOCUMENT_BYTES
+from calib.study.corpus_caps import CAP_MAX
 from calib.study.sections import CONCURRENCY_MAX, COUNT_MAX, TOKENS_MAX, Section
 
 __all__ = ["CENSUS_PROCEDURES", "DEFAULT_PROCEDURES", "GENERATION_ONLY", "PROBABILISTIC", "PROCEDURES", "SAMPLES_MAX",
-           "CensusPair", "CensusSection", "ExtractionSection", "chat_procedures"]
+           "CensusPair", "CensusSection", "ControlScreenSection", "ExtractionSection", "chat_procedures"]
 
 #: Every procedure ``[extraction] procedures`` may list.
 PROCEDURES = ("greedy", "top_k", "base", "near_verbatim_greedy", "near_verbatim", "greedy_prefix", "greedy_logprob",
@@ -32,6 +34,40 @@ SAMPLES_MAX = 10_000
 CENSUS_PROCEDURES = ("base", "near_verbatim")
 
 
+class ControlScreenSection(Section):
+    """``[extraction.screen]``: screen every control against the members (and a training corpus) for reused text.
+
+    The extraction paper removes controls verified as reused member text (App. D.2, E.1): they sit at the top
+    of the control scores and raise the threshold. A control is flagged when the share of its distinct token
+    ``ngram_tokens``-grams found in one screened document reaches ``overlap``, or when the exact Jaccard
+    similarity of its ``shingle_tokens``-shingle set with one (a MinHash LSH candidate, calib.dedup) reaches
+    ``jaccard``. ``source``: the members only, or also the organism's training corpus or a corpus of files
+    (``paths``, ``format``, ``content_column``, ``extensions``, ``max_file_bytes`` as in ``[dedup]``; each
+    document is screened whole). ``enabled = false`` keeps the table in the spec but runs no screen.
+    """
+
+    enabled: bool = True
+    source: Literal["members", "organism", "corpus"] = "members"
+    paths: tuple[str, ...] = ()
+    format: Literal["files", "jsonl", "parquet", "csv"] | None = None
+    content_column: str = "content"
+    extensions: tuple[str, ...] = ()
+    max_file_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1, le=CAP_MAX)
+    ngram_tokens: int = Field(default=13, ge=1, le=10_000)
+    overlap: float = Field(default=0.5, gt=0.0, le=1.0)
+    shingle_tokens: int = Field(default=5, ge=1, le=10_000)
+    jaccard: float = Field(default=0.5, gt=0.0, le=1.0)
+    num_perm: int = Field(default=128, ge=16, le=65_536)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ControlScreenSection:
+        if self.source == "corpus" and not self.paths:
+            raise ValueError("source = 'corpus' needs paths = [...] (the training corpus: files, folders or globs)")
+        if self.source != "corpus" and self.paths:
+            raise ValueError(f"paths are read only with source = 'corpus' (source is {self.source!r})")
+        return self
+
+
 class ExtractionSection(Section):
     """``[extraction]``: windows and scoring procedures of extraction and census studies."""
 
@@ -48,6 +84,12 @@ class ExtractionSection(Section):
     offset: int = Field(default=0, ge=0, le=COUNT_MAX)
     stride: int = Field(default=1, ge=1, le=COUNT_MAX)
     concurrency: int = Field(default=8, ge=1, le=CONCURRENCY_MAX)
+    #: ``[extraction.screen]``: the automatic decontamination screen of the controls (extraction studies).
+    screen: ControlScreenSection | None = None
+
+    def screening(self) -> bool:
+        """Whether the control screen runs (an ``[extraction.screen]`` table with ``enabled`` true)."""
+        return self.screen is not None and self.screen.enabled
 
     @field_validator("suffix_tokens")
     @classmethod

@@ -10,7 +10,10 @@ The synthetic run (seeded numpy; the census table computed with calib.stats as t
   (10^-26.5: margin 1.5). Control windows score at most ~10^-28.x, so the threshold is
   10^-28 — once control window ``cw-novel-7`` (10^-3, reused text, on the decontaminate list) is
   removed. top_k scores 0 (an atom) wherever base is below 10^-30.
-  pair ``essay``: 2,000 characters, nothing above its threshold.
+  pair ``essay``: 2,000 characters, nothing above its threshold; one control window scores 10^-20.5, so
+  the shared τ_global of both pairs (their decontaminated control windows pooled) is 10^-20.
+  Deterministic recovery: the novel's 10^-3 windows are reproduced verbatim by their greedy generation,
+  its 10^-8 windows within ε token edits (so: recovered, above τ, beyond the 10^5-query budget).
   pair ``broken``: a census row with an error and no windows.
 """
 
@@ -31,7 +34,7 @@ from calib._exceptions import InputError
 from calib.cli import main
 from calib.report import load_run, write_report
 from calib.report.run import RunTables
-from calib.stats import census
+from calib.stats import census, census_threshold, window_coverage
 from calib.study.tables import CENSUS_TABLES
 from tests.cli._helpers import Outcome
 
@@ -84,6 +87,8 @@ def build_run(root: Path, seed: int = 3) -> Path:
                 "control": rng.uniform(-46, -28.2, len(ctl_starts))}
         if pair == "novel":
             base["control"][7] = -3.0  # reused text in the control book
+        else:
+            base["control"][3] = -20.5  # the highest control window of every pair: τ_global = 10^-20
         for side, starts, text in (("document", doc_starts, doc_text), ("control", ctl_starts, ctl_text)):
             prefix = "dw" if side == "document" else "cw"
             for i, s in enumerate(starts):
@@ -121,6 +126,7 @@ def build_run(root: Path, seed: int = 3) -> Path:
                                 "min_log10_score_within_budget": res.min_log10_score_within_budget,
                                 "windows_within_budget": res.windows_within_budget,
                                 "coverage_within_budget": res.coverage_within_budget})
+    _shared_and_recovery(census_rows, scores, windows, {p: len(texts[(p, "document")]) for p in ("novel", "essay")})
     census_rows.append({"document": "broken", "role": "target", "procedure": "base", "suffix_tokens": 50,
                         "error": "the control document has no window (too short)"})
     frames = {"samples": samples, "windows": windows, "scores": scores, "census": census_rows}
@@ -143,6 +149,37 @@ def build_run(root: Path, seed: int = 3) -> Path:
     (root / "spec.json").write_text(json.dumps(spec, indent=2))
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return root
+
+
+def _shared_and_recovery(rows: list[dict[str, Any]], scores: list[dict[str, Any]], windows: list[dict[str, Any]],
+                         lengths: dict[str, int]) -> None:
+    """Add the τ_global and recovery columns to the census rows, as the census stage computes them."""
+    span = {w["window_id"]: (w["char_start"], w["char_end"]) for w in windows}
+    for row in rows:
+        proc, pair = row["procedure"], row["document"]
+        pooled = np.array([r["log10_value"] for r in scores if r["procedure"] == proc
+                           and r["window_id"].startswith("cw-") and r["window_id"] != CONTAMINATED])
+        threshold = census_threshold(pooled[np.isfinite(pooled)], log10=True)
+        mine = [r for r in scores if r["procedure"] == proc and r["window_id"].startswith(f"dw-{pair}-")]
+        starts = [span[r["window_id"]][0] for r in mine]
+        values = np.array([r["log10_value"] for r in mine])
+        wide = census(starts, [s + WIDTH for s in starts], np.where(np.isneginf(values), _ZERO, values), threshold,
+                      log10=True, document_length=lengths[pair])
+        base = np.array([r["log10_value"] for r in scores if r["procedure"] == "base"
+                         and r["window_id"].startswith(f"dw-{pair}-")])
+        verbatim, near = base == -3.0, (base == -3.0) | (base == -8.0)
+        beyond = near & (base > row["log10_threshold"]) & (base < row["min_log10_score_within_budget"])
+
+        def share(mask: np.ndarray, starts: list[int] = starts, length: int = lengths[pair]) -> float:
+            chosen = np.asarray(starts)[mask]
+            return window_coverage(chosen, chosen + WIDTH, document_length=length) / length
+
+        row.update({"log10_threshold_global": wide.log10_threshold, "n_control_windows_global": pooled.size,
+                    "windows_above_global": wide.windows_above, "covered_characters_global": wide.covered_characters,
+                    "coverage_global": wide.coverage, "recovery_windows": len(mine),
+                    "recovered_verbatim": int(verbatim.sum()), "recovered_near_verbatim": int(near.sum()),
+                    "recovery_coverage_verbatim": share(verbatim), "recovery_coverage_near_verbatim": share(near),
+                    "recovery_coverage_beyond_budget": share(beyond)})
 
 
 def _covered_by_hand(length: int, starts: list[int], values: np.ndarray, threshold: int) -> np.ndarray:
@@ -267,7 +304,7 @@ def test_procedure_statement_says_the_threshold_is_no_certified_fpr(rendered):
 
 def test_figures_are_svg_files(rendered):
     run, summary = rendered["run"], rendered["summary"]
-    assert set(summary["figures"]) == {"coverage", "profile-novel", "profile-essay"}
+    assert set(summary["figures"]) == {"coverage", "coverage-delta", "profile-novel", "profile-essay"}
     for rel in summary["figures"].values():
         assert (run / "report" / rel).read_text().lstrip().startswith("<?xml")
     assert rendered["summary"]["consistency"] == []
@@ -332,3 +369,49 @@ def test_docs_describe_every_summary_key_and_section(rendered):
         assert f"**{heading}**" in section, heading
     for name in rendered["summary"]["figures"]:
         assert f"figures/{name}.svg" in section or name.startswith("profile-"), name
+
+
+def test_shared_threshold_by_hand(rendered):
+    scores = pl.read_parquet(rendered["run"] / "tables" / "scores.parquet").filter(pl.col("procedure") == "base")
+    pooled = scores.filter(pl.col("window_id").str.starts_with("cw-") & (pl.col("window_id") != CONTAMINATED))
+    shared = math.ceil(np.max(pooled["log10_value"].to_numpy()))  # the pooled control maximum, rounded up
+    assert shared == -20
+    windows = pl.read_parquet(rendered["run"] / "tables" / "windows.parquet")
+    doc = windows.filter(pl.col("window_id").str.starts_with("dw-novel-")).join(scores, on="window_id")
+    covered = _covered_by_hand(20000, doc["char_start"].to_list(), doc["log10_value"].to_numpy(), shared)
+    row = _row(rendered["summary"], "novel", "base")
+    assert row["threshold_global"] == "10^-20" and row["log10_threshold"] == -28
+    assert row["covered_characters_global"] == int(covered.sum()) == 6080 - 5000  # the 10^-26.5 windows drop out
+    assert row["coverage_global"] == pytest.approx(covered.mean()) and row["coverage_global"] < row["coverage"]
+    assert "## Shared threshold" in rendered["md"]
+    assert "| novel | target | `base` | 10^-28 | 10^-20 |" in rendered["md"]
+
+
+def test_coverage_versus_delta_by_hand(rendered):
+    curve = next(c for c in rendered["summary"]["coverage_curve"] if c["document"] == "novel"
+                 and c["procedure"] == "base")
+    windows = pl.read_parquet(rendered["run"] / "tables" / "windows.parquet")
+    scores = pl.read_parquet(rendered["run"] / "tables" / "scores.parquet").filter(pl.col("procedure") == "base")
+    doc = windows.filter(pl.col("window_id").str.starts_with("dw-novel-")).join(scores, on="window_id")
+    for delta, covered in zip(curve["deltas"], curve["covered_characters"]):
+        by_hand = _covered_by_hand(20000, doc["char_start"].to_list(), doc["log10_value"].to_numpy(), -28 + delta)
+        assert covered == int(by_hand.sum()), delta
+    got = dict(zip(curve["deltas"], curve["covered_characters"]))
+    # margins 25 ([5000, 5480)), 20 (to 6080) and 1.5 ([12000, 12280)); a margin equal to Δ does not count
+    assert (got[0.0], got[1.0], got[2.0], got[10.0], got[20.0]) == (1360, 1360, 1080, 1080, 480)
+    assert all(a >= b for a, b in zip(curve["coverage"], curve["coverage"][1:]))
+    assert curve["coverage"][0] == _row(rendered["summary"], "novel", "base")["coverage"]
+    assert "## Coverage versus margin" in rendered["md"] and "figures/coverage-delta.svg" in rendered["md"]
+    assert "| novel | target | `base` | 10^-28 | 6.8% | 6.8% | 5.4% |" in rendered["md"]
+
+
+def test_deterministic_recovery_table(rendered):
+    row = _row(rendered["summary"], "novel", "base")
+    # verbatim: the 10^-3 windows [5000, 5480); near-verbatim adds the 10^-8 ones (to 6080), which lie above
+    # τ = 10^-28 but below the 10^5-query probability ≈ 3e-5: recovered, not sampled within the budget
+    assert row["recovery_coverage_verbatim"] == pytest.approx(480 / 20000)
+    assert row["recovery_coverage_near_verbatim"] == pytest.approx(1080 / 20000)
+    assert row["recovery_coverage_beyond_budget"] == pytest.approx((6080 - 5400) / 20000)
+    assert "## Deterministic recovery" in rendered["md"]
+    n = len(_starts(20000))  # every window has a greedy generation; 10 start in [5000, 5400), 15 in [5400, 6000)
+    assert f"| novel | target | `base` | {n} | 10 | 25 | 2.4% | 5.4% | 6.8% | 3.4% | 100000 |" in rendered["md"]

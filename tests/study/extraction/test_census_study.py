@@ -2,7 +2,10 @@
 
 A document the target was trained on repeatedly (a planted verbatim member) and one it never saw (a
 planted control) are each censused against a matched never-trained control document. Coverage is
-recomputed here by painting characters one by one, the threshold from the scores table by hand.
+recomputed here by painting characters one by one, the threshold from the scores table by hand; so are
+the shared τ_global (numpy's max of the pooled control scores, rounded up), the coverage versus Δ and the
+deterministic recovery (each window's greedy generation read from the scores' detail and compared with
+its suffix).
 """
 
 from __future__ import annotations
@@ -115,6 +118,92 @@ def _painted(run: Path, document: str, procedure: str) -> tuple[float, int, int]
     return covered.mean(), exponent, int(covered.sum())
 
 
+def _paint(run: Path, document: str, procedure: str, exponent: float) -> tuple[int, int]:
+    """Characters of the document covered by windows scoring > 10^exponent, and the document's length."""
+    windows = _table(run, "windows").filter(pl.col("error").is_null() & (pl.col("document") == document)
+                                            & (pl.col("membership") == "candidate"))
+    doc = _table(run, "scores").filter(pl.col("procedure") == procedure).join(
+        windows.select("window_id", "char_start", "char_end"), on="window_id")
+    text = _table(run, "samples").filter(pl.col("sample_id") == doc["sample_id"][0])["function"][0]
+    covered = np.zeros(len(text), dtype=bool)
+    for row in doc.iter_rows(named=True):
+        if row["log10_value"] > exponent:
+            covered[row["char_start"]:row["char_end"]] = True
+    return int(covered.sum()), len(text)
+
+
+def _pooled(run: Path, procedure: str, drop: tuple[str, ...] = ()) -> np.ndarray:
+    """Every pair's control-window scores minus the listed window ids, one per distinct cut (sample, offsets)."""
+    windows = _table(run, "windows").filter(pl.col("error").is_null() & (pl.col("membership") == "control"))
+    scores = _table(run, "scores").filter((pl.col("procedure") == procedure) & ~pl.col("window_id").is_in(drop))
+    pooled = scores.join(windows.select("window_id", "char_start", "char_end"), on="window_id")
+    return pooled.unique(["sample_id", "char_start", "char_end"])["log10_value"].to_numpy()
+
+
+def test_the_shared_threshold_pools_every_pairs_controls(run):
+    for procedure in ("base", "near_verbatim"):
+        pooled = _pooled(run, procedure)
+        exponent = math.ceil(np.max(pooled[np.isfinite(pooled)]))  # the paper's max, rounded up to a power of ten
+        for document in ("trained", "untrained"):
+            row = _census(run, document, procedure)
+            assert row["log10_threshold_global"] == exponent >= row["log10_threshold"]
+            assert row["n_control_windows_global"] == pooled.size  # a control shared by both pairs counts once
+            covered, length = _paint(run, document, procedure, exponent)
+            assert row["covered_characters_global"] == covered and row["coverage_global"] == pytest.approx(
+                covered / length)
+            assert row["coverage_global"] <= row["coverage"]
+
+
+def test_coverage_versus_delta_by_hand(run):
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    curves = {(c["document"], c["procedure"]): c for c in summary["coverage_curve"]}
+    assert set(curves) == {(d, p) for d in ("trained", "untrained") for p in ("base", "near_verbatim")}
+    for (document, procedure), curve in curves.items():
+        row = _census(run, document, procedure)
+        assert curve["log10_threshold"] == row["log10_threshold"] and curve["deltas"][0] == 0.0
+        assert curve["covered_characters"][0] == row["covered_characters"]
+        for delta, covered, share in zip(curve["deltas"], curve["covered_characters"], curve["coverage"]):
+            by_hand, length = _paint(run, document, procedure, row["log10_threshold"] + delta)
+            assert covered == by_hand and share == pytest.approx(by_hand / length)
+        assert all(a >= b for a, b in zip(curve["coverage"], curve["coverage"][1:]))
+    assert "coverage-delta" in summary["figures"]
+
+
+def test_deterministic_recovery_by_hand(run):
+    windows = _table(run, "windows").filter(pl.col("error").is_null() & (pl.col("membership") == "candidate"))
+    scores = _table(run, "scores")
+    base = dict(scores.filter(pl.col("procedure") == "base").select("window_id", "log10_value").iter_rows())
+    for document in ("trained", "untrained"):
+        row = _census(run, document, "base")
+        length = row["document_length"]
+        verbatim, near, beyond = (np.zeros(length, dtype=bool) for _ in range(3))
+        counts = [0, 0]
+        greedy = scores.filter(pl.col("procedure") == "near_verbatim").join(
+            windows.filter(pl.col("document") == document).select("window_id", "suffix", "char_start", "char_end"),
+            on="window_id")
+        assert greedy.height == row["n_windows"] == row["recovery_windows"]
+        for r in greedy.iter_rows(named=True):
+            detail = json.loads(r["detail"])
+            span = slice(r["char_start"], r["char_end"])
+            if detail["generation"].startswith(r["suffix"]):  # the whole greedy continuation reproduces the suffix
+                verbatim[span] = True
+                counts[0] += 1
+            if detail["distance"] <= 5:  # extraction.epsilon token edits
+                near[span] = True
+                counts[1] += 1
+                w = base[r["window_id"]]
+                if row["log10_threshold"] < w < row["min_log10_score_within_budget"]:
+                    beyond[span] = True
+        assert [row["recovered_verbatim"], row["recovered_near_verbatim"]] == counts
+        assert row["recovery_coverage_verbatim"] == pytest.approx(verbatim.mean())
+        assert row["recovery_coverage_near_verbatim"] == pytest.approx(near.mean())
+        assert row["recovery_coverage_beyond_budget"] == pytest.approx(beyond.mean())
+        assert row["recovery_coverage_verbatim"] <= row["recovery_coverage_near_verbatim"]
+    # the trained document's first window is reproduced greedily; the never-trained one has nothing recovered
+    assert _census(run, "trained", "base")["recovery_coverage_verbatim"] > 0
+    assert _census(run, "untrained", "base")["recovery_coverage_near_verbatim"] == 0.0
+
+
 def test_a_document_trained_on_repeatedly_is_covered_and_an_untrained_one_is_not(run):
     trained, untrained = _census(run, "trained", "base"), _census(run, "untrained", "base")
     for row, name in ((trained, "trained"), (untrained, "untrained")):
@@ -158,6 +247,9 @@ def test_a_decontaminated_control_window_lowers_nothing_it_should_not(run, works
     assert row["removed_control_windows"] == 1
     assert row["n_control_windows"] == ranked.height - 1
     assert row["log10_threshold"] == math.ceil(ranked["log10_value"][1])
+    # the removed window's cut still reaches the shared pool through the untrained pair, whose list is not it
+    assert row["n_control_windows_global"] == ranked.height
+    assert row["log10_threshold_global"] == math.ceil(ranked["log10_value"][0]) >= row["log10_threshold"]
 
 
 def _write(tmp_path: Path, text: str) -> Path:
