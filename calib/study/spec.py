@@ -95,9 +95,9 @@ class StudySpec(Section):
 
     @model_validator(mode="after")
     def _references(self) -> StudySpec:
-        named = [("models.target", self.models.target), ("models.reference", self.models.reference),
-                 ("measure.judge_server", self.measure.judge_server),
-                 ("measure.embedding_server", self.measure.embedding_server)]
+        named = [("models.target", self.models.target), ("models.reference", self.models.reference)]
+        named += [("measure.judge_server", name) for name in self.measure.judge_servers]
+        named += [("measure.embedding_server", name) for name in self.measure.embedding_servers]
         named += [("models.panel", name) for name in self.models.panel]
         named += [("execute.server", self.execute.server),
                   ("data.judge.server", self.data.judge and self.data.judge.server)]

@@ -73,7 +73,6 @@ CLAIMS_SCHEMA: dict[str, pl.DataType] = {
 EXECUTIONS_TABLE_SCHEMA: dict[str, pl.DataType] = {
     **EXECUTIONS_SCHEMA,
     "runs": pl.Int64(),  # executions the executor ran for the sample (x and candidates); null when not executed
-    "seconds": pl.Float64(),  # wall-clock seconds of the sample's comparison; null when not executed
     "input_tokens": pl.Int64(),  # llm/agent: input tokens of the executor's chat requests; null: sandbox, native
     "output_tokens": pl.Int64(),  # llm/agent: output tokens of the executor's chat requests; null: sandbox, native
 }

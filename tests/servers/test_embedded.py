@@ -35,6 +35,7 @@ from calib.servers.base import (
     ChatParams,
     Chatting,
     Embedding,
+    RequestFailed,
     SamplingParams,
     Scoring,
     Server,
@@ -275,6 +276,19 @@ def test_over_long_requests_fail_clearly(kind):
         run(kind.complete(["x = 1\n" * 200], SamplingParams(max_tokens=MAX)))
     with pytest.raises(InvalidParameterError, match="maximum context length"):
         run(kind.score("x = 1\n" * 200, "y"))
+    # an embedding of an over-long text fails its request, as an HTTP server's 400 would: an embedding metric
+    # then records that pair's reason instead of stopping the study
+    with pytest.raises(RequestFailed, match="maximum context length is 512 tokens") as failed:
+        run(kind.embed(["a", "x = 1\n" * 200]))
+    assert failed.value.status == 400 and failed.value.route == "embed"
+    from calib.metrics.base import Pair
+    from calib.metrics.embedding import EmbeddingMetric
+
+    scores = run(EmbeddingMetric(server=kind, batch_size=1).ascore_batch(
+        [Pair("def f(x):\n    return x\n", "def f(y):\n    return y\n", "python"),
+         Pair("x = 1\n" * 200, "y = 2\n", "python")]))
+    assert scores[0].value is not None and scores[1].value is None
+    assert "maximum context length" in scores[1].reason
 
 
 # -- over HTTP: the real openai SDK --------------------------------------------------------------------

@@ -33,10 +33,13 @@ VERDICTS = ("inconclusive", "equivalent", "not equivalent")
 
 
 def executor_of(run: ComparedRun) -> str:
-    """The run's executor as its spec sets it (``execute.executor``, with the llm executor's ``level``)."""
-    kind = setting(run.spec, "execute.executor", "sandbox")
+    """The executors that wrote the run's executions rows (sorted, comma-separated), the llm executor with the
+    spec's ``execute.level``; the spec's ``execute.executor`` when the table has no row."""
+    execs = run.data.executions  # type: ignore[union-attr]
+    names = sorted(execs.filter(pl.col("role").is_in(ROLES))["executor"].drop_nulls().cast(pl.String).unique())
+    names = names or [str(setting(run.spec, "execute.executor", "sandbox"))]
     level = setting(run.spec, "execute.level")
-    return f"{kind} (level {level})" if kind == "llm" and level is not None else str(kind)
+    return ", ".join(f"llm (level {level})" if name == "llm" and level is not None else name for name in names)
 
 
 def verdicts(run: ComparedRun, tau_func: float) -> pl.DataFrame:
@@ -50,9 +53,9 @@ def verdicts(run: ComparedRun, tau_func: float) -> pl.DataFrame:
         pl.col("sample_id").cast(pl.String), pl.col("role").cast(pl.String),
         pl.coalesce(pl.col("function"), pl.col("text")).cast(pl.String).alias("candidate"))
     execs = data.executions  # type: ignore[union-attr]
-    # the cost columns' seconds are null on rows of samples that were not executed (an unsupported language,
-    # a missing compiler); runs written before them have no such column, and only the candidate is checked
-    ran = pl.col("seconds").is_not_null() if "seconds" in execs.columns else pl.lit(True)
+    # the cost column runs is null on rows of samples that were not executed (an unsupported language, a missing
+    # compiler, an executor error); runs written before it have no such column, and only the candidate is checked
+    ran = pl.col("runs").is_not_null() if "runs" in execs.columns else pl.lit(True)
     rows = execs.filter(pl.col("role").is_in(ROLES) & ran).select(
         pl.col("sample_id").cast(pl.String), pl.col("role").cast(pl.String), pl.col("conclusive").cast(pl.Boolean),
         pl.col("sim_func").cast(pl.Float64))

@@ -20,7 +20,7 @@ from scipy import stats
 from calib.report.functional.samples import FUNC_METRIC, ROLES
 from calib.report.run import RunData
 
-__all__ = ["MIN_PAIRS", "metric_agreement", "metric_columns"]
+__all__ = ["MIN_PAIRS", "correlation", "metric_agreement", "metric_columns"]
 
 #: The fewest pairs a correlation is computed on.
 MIN_PAIRS = 3
@@ -39,7 +39,9 @@ def metric_columns(run: RunData, pairs: pl.DataFrame, metrics: list[str]) -> pl.
     return out
 
 
-def _correlation(x: np.ndarray, y: np.ndarray) -> float | None:
+def correlation(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Pearson's r of two equal-length arrays (centred dot product over the norms), clipped to [-1, 1]; None
+    below :data:`MIN_PAIRS` values or where either is constant."""
     if x.size < MIN_PAIRS or np.ptp(x) == 0.0 or np.ptp(y) == 0.0:
         return None
     xc, yc = x - x.mean(), y - y.mean()
@@ -65,8 +67,8 @@ def metric_agreement(run: RunData, pairs: pl.DataFrame, metrics: list[str]) -> d
             x, y = columns[a], columns[variables[j]]
             both = ~np.isnan(x) & ~np.isnan(y)
             xs, ys = x[both], y[both]
-            r = _correlation(xs, ys)
-            rho = _correlation(stats.rankdata(xs), stats.rankdata(ys)) if r is not None else None
+            r = correlation(xs, ys)
+            rho = correlation(stats.rankdata(xs), stats.rankdata(ys)) if r is not None else None
             pearson[i][j] = pearson[j][i] = r
             spearman[i][j] = spearman[j][i] = rho
             counts[i][j] = counts[j][i] = int(both.sum())

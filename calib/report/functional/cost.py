@@ -2,8 +2,10 @@
 
 The execute stage records, on each row of the executions table, the cost of its sample's comparison (one
 comparison runs x and both candidates, so the values are per sample, the same on each of its rows):
-``runs`` (executions of x and the candidates), ``seconds`` (wall clock), and for the ``llm`` and ``agent``
-executors the ``input_tokens`` and ``output_tokens`` of their chat requests. This module summarizes them per
+``runs`` (executions of x and the candidates), and for the ``llm`` and ``agent`` executors the
+``input_tokens`` and ``output_tokens`` of their chat requests; the wall-clock ``seconds`` of each comparison
+are the run's ``sample_cost`` events (events.jsonl; the last one of a sample counts): time is not part of
+the tables, which a repeated run writes byte for byte the same. This module summarizes them per
 executor (the sandbox, a native executor per language, llm, agent) and over all executed samples: count,
 mean, median, 90th percentile (numpy's linear interpolation) and total. Generation tokens are not stored
 per sample; the tokens the target's and reference's servers reported (``manifest.json`` ``spending``, the
@@ -13,6 +15,8 @@ A run written before these columns existed has ``cost.recorded`` false and no st
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,10 +27,12 @@ from calib.report.format import DASH, fixed, number
 from calib.report.functional.samples import ROLES
 from calib.report.run import RunData, setting
 
-__all__ = ["COST_COLUMNS", "cost_blocks", "cost_summary", "describe"]
+__all__ = ["COST_COLUMNS", "TABLE_COST_COLUMNS", "cost_blocks", "cost_summary", "describe", "sample_seconds"]
 
-#: The executions table's cost columns, per sample.
+#: What the cost section states per sample.
 COST_COLUMNS = ("seconds", "runs", "input_tokens", "output_tokens")
+#: The executions table's cost columns (the seconds are events).
+TABLE_COST_COLUMNS = ("runs", "input_tokens", "output_tokens")
 
 
 def describe(values: np.ndarray) -> dict[str, Any] | None:
@@ -38,12 +44,33 @@ def describe(values: np.ndarray) -> dict[str, Any] | None:
             "p90": float(np.percentile(values, 90)), "total": float(values.sum())}
 
 
-def _per_sample(executions: pl.DataFrame) -> pl.DataFrame:
+def sample_seconds(root: Path) -> dict[str, float]:
+    """sample id -> the seconds of its last ``sample_cost`` event in ``root``/events.jsonl (unreadable lines
+    are skipped: the log is appended to by every invocation and may end in a partial line)."""
+    out: dict[str, float] = {}
+    path = Path(root) / "events.jsonl"
+    if not path.is_file():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("event") == "sample_cost" and \
+                    isinstance(event.get("sample_id"), str) and isinstance(event.get("seconds"), int | float):
+                out[event["sample_id"]] = float(event["seconds"])
+    return out
+
+
+def _per_sample(executions: pl.DataFrame, seconds: dict[str, float]) -> pl.DataFrame:
     """One row per executed sample: its executor and cost (the first of its rows; all carry the same)."""
-    columns = [pl.col(c).cast(pl.Float64) for c in COST_COLUMNS]
-    return (executions.select(pl.col("sample_id").cast(pl.String), pl.col("executor").cast(pl.String), *columns)
-            .filter(pl.col("seconds").is_not_null())
+    columns = [pl.col(c).cast(pl.Float64) for c in TABLE_COST_COLUMNS]
+    rows = (executions.select(pl.col("sample_id").cast(pl.String), pl.col("executor").cast(pl.String), *columns)
             .unique("sample_id", keep="first", maintain_order=True))
+    rows = rows.with_columns(pl.col("sample_id").replace_strict(seconds, default=None, return_dtype=pl.Float64)
+                             .alias("seconds"))
+    return rows.filter(pl.col("runs").is_not_null() | pl.col("seconds").is_not_null())
 
 
 def _stats(rows: pl.DataFrame) -> dict[str, Any]:
@@ -74,11 +101,11 @@ def _generation(run: RunData) -> list[dict[str, Any]]:
 
 def cost_summary(run: RunData) -> dict[str, Any]:
     """summary.json ``cost`` (see the module docstring and docs/report.md)."""
-    recorded = all(c in run.executions.columns for c in COST_COLUMNS)
+    recorded = all(c in run.executions.columns for c in TABLE_COST_COLUMNS)
     summary: dict[str, Any] = {"recorded": recorded, "executors": [], "total": None, "generation": _generation(run)}
     if not recorded:
         return summary
-    rows = _per_sample(run.executions)
+    rows = _per_sample(run.executions, sample_seconds(run.root))
     summary["executors"] = [{"executor": name, **_stats(rows.filter(pl.col("executor") == name))}
                             for name in sorted(rows["executor"].drop_nulls().unique().to_list())]
     summary["total"] = _stats(rows)
@@ -120,15 +147,16 @@ def cost_blocks(summary: dict[str, Any]) -> list[Block]:
         return []
     blocks: list[Block] = [Heading(2, "Cost per sample", "cost")]
     if not cost["recorded"]:
-        return blocks + [Paragraph("The executions table has no cost columns (`runs`, `seconds`, `input_tokens`, "
+        return blocks + [Paragraph("The executions table has no cost columns (`runs`, `input_tokens`, "
                                    "`output_tokens`): it was written by an older calib; run `calib study SPEC` "
                                    "again to record them.")]
     blocks.append(Paragraph(
         "As in the functional-memorization paper's Table 1: what executing one sample cost (x and both candidates "
         "in one comparison), per executor and over all executed samples, as mean / median / 90th percentile / "
         "total. Seconds are wall clock from when the sample got a worker (samples run concurrently, so the total "
-        "exceeds the stage's duration); runs are the executor's executions; tokens are those the `llm` or "
-        "`agent` executor's chat requests reported (— for executors that ask no model)."))
+        "exceeds the stage's duration; the run's `sample_cost` events, — where none was logged); runs are the "
+        "executor's executions; tokens are those the `llm` or `agent` executor's chat requests reported (— for "
+        "executors that ask no model)."))
     rows = [_row(f"`{e['executor']}`", e) for e in cost["executors"]]
     if len(cost["executors"]) > 1:
         rows.append(_row("all executors", cost["total"]))

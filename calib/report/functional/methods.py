@@ -16,7 +16,7 @@ from calib.report.functional.samples import ROLES
 from calib.report.record import run_record
 from calib.report.run import RunData, setting
 
-__all__ = ["methods_facts"]
+__all__ = ["methods_facts", "server_names"]
 
 _SERVER_KEYS = ("kind", "model", "revision", "model_dir")
 
@@ -67,6 +67,27 @@ def _server_entry(run: RunData, name: str | None) -> dict[str, Any] | None:
     caps = setting(run.manifest, f"servers.{name}", {})
     return {"server": name, **{k: table.get(k) for k in _SERVER_KEYS if table.get(k) is not None},
             **({"model": caps["model"]} if caps.get("model") else {})}
+
+
+def server_names(value: Any) -> list[str]:
+    """``measure.judge_server`` or ``measure.embedding_server`` as a list: one name, a list of them, or none."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [str(name) for name in value]
+
+
+def _metrics(run: RunData) -> dict[str, Any]:
+    """The metrics measured and their servers: ``judge`` and ``embedding`` (the first server of each, as before
+    a spec could name several), ``judges`` and ``embeddings`` (every server, each with the ``suffix`` its
+    metrics' names carry: none for the first, ``@NAME`` for the others)."""
+    out: dict[str, Any] = {"measured": list(setting(run.spec, "measure.metrics", []))}
+    for role, key in (("judge", "measure.judge_server"), ("embedding", "measure.embedding_server")):
+        names = server_names(setting(run.spec, key))
+        entries = [{**(_server_entry(run, name) or {}), "suffix": "" if i == 0 else f"@{name}"}
+                   for i, name in enumerate(names)]
+        out[role] = _server_entry(run, names[0]) if names else None
+        out[f"{role}s"] = entries
+    return out
 
 
 def _budgets(run: RunData) -> list[dict[str, Any]]:
@@ -131,9 +152,7 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
                       **{k: setting(spec, f"execute.{k}") for k in ("n_inputs", "min_valid", "coverage",
                                                                     "min_distinct", "input_timeout")},
                       "tau_func": analyze["tau_func"]},
-        "metrics": {"measured": list(setting(spec, "measure.metrics", [])),
-                    "judge": _server_entry(run, setting(spec, "measure.judge_server")),
-                    "embedding": _server_entry(run, setting(spec, "measure.embedding_server"))},
+        "metrics": _metrics(run),
         "analysis": dict(analyze),
         "manifest_counts": manifest.get("counts"),
         "stages": _stages(manifest),

@@ -18,6 +18,8 @@ import numpy as np
 import polars as pl
 
 from calib.report.functional.agreement import metric_agreement
+from calib.report.functional.judges import SUFFIX, judges_agreement
+from calib.report.functional.methods import server_names
 from calib.report.functional.samples import FUNC_METRIC, ROLES
 from calib.report.run import RunData, setting
 from calib.stats import RocCurve, evaluate_proxy
@@ -34,9 +36,15 @@ class ProxyResults:
 
 
 def metric_order(run: RunData) -> list[str]:
-    """The metrics of the similarities table: those of ``measure.metrics`` in spec order, then the rest."""
+    """The metrics of the similarities table: those of ``measure.metrics`` in spec order, each followed by its
+    further servers' ``METRIC@SERVER`` in the order the spec lists the servers, then the rest."""
     present = {m for m in run.similarities["metric"].unique().to_list() if m is not None and m != FUNC_METRIC}
-    listed = [m for m in setting(run.spec, "measure.metrics", []) if m in present]
+    listed = []
+    for metric in setting(run.spec, "measure.metrics", []):
+        key = "measure.judge_server" if metric.startswith("judge_") else "measure.embedding_server"
+        further = server_names(setting(run.spec, key))[1:] if metric.startswith("judge_") or metric == "embedding" \
+            else []
+        listed += [m for m in (metric, *(f"{metric}{SUFFIX}{server}" for server in further)) if m in present]
     return listed + sorted(present - set(listed))
 
 
@@ -112,7 +120,9 @@ def evaluate_proxies(run: RunData, analyze: dict[str, Any]) -> ProxyResults:
         n_positive, n_negative, pearson_r, auc, operating_points`` (``level, tpr, fpr, threshold``),
         ``note``); ``target_only`` (``roles, n_pairs, n_positive, n_negative, metrics``: the same over the
         target's completions only, as the paper evaluates); ``agreement`` (the correlation matrix of
-        :func:`~calib.report.functional.agreement.metric_agreement`). The curves are the pooled ones.
+        :func:`~calib.report.functional.agreement.metric_agreement`); ``judges_agreement`` and
+        ``embeddings_agreement`` (:func:`~calib.report.functional.judges.judges_agreement`: pairwise agreement
+        of one metric measured on several servers; empty lists otherwise). The curves are the pooled ones.
     """
     pairs = proxy_pairs(run)
     tau_func, levels = analyze["tau_func"], tuple(analyze["fpr_levels"])
@@ -121,4 +131,7 @@ def evaluate_proxies(run: RunData, analyze: dict[str, Any]) -> ProxyResults:
     summary = {"label": "SIM_func >= tau_func", "tau_func": tau_func, "fpr_levels": list(levels), **pooled,
                "target_only": {"roles": ["target"], **target},
                "agreement": metric_agreement(run, pairs, metric_order(run))}
+    several = judges_agreement(run, metric_order(run))
+    summary["judges_agreement"] = several["judges"]
+    summary["embeddings_agreement"] = several["embeddings"]
     return ProxyResults(summary=summary, curves=curves)

@@ -171,9 +171,15 @@ def _metrics(methods: dict[str, Any]) -> list[Block]:
     text = ("Similarity metrics: " + (", ".join(f"`{m}`" for m in metrics["measured"]) or DASH) + ". "
             f"SIM_text is `{op['text_metric']}` with τ_text = {number(op['tau_text'])}.")
     for role in ("judge", "embedding"):
-        entry = metrics[role]
-        if entry:
+        entries = metrics.get(f"{role}s") or ([metrics[role]] if metrics.get(role) else [])
+        if len(entries) == 1:
+            entry = entries[0]
             text += f" The {role} server is `{entry['server']}` (model `{entry.get('model', DASH)}`)."
+        elif entries:
+            listed = "; ".join(f"`{e['server']}` (model `{e.get('model', DASH)}`, metrics "
+                               f"{'named plainly' if not e['suffix'] else 'suffixed `' + e['suffix'] + '`'})"
+                               for e in entries)
+            text += f" The {len(entries)} {role} servers: {listed}."
     return [Heading(3, "Similarity metrics and thresholds", "methods-metrics"), Paragraph(text)]
 
 

@@ -16,6 +16,7 @@ from calib.report.functional.cost import cost_blocks
 from calib.report.functional.counts import nothing_measured
 from calib.report.functional.duplication import duplication_blocks
 from calib.report.functional.figures import agreement_figure, rates_figure, roc_figure
+from calib.report.functional.judges_section import judges_blocks
 from calib.report.functional.rates import RATE_LABELS
 from calib.report.functional.section_examples import examples_section
 from calib.report.functional.section_methods import methods_section
@@ -267,7 +268,7 @@ def _proxies(analysis: Analysis) -> list[Block]:
                                          " dotted: the FPR levels."))
     else:
         blocks.append(Paragraph("No ROC figure: no metric could be evaluated (see the notes above)."))
-    return blocks + _agreement(proxies)
+    return blocks + _agreement(proxies) + judges_blocks(analysis.summary["proxies"])
 
 
 def _title(summary: dict[str, Any]) -> list[Block]:

@@ -38,12 +38,13 @@ from calib.servers.base import (
     ChatParams,
     ChatResponse,
     Completion,
+    RequestFailed,
     SamplingParams,
     ScoredContinuation,
     Tool,
     server_record,
 )
-from calib.servers.embedded.model import EmbeddedModel
+from calib.servers.embedded.model import ContextLengthError, EmbeddedModel
 from calib.servers.embedded.modeldir import check_model_dir
 from calib.servers.registry import register
 
@@ -180,8 +181,16 @@ class EmbeddedServer:
         return await self._call(run)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One L2-normalised vector per text (mean-pooled last hidden state)."""
-        return await self._call(lambda m: m.embed(list(texts)))
+        """One L2-normalised vector per text (mean-pooled last hidden state).
+
+        A text longer than the model's context fails the request as an HTTP server's 400 would
+        (:class:`~calib.servers.base.RequestFailed`): an embedding metric then records that pair's reason
+        instead of stopping the study.
+        """
+        try:
+            return await self._call(lambda m: m.embed(list(texts)))
+        except ContextLengthError as exc:
+            raise RequestFailed(self.name, "embed", 1, " ".join(str(exc).split()), status=400) from None
 
     async def aclose(self) -> None:
         """Stop the worker thread (after the call in progress)."""

@@ -28,10 +28,8 @@ def needs(spec: Any) -> dict[str, list[str]]:
         add(spec.dedup.embedding_server, "embeddings")
     if spec.data.judge is not None:
         add(spec.data.judge.server, "chat")  # the [data.judge] filter asks it about every drawn function
-    if any(m.startswith("judge_") for m in spec.measure.metrics):
-        add(spec.measure.judge_server, "chat")
-    if "embedding" in spec.measure.metrics and spec.measure.embedding_server:
-        add(spec.measure.embedding_server, "embeddings")
+    for _, metric, server in spec.measure.measured():  # every judge and embedding server, each checked
+        add(server, "chat" if metric.startswith("judge_") else "embeddings")
     return need
 
 

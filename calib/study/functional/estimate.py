@@ -12,6 +12,7 @@ tokenizer or no stated context), else at most one per sample.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from calib._exceptions import CalibError
@@ -26,7 +27,7 @@ from calib.study.estimate import (
 )
 from calib.study.resources import ROLES
 
-__all__ = ["estimate"]
+__all__ = ["estimate", "measure_notes"]
 
 
 async def _samples(spec: Any, resources: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -76,6 +77,7 @@ async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | N
     rows, why = await _samples(spec, resources)
     if rows is None:
         found.notes.append(str(why))
+        found.notes += measure_notes(spec, None)
         return found
     chat = spec.generation.route == "chat"
     organism = spec.data.source == "organism"
@@ -116,7 +118,7 @@ async def estimate(spec: Any, resources: Any, caps: dict[str, dict[str, Any] | N
     if spec.prompt.tokenizer == "completions" and not organism:
         found.notes.append(f"prompt: the target's completions route tokenizes each prompt's context ({n} samples, a "
                            "few echo requests each, nothing generated, billed as prompt tokens; not in the figures)")
-    _other_servers(spec, found)
+    _other_servers(spec, found, n)
     return found
 
 
@@ -136,14 +138,56 @@ def _judge_line(spec: Any, rows: list[dict[str, Any]], found: Estimate) -> None:
                        "samples kept")
 
 
-def _other_servers(spec: Any, found: Estimate) -> None:
+def _other_servers(spec: Any, found: Estimate, n: int | None = None) -> None:
     """Notes for the requests of later stages that depend on what the generations are."""
     if spec.execute.executor in ("llm", "agent") and spec.execute.server is not None:
         found.notes.append(f"execute: the {spec.execute.executor} executor's chat requests to "
                            f"{spec.execute.server} depend on the generations; not estimated")
-    if any(m.startswith("judge_") for m in spec.measure.metrics):
-        found.notes.append(f"measure: the judge's chat requests to {spec.measure.judge_server} are not estimated")
-    if "embedding" in spec.measure.metrics and spec.measure.embedding_server:
-        found.notes.append(f"measure: embedding requests to {spec.measure.embedding_server} are not estimated")
+    for note in measure_notes(spec, n):
+        found.notes.append(note)
     if spec.dedup is not None and spec.dedup.semantic and spec.dedup.embedding_server:
         found.notes.append(f"dedup: embedding requests to {spec.dedup.embedding_server} are not estimated")
+
+
+def measure_notes(spec: Any, n: int | None) -> list[str]:
+    """One note per judge and embedding server of ``[measure]``: the metrics it scores and, with ``n`` samples
+    known, at most how many requests the measure stage sends it.
+
+    A judge metric sends one chat request per (sample, completion) it scores (2 n at most: a missing
+    completion is not sent, a cached score is not asked again), each answering at most
+    ``measure.judge_max_tokens`` tokens. The ``embedding`` metric embeds the distinct texts of each chunk of
+    64 pairs (calib.metrics.run) in requests of 32 texts (calib.metrics.embedding): at most
+    ceil(2 k / 32) requests for a chunk of k pairs. Their input tokens depend on the generations: not in the
+    figures.
+    """
+    from calib.metrics.embedding import EmbeddingMetric
+    from calib.metrics.run import acompute_similarities
+
+    chunk = acompute_similarities.__kwdefaults__["chunk_size"]
+    batch = EmbeddingMetric.__init__.__kwdefaults__["batch_size"]
+    per_server: dict[str, list[str]] = {}
+    for name, _, server in spec.measure.measured():
+        if server is not None:
+            per_server.setdefault(server, []).append(name)
+    notes = []
+    for server, names in per_server.items():
+        judges = [name for name in names if name.startswith("judge_")]
+        embeds = [name for name in names if not name.startswith("judge_")]
+        for kind, which in (("judge", judges), ("embedding", embeds)):
+            if not which:
+                continue
+            listed = ", ".join(which)
+            if n is None:
+                notes.append(f"measure: {kind} requests to {server} ({listed}) depend on the samples: not estimated")
+                continue
+            pairs = 2 * n
+            if kind == "judge":
+                requests = pairs * len(which)
+                what = (f"at most {requests} chat requests (one per sample and completion, {len(which)} metric(s): "
+                        f"{listed}), at most {spec.measure.judge_max_tokens} answer tokens each")
+            else:
+                per = sum(math.ceil(2 * min(chunk, pairs - i) / batch) for i in range(0, pairs, chunk))
+                what = f"at most {per * len(which)} embedding requests ({listed}: {batch} texts each)"
+            notes.append(f"measure: {what} to {server}; their input tokens depend on the generations: not in the "
+                         "figures")
+    return notes

@@ -5,9 +5,11 @@ sandbox, a native executor for C, C++, Java, Rust and Go, or the ``llm`` / ``age
 chat server); the ``executions`` table holds one row per (sample, role) (docs/execution.md).
 
 Each row also records the cost of its sample's comparison (the functional-memorization paper's Table 1):
-``runs`` (the executor's executions), ``seconds`` (wall clock, from when the sample got its worker slot)
-and, for the ``llm`` and ``agent`` executors, the ``input_tokens`` and ``output_tokens`` their chat requests
-reported (:class:`_MeteredServer` counts them per sample).
+``runs`` (the executor's executions) and, for the ``llm`` and ``agent`` executors, the ``input_tokens`` and
+``output_tokens`` their chat requests reported (:class:`_MeteredServer` counts them per sample). The wall
+clock seconds of each comparison (from when the sample got its worker slot) go to events.jsonl as a
+``sample_cost`` event, not into the table: tables hold what a run found, byte for byte the same when the
+run is repeated (docs/architecture.md), and time is not.
 """
 
 from __future__ import annotations
@@ -122,13 +124,13 @@ def _native(spec: StudySpec, jobs: int, language: str, cache: dict[str, Any]) ->
     return cache[language]
 
 
-def _cost(rows: pl.DataFrame, runs: int | None, seconds: float | None, usage: dict[str, int] | None) -> pl.DataFrame:
+def _cost(rows: pl.DataFrame, runs: int | None, usage: dict[str, int] | None) -> pl.DataFrame:
     """``rows`` with the sample's cost columns; the tokens are null when no model was asked (``usage`` None) or
     when an answer did not report its usage (the sum would undercount)."""
     known = usage is not None and not usage["missing"]
     tokens = {key: usage[key] if known else None for key in ("input_tokens", "output_tokens")}  # type: ignore[index]
-    return rows.with_columns(pl.lit(runs, dtype=pl.Int64).alias("runs"), pl.lit(seconds, dtype=pl.Float64)
-                             .alias("seconds"), *[pl.lit(v, dtype=pl.Int64).alias(k) for k, v in tokens.items()])
+    return rows.with_columns(pl.lit(runs, dtype=pl.Int64).alias("runs"),
+                             *[pl.lit(v, dtype=pl.Int64).alias(k) for k, v in tokens.items()])
 
 
 async def _execute(ctx: StageContext) -> pl.DataFrame:
@@ -174,8 +176,9 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
                 ctx.event("sample_error", sample_id=r["sample_id"], error=f"{type(exc).__name__}: {exc}")
                 kind = f"native-{r['language']}" if runner is not executor else ctx.spec.execute.executor
                 rows = _missing_rows(r["sample_id"], ROLES, f"executor error: {type(exc).__name__}", kind)
-                return _cost(rows, None, time.perf_counter() - start, usage if metered and runner is executor else None)
-            seconds = time.perf_counter() - start
+                ctx.event("sample_cost", sample_id=r["sample_id"], seconds=round(time.perf_counter() - start, 6))
+                return _cost(rows, None, usage if metered and runner is executor else None)
+            ctx.event("sample_cost", sample_id=r["sample_id"], seconds=round(time.perf_counter() - start, 6))
         rows = execution_rows(r["sample_id"], comparison, roles) if roles else pl.DataFrame(schema=EXECUTIONS_SCHEMA)
         missing = [role for role in ROLES if role not in roles]
         if missing:
@@ -185,7 +188,7 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
                 pl.lit(comparison.distinct_outputs).alias("distinct_outputs"),
                 pl.lit(comparison.conclusive).alias("conclusive"))
             rows = pl.concat([rows, extra.cast(EXECUTIONS_SCHEMA)])
-        return _cost(rows, comparison.runs, seconds, usage if metered and runner is executor else None).cast(schema)
+        return _cost(rows, comparison.runs, usage if metered and runner is executor else None).cast(schema)
 
     async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
         frames = await asyncio.gather(*(one(r) for r in chunk))
@@ -208,12 +211,12 @@ def candidate_code(signature: str, function: str | None, text: str | None) -> st
 
 
 def _missing_rows(sample_id: str, roles: list[str] | tuple[str, ...], reason: str, executor: str) -> pl.DataFrame:
-    """Rows for roles that were not executed: not conclusive, ``reason`` why, no cost (null runs and seconds)."""
+    """Rows for roles that were not executed: not conclusive, ``reason`` why, no cost (null runs and tokens)."""
     return pl.DataFrame([{"sample_id": sample_id, "role": role, "executor": executor, "valid_inputs": 0,
                           "coverage": 0.0, "distinct_outputs": 0, "conclusive": False, "reason": reason,
                           "sim_func": None, "matches": []} for role in roles], schema=EXECUTIONS_TABLE_SCHEMA)
 
 
 
-#: 3: the cost columns runs, seconds, input_tokens, output_tokens
+#: 3: the cost columns runs, input_tokens, output_tokens (and sample_cost events with the seconds)
 execute_stage = Stage("execute", ("samples", "generations"), "executions", "3", _execute_settings, _execute)

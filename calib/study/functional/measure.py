@@ -7,8 +7,10 @@ from typing import Any
 import polars as pl
 
 from calib.study.functional.execute import candidates
+from calib.study.requests import record_requests
 from calib.study.resources import ROLES
 from calib.study.runner import RunOptions, Stage, StageContext
+from calib.study.sections.functional import SERVER_SUFFIX
 from calib.study.spec import StudySpec
 from calib.study.tables import CLAIMS_SCHEMA
 
@@ -17,15 +19,41 @@ __all__ = ["analyze_stage", "measure_stage"]
 
 # --- measure ------------------------------------------------------------------------------------
 def _measure_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
+    """The measure stage's fingerprint: ``[measure]`` and the tables of its servers.
+
+    The first judge and embedding server are keyed ``judge`` and ``embedding`` as when a spec could name only
+    one (a one-server spec keeps its fingerprint: its similarities are not recomputed); each further server
+    is keyed ``judge@NAME`` / ``embedding@NAME``.
+    """
     m = spec.measure
-    servers = {k: spec.servers[v] for k, v in (("judge", m.judge_server), ("embedding", m.embedding_server)) if v}
+    servers: dict[str, Any] = {}
+    for role, names in (("judge", m.judge_servers), ("embedding", m.embedding_servers)):
+        for i, name in enumerate(names):
+            servers[role if i == 0 else f"{role}{SERVER_SUFFIX}{name}"] = spec.servers[name]
     return {"measure": m.model_dump(mode="json", exclude={"workers"}), "servers": servers}
 
 
-async def _measure(ctx: StageContext) -> pl.DataFrame:
+def _metric(ctx: StageContext, name: str, metric: str, server: str | None) -> Any:
+    """The metric ``metric`` on ``server`` (a judge's chat server, an embedding server), recorded as ``name``."""
     from calib.metrics import create_metric
+    from calib.servers import ChatParams
+
+    m = ctx.spec.measure
+    options: dict[str, Any] = {}
+    if metric.startswith("judge_"):
+        options = {"server": ctx.resources.server(server),
+                   "params": ChatParams(max_tokens=m.judge_max_tokens, temperature=0.0, seed=ctx.spec.study.seed)}
+    elif metric == "embedding" and server is not None:
+        options = {"server": ctx.resources.server(server)}
+    made = create_metric(metric, **options)
+    if name != metric:  # a further server's metric: its own name in the table, the fingerprint and the cache key
+        made.name = name
+    return made
+
+
+async def _measure(ctx: StageContext) -> pl.DataFrame:
     from calib.metrics.run import acompute_similarities
-    from calib.servers import ChatParams, RequestCache
+    from calib.servers import RequestCache
 
     m = ctx.spec.measure
     samples = ctx.table("samples")
@@ -35,15 +63,7 @@ async def _measure(ctx: StageContext) -> pl.DataFrame:
             for s in samples.iter_rows(named=True) for role in ROLES]
     pairs = pl.DataFrame(rows, schema={"sample_id": pl.String(), "role": pl.String(), "reference": pl.String(),
                                        "candidate": pl.String(), "language": pl.String()})
-    metrics = []
-    for name in m.metrics:
-        options: dict[str, Any] = {}
-        if name.startswith("judge_"):
-            options = {"server": ctx.resources.server(m.judge_server),
-                       "params": ChatParams(max_tokens=m.judge_max_tokens, temperature=0.0, seed=ctx.spec.study.seed)}
-        elif name == "embedding" and m.embedding_server:
-            options = {"server": ctx.resources.server(m.embedding_server)}
-        metrics.append(create_metric(name, **options))
+    metrics = [_metric(ctx, name, metric, server) for name, metric, server in m.measured()]
     task = ctx._progress.add("measure", pairs.height) if ctx._progress is not None else None
 
     def progress(group: str, done: int, total: int) -> None:
@@ -51,8 +71,11 @@ async def _measure(ctx: StageContext) -> pl.DataFrame:
             ctx._progress.bar.update(task, completed=min(done, pairs.height))
 
     with RequestCache(ctx.run.cache_path) as cache:
-        return await acompute_similarities(pairs, metrics, cache=cache, workers=m.workers or ctx.options.jobs,
-                                           progress=progress)
+        table = await acompute_similarities(pairs, metrics, cache=cache, workers=m.workers or ctx.options.jobs,
+                                            progress=progress)
+    for server in dict.fromkeys(server for _, _, server in m.measured() if server is not None):
+        record_requests(ctx, server)  # each judge and embedding server's requests and tokens, apart
+    return table
 
 
 # --- analyze ------------------------------------------------------------------------------------

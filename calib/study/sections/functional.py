@@ -5,14 +5,14 @@ docs/study-spec.md documents every key; :class:`calib.study.spec.StudySpec` comp
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from calib.study.corpus_caps import CorpusCaps
 from calib.study.sections import CONCURRENCY_MAX, LINES_MAX, TOKENS_MAX, Section
 
-__all__ = ["DEFAULT_METRICS", "DedupSection", "ExecuteSection", "GenerationSection", "MeasureSection",
+__all__ = ["DEFAULT_METRICS", "SERVER_SUFFIX", "DedupSection", "ExecuteSection", "GenerationSection", "MeasureSection",
            "PromptSection"]
 
 #: The metrics a functional study scores by default (judges need ``measure.judge_server``).
@@ -111,14 +111,71 @@ class ExecuteSection(Section):
         return self
 
 
+#: Joins a metric's name and its server's in the name of a further server's metric (``judge_functional@NAME``).
+SERVER_SUFFIX = "@"
+
+
 class MeasureSection(Section):
-    """``[measure]``: the similarity metrics scored against x (docs/metrics.md)."""
+    """``[measure]``: the similarity metrics scored against x (docs/metrics.md).
+
+    ``judge_server`` and ``embedding_server`` name one server or a list of them (the paper's §5.2 compares
+    several judges and embedding models): the first server's metrics keep their plain names, each further
+    server's are named ``METRIC@SERVER`` (:meth:`measured`). A list of one is the same as its one name.
+    """
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
-    judge_server: str | None = None
-    embedding_server: str | None = None
+    judge_server: str | tuple[str, ...] | None = None
+    embedding_server: str | tuple[str, ...] | None = None
     judge_max_tokens: int = Field(default=512, ge=1, le=TOKENS_MAX)
     workers: int = Field(default=0, ge=0, le=CONCURRENCY_MAX)
+
+    @field_validator("judge_server", "embedding_server", mode="before")
+    @classmethod
+    def _servers(cls, value: Any) -> str | tuple[str, ...] | None:
+        if not (value is None or isinstance(value, str)
+                or (isinstance(value, list | tuple) and all(isinstance(name, str) for name in value))):
+            raise ValueError(f"expected a server's name or a list of names (\"NAME\" or [\"A\", \"B\"]), got "
+                             f"{value!r}")
+        if value is None or isinstance(value, str):
+            if value == "":
+                raise ValueError("a server's name cannot be empty; name a [servers.NAME] table")
+            return value
+        if not value:
+            raise ValueError("an empty list names no server; name one [servers.NAME] table or a list of them")
+        if any(not name for name in value):
+            raise ValueError("a server's name cannot be empty; name a [servers.NAME] table")
+        if len(set(value)) != len(value):
+            twice = sorted({n for n in value if value.count(n) > 1})
+            raise ValueError(f"server(s) {twice} listed twice; list each server once")
+        bad = [name for name in value[1:] if SERVER_SUFFIX in name]
+        if bad:
+            raise ValueError(f"server name(s) {bad} contain {SERVER_SUFFIX!r}, which joins a metric's name and its "
+                             f"server's ({'judge_functional' + SERVER_SUFFIX + bad[0]}); rename the [servers] table")
+        return value[0] if len(value) == 1 else tuple(value)  # one name: exactly as a plain string (fingerprints)
+
+    @property
+    def judge_servers(self) -> tuple[str, ...]:
+        """The judge servers, first (plain metric names) first; empty without one."""
+        return _names(self.judge_server)
+
+    @property
+    def embedding_servers(self) -> tuple[str, ...]:
+        """The embedding servers, first first; empty without one (``embedding`` then runs the offline model)."""
+        return _names(self.embedding_server)
+
+    def measured(self) -> list[tuple[str, str, str | None]]:
+        """``(name, metric, server)`` of every metric the measure stage records, in the order it records them.
+
+        ``name`` is the similarities table's ``metric``: ``metric`` for the first server (or none), then
+        ``metric@SERVER`` for each further judge or embedding server, each right after its plain one.
+        """
+        out: list[tuple[str, str, str | None]] = []
+        for metric in self.metrics:
+            servers = (self.judge_servers if metric.startswith("judge_")
+                       else self.embedding_servers if metric == "embedding" else ())
+            out.append((metric, metric, servers[0] if servers else None))
+            out += [(f"{metric}{SERVER_SUFFIX}{server}", metric, server) for server in servers[1:]]
+        return out
 
     @field_validator("metrics")
     @classmethod
@@ -134,6 +191,10 @@ class MeasureSection(Section):
         if len(set(value)) != len(value):
             raise ValueError("a metric is listed twice")
         return value
+
+
+def _names(value: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    return () if value is None else (value,) if isinstance(value, str) else tuple(value)
 
 
 class DedupSection(Section, CorpusCaps):

@@ -4,7 +4,7 @@ against a count made here from the planted verdicts, and κ against scikit-learn
 Runs a and b audit the same 40 samples (tests/report/_fake_run.py); their executions tables are rewritten here
 with a planted verdict per (sample, role) in each run, executed as if by the sandbox in a and by an ``llm``
 executor in b. One target candidate differs between the runs (left out), one sample was not executed in b
-(null ``seconds``: left out).
+(null ``runs``: left out).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _rewrite(root: Path, run: str) -> None:
         sim = None if not conclusive else (0.9 if verdict == "equivalent" else 0.3)
         ran = not (run == "b" and r["sample_id"] == NOT_RUN)
         rows.append({**r, "executor": "sandbox" if run == "a" else "llm", "conclusive": conclusive, "sim_func": sim,
-                     "seconds": 1.0 if ran else None, "runs": 10 if ran else None})
+                     "runs": 10 if ran else None})
     pl.DataFrame(rows, schema=execs.schema).write_parquet(path)
 
 
@@ -53,7 +53,7 @@ def _verdicts(root: Path, gens: set[tuple[str, str]]) -> dict[tuple[str, str], t
     a candidate."""
     out = {}
     for r in pl.read_parquet(root / "tables" / "executions.parquet").iter_rows(named=True):
-        if r["seconds"] is None or (r["sample_id"], r["role"]) not in gens:
+        if r["runs"] is None or (r["sample_id"], r["role"]) not in gens:
             continue
         verdict = "inconclusive" if not r["conclusive"] else ("equivalent" if r["sim_func"] >= 0.8 else
                                                               "not equivalent")

@@ -21,7 +21,8 @@ from tests.report.test_docs_report import DOC, _keys
 
 
 def _with_cost(root: Path) -> dict[str, dict[str, Any]]:
-    """Write per-sample cost columns into the run's executions table; returns sample -> its cost."""
+    """Write per-sample cost columns into the run's executions table and the seconds as sample_cost events
+    (an earlier value of a sample first: the last event counts); returns sample -> its cost."""
     path = root / "tables" / "executions.parquet"
     execs = pl.read_parquet(path)
     ids = sorted(execs["sample_id"].unique().to_list())
@@ -34,9 +35,15 @@ def _with_cost(root: Path) -> dict[str, dict[str, Any]]:
     execs = execs.with_columns(
         pl.col("sample_id").replace_strict({s: c["executor"] for s, c in cost.items()}).alias("executor"),
         *[pl.col("sample_id").replace_strict({s: c[k] for s, c in cost.items()}, return_dtype=dtype).alias(k)
-          for k, dtype in (("runs", pl.Int64), ("seconds", pl.Float64), ("input_tokens", pl.Int64),
-                           ("output_tokens", pl.Int64))])
+          for k, dtype in (("runs", pl.Int64), ("input_tokens", pl.Int64), ("output_tokens", pl.Int64))])
     execs.write_parquet(path)
+    with (root / "events.jsonl").open("a") as log:
+        for sid, c in cost.items():
+            if sid == ids[0]:  # a first attempt (an older invocation), then the one that counts
+                log.write(json.dumps({"event": "sample_cost", "sample_id": sid, "seconds": 99.0}) + "\n")
+            log.write(json.dumps({"event": "sample_cost", "stage": "execute", "sample_id": sid,
+                                  "seconds": c["seconds"]}) + "\n")
+        log.write('{"event": "sample_cost", "sample_id": "s00", "sec')  # a partial last line is skipped
     return cost
 
 
@@ -112,7 +119,7 @@ def test_every_cost_key_is_documented(rendered):
 def test_a_run_without_cost_columns_says_so(tmp_path):
     make_run(tmp_path, examples=0)
     path = tmp_path / "tables" / "executions.parquet"
-    pl.read_parquet(path).drop("runs", "seconds", "input_tokens", "output_tokens").write_parquet(path)
+    pl.read_parquet(path).drop("runs", "input_tokens", "output_tokens").write_parquet(path)
     paths = write_report(tmp_path)
     summary = json.loads(paths["summary"].read_text())["cost"]
     assert summary["recorded"] is False and summary["executors"] == [] and summary["total"] is None
