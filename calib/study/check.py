@@ -113,7 +113,8 @@ def _extra_controls(spec: StudySpec, truth_sources: set[str]) -> int:
 
 
 def unmatched_globs(spec: StudySpec) -> None:
-    """Raise a one-line InputError for a ``data.paths`` or ``dedup.paths`` glob that matches no file.
+    """Raise a one-line InputError for a ``data.paths``, ``dedup.paths`` or ``extraction.screen.paths`` glob that
+    matches no file.
 
     The spec loads without its data (it may be downloaded later); the check says whether the study can run.
     """
@@ -124,6 +125,9 @@ def unmatched_globs(spec: StudySpec) -> None:
     sections = [("data", spec.data.paths if spec.data.source != "organism" and spec.data.hub is None else ())]
     if spec.dedup is not None:
         sections.append(("dedup", spec.dedup.paths))
+    screen = getattr(spec.extraction, "screen", None)
+    if screen is not None and screen.source == "corpus":
+        sections.append(("extraction.screen", screen.paths))
     for section, paths in sections:
         for item in paths:
             if glob.has_magic(item) and next(glob.iglob(item, recursive=True), None) is None:

@@ -209,6 +209,20 @@ def test_a_spec_may_name_a_glob_that_matches_nothing_yet_but_calib_check_refuses
     assert asyncio.run(check(spec, probe=False))["ok"] is True
 
 
+def test_calib_check_refuses_a_control_screen_glob_that_matches_nothing(tmp_path):
+    from calib.study.check import unmatched_globs
+
+    text = (GOOD.replace('name = "mini"', 'name = "mini"\nkind = "extraction"')
+            + '\n[extraction.screen]\nsource = "corpus"\npaths = ["corpus/**/*.py"]\n')
+    spec = load_spec(_write(tmp_path, text))  # the training corpus may still be fetched
+    with pytest.raises(InputError) as info:
+        unmatched_globs(spec)
+    assert str(info.value).startswith(f"extraction.screen.paths: the glob '{tmp_path}/corpus/**/*.py' matches no file")
+    (tmp_path / "corpus" / "pkg").mkdir(parents=True)
+    (tmp_path / "corpus" / "pkg" / "m.py").write_text("def f():\n    return 1\n")
+    unmatched_globs(spec)
+
+
 def test_calib_check_counts_the_extra_controls_of_an_extraction_study(tmp_path, organism_tiny):
     import asyncio
 
