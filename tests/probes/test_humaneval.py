@@ -8,7 +8,6 @@ against the reference solution and against a wrong one: the conversion must keep
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from calib._exceptions import InputError, InvalidParameterError
-from calib.executors.sandbox import Sandbox, SandboxUnavailable
 from calib.probes.humaneval import HUMANEVAL_FILE, HUMANEVAL_REPO, HUMANEVAL_REVISION, humaneval_record
 from calib.probes.isomorphism import rewrite_tests
 from calib.probes.tasks import load_tasks
@@ -98,16 +96,6 @@ def test_not_cached_offline_and_a_bad_revision(humaneval_cache):
         load_tasks(f"humaneval@{'c' * 40}")
     with pytest.raises(InvalidParameterError, match="revision must be a commit hash"):
         load_tasks("humaneval@main")
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Sandbox:
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap (bwrap) is not installed; CI installs it (apt-get install bubblewrap)")
-    try:
-        return Sandbox()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap cannot create its namespaces here: {exc}")
 
 
 def test_the_converted_tests_pass_the_reference_and_fail_a_wrong_solution(humaneval_cache, sandbox):

@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import select
-import shutil
 import socket
 from pathlib import Path
 
 import pytest
 
 from calib._exceptions import InvalidParameterError
-from calib.executors.sandbox import Sandbox, SandboxRun, SandboxUnavailable
+from calib.executors.sandbox import Sandbox, SandboxRun
 from calib.probes.tasks import load_tasks
 from calib.probes.testrun import TestJob, parse_run, run_many, run_tests
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tasks.jsonl"
 DIGIT_TESTS = ("assert digit_sum(0) == 0", "assert digit_sum(7) == 7", "assert digit_sum(90817) == 25")
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Sandbox:
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap (bwrap) is not installed; CI installs it (apt-get install bubblewrap)")
-    try:
-        return Sandbox()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap cannot create its namespaces here: {exc}")
 
 
 def run(sandbox: Sandbox, program: str, tests=DIGIT_TESTS, **kwargs):
