@@ -77,12 +77,12 @@ def test_runs_of_different_kinds_are_refused_before_their_tables_are_read(calib,
     assert "runs small and extract differ in study.kind ('functional' vs 'extraction')" in line
 
 
-def test_other_kinds_are_refused_for_now(calib, tmp_path):
+def test_census_runs_are_refused_with_the_kinds_it_compares(calib, tmp_path):
     for name in ("p1", "p2"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "spec.json").write_text(json.dumps({"study": {"kind": "probes"}}))
+        (tmp_path / name / "spec.json").write_text(json.dumps({"study": {"kind": "census"}}))
     line = calib("compare-runs", tmp_path / "p1", tmp_path / "p2").one_line_error()
-    assert "study.kind = 'probes': compare-runs supports functional runs so far" in line
+    assert "study.kind = 'census': compare-runs compares functional, extraction, probes runs" in line
 
 
 @pytest.mark.parametrize("case", ["one run", "not a run", "no tables", "twice"])

@@ -17,10 +17,10 @@ from typing import Any
 
 import polars as pl
 
+from calib.report.compare.differences import adjust_comparisons, independent_body, paired_body
 from calib.report.compare.runs import ComparedRun
 from calib.report.functional.analysis import analyze_run
-from calib.stats import clopper_pearson, independent_difference, paired_difference
-from calib.stats.compare import adjust_p_values, mcnemar_exact
+from calib.stats import clopper_pearson
 
 __all__ = ["PAIRINGS", "POPULATIONS", "RATES", "compare_functional", "run_pairs", "sample_flags"]
 
@@ -86,12 +86,7 @@ def _paired(same: pl.DataFrame, na: int, nb: int, rate: str, confidence: float) 
     if both.height == 0:
         return {**out, "difference": None, "p_value": None, "test": None,
                 "note": f"no shared sample is {where} in both runs"}
-    # model 1 of the paired table is run b: the difference is rate(b) - rate(a)
-    fb, fa = both[f"{rate}_b"], both[rate]
-    n11, n10 = int((fb & fa).sum()), int((fb & ~fa).sum())
-    n01, n00 = int((~fb & fa).sum()), int((~fb & ~fa).sum())
-    diff = paired_difference(n11, n10, n01, n00, confidence).to_dict()
-    return {**out, "difference": diff, "p_value": mcnemar_exact(n10, n01), "test": "mcnemar-exact", "note": None}
+    return {**out, **paired_body(both[rate].to_numpy(), both[f"{rate}_b"].to_numpy(), confidence)}
 
 
 def _independent(a: pl.DataFrame, b: pl.DataFrame, rate: str, confidence: float) -> dict[str, Any]:
@@ -100,8 +95,7 @@ def _independent(a: pl.DataFrame, b: pl.DataFrame, rate: str, confidence: float)
     if a.height == 0 or b.height == 0:
         return {**out, "difference": None, "p_value": None, "test": None,
                 "note": f"no {RATES[rate][1]} sample in {'either run' if a.height == b.height else 'one run'}"}
-    diff = independent_difference(int(b[rate].sum()), b.height, int(a[rate].sum()), a.height, confidence)
-    return {**out, "difference": diff.to_dict(), "p_value": diff.p_value, "test": "fisher-exact", "note": None}
+    return {**out, **independent_body(int(a[rate].sum()), a.height, int(b[rate].sum()), b.height, confidence)}
 
 
 def run_pairs(n: int, pairing: str) -> list[tuple[int, int]]:
@@ -133,13 +127,5 @@ def compare_functional(runs: list[ComparedRun], analyze: dict[str, Any], *, pair
                 comparisons.append({"run_a": runs[i].label, "run_b": runs[j].label, "population": population,
                                     "rate": rate, "label": RATES[rate][0], "shared": same.height,
                                     "conflicting_ids": conflicting, **body})
-    tested = [c for c in comparisons if c["p_value"] is not None]
-    adjusted = adjust_p_values([c["p_value"] for c in tested], adjust)
-    alpha = 1.0 - confidence
-    for comparison, value in zip(tested, adjusted, strict=True):
-        comparison["p_adjusted"] = float(value)
-        comparison["significant"] = bool(value <= alpha)
-    for comparison in comparisons:
-        comparison.setdefault("p_adjusted", None)
-        comparison.setdefault("significant", None)
+    adjust_comparisons(comparisons, adjust, confidence)
     return {"rates": rates, "comparisons": comparisons}

@@ -10,7 +10,8 @@ from calib.report.document import Bullets, Heading, Paragraph, Table
 from calib.report.format import DASH, number, rate_cell, setting_pct
 from calib.stats.compare import ADJUSTMENTS
 
-__all__ = ["COMPARISON_SCHEMA", "comparison_blocks", "comparison_table"]
+__all__ = ["COMPARISON_SCHEMA", "comparison_blocks", "comparison_counts", "comparison_table", "difference_cell",
+           "p_cell", "samples_cell"]
 
 #: The columns of ``comparisons.parquet``: one row per comparison (docs/compare-runs.md).
 COMPARISON_SCHEMA: dict[str, Any] = {
@@ -23,7 +24,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
 }
 
 
-def _counts(c: dict[str, Any]) -> dict[str, Any]:
+def comparison_counts(c: dict[str, Any]) -> dict[str, Any]:
     """``k_a, k_b`` (flagged samples of each run among those compared) and the paired table's cells."""
     d = c["difference"] or {}
     if c["design"] == "paired" and d:
@@ -37,7 +38,7 @@ def comparison_table(comparisons: list[dict[str, Any]]) -> pl.DataFrame:
     rows = []
     for c in comparisons:
         d = c["difference"] or {}
-        rows.append({**{key: c[key] for key in COMPARISON_SCHEMA if key in c}, **_counts(c),
+        rows.append({**{key: c[key] for key in COMPARISON_SCHEMA if key in c}, **comparison_counts(c),
                      **{key: d.get(key) for key in ("estimate", "low", "high", "confidence", "method")}})
     return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
 
@@ -47,20 +48,20 @@ def _pp(value: float | None) -> str:
     return DASH if value is None else f"{100 * value:+.1f} pp"
 
 
-def _p(value: float | None) -> str:
+def p_cell(value: float | None) -> str:
     if value is None:
         return DASH
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
-def _samples(c: dict[str, Any]) -> str:
+def samples_cell(c: dict[str, Any]) -> str:
     if c["design"] == "paired":
         return (f"{c['n_paired']} paired of {c['shared']} shared (dropped {c['dropped_a']} of a, "
                 f"{c['dropped_b']} of b)")
     return f"{c['n_a']} vs {c['n_b']}"
 
 
-def _difference(c: dict[str, Any]) -> str:
+def difference_cell(c: dict[str, Any]) -> str:
     d = c["difference"]
     if d is None:
         return f"{DASH} ({c['note']})"
@@ -101,8 +102,8 @@ def comparison_blocks(result: dict[str, Any]) -> list[Any]:
                   f"means the adjusted p-value is at most {1 - result['confidence']:.3g}."),
         Table(("run a", "run b", "population", "rate", "design", "samples", "difference [interval]", "test", "p",
                "p adjusted", "significant"),
-              tuple((f"`{c['run_a']}`", f"`{c['run_b']}`", c["population"], c["label"], c["design"], _samples(c),
-                     _difference(c), c["test"] or DASH, _p(c["p_value"]), _p(c["p_adjusted"]),
+              tuple((f"`{c['run_a']}`", f"`{c['run_b']}`", c["population"], c["label"], c["design"], samples_cell(c),
+                     difference_cell(c), c["test"] or DASH, p_cell(c["p_value"]), p_cell(c["p_adjusted"]),
                      DASH if c["significant"] is None else ("**yes**" if c["significant"] else "no"))
                     for c in result["comparisons"]), anchor="differences-table"),
         Heading(2, "Method", "method"),

@@ -16,18 +16,35 @@ from typing import Any
 from calib._exceptions import InputError
 from calib.report.run import RunData, RunTables, load_run, setting
 
-__all__ = ["OPERATING_KEYS", "SUPPORTED_KINDS", "ComparedRun", "check_operating_points", "load_runs"]
+__all__ = ["OPERATING_KEYS", "SUPPORTED_KINDS", "ComparedRun", "check_operating_points", "load_runs", "model_of"]
 
-#: The spec keys (with the spec's defaults) that make up a functional run's operating point: the
-#: ``[analyze]`` thresholds and the executor's validity criteria (N, N_in, C, N_out).
+#: The spec keys (with the spec's defaults) that make up a run's operating point, per study kind: a
+#: functional run's ``[analyze]`` thresholds and the executor's validity criteria (N, N_in, C, N_out); an
+#: extraction run's target level α (the claims), the confidence and the BH level; a probes run's sampling
+#: temperature, prompt style, shown tests, completion budget and confidence.
 OPERATING_KEYS: dict[str, dict[str, Any]] = {
     "functional": {"analyze.text_metric": "bleu", "analyze.tau_text": 0.75, "analyze.tau_func": 0.8,
                    "analyze.confidence": 0.95, "execute.n_inputs": 10, "execute.min_valid": 8,
                    "execute.coverage": 0.8, "execute.min_distinct": 2},
+    "extraction": {"analyze.alpha": 0.001, "analyze.confidence": 0.95, "analyze.fdr": 0.05},
+    "probes": {"probes.temperature": 0.0, "probes.confidence": 0.95, "probes.style": "mbpp",
+               "probes.shown_tests": 3, "probes.max_tokens": 512},
 }
 
-#: The study kinds compare-runs compares so far.
+#: The study kinds compare-runs compares (a census run is about one document pair at a time: its own report).
 SUPPORTED_KINDS = tuple(OPERATING_KEYS)
+
+
+def _value(key: str, value: Any) -> Any:
+    """A spec value as compared: a target level α written as a string (``"1e-3"``, ``"1/1000"``) as its number."""
+    if key == "analyze.alpha" and isinstance(value, str):
+        from calib.stats import parse_alpha
+
+        try:
+            return parse_alpha(value)
+        except ValueError:
+            return value
+    return value
 
 
 @dataclass(frozen=True)
@@ -46,7 +63,8 @@ class ComparedRun:
 
     def operating_point(self) -> dict[str, Any]:
         """The values of :data:`OPERATING_KEYS` of this run's kind (the spec's, else the default)."""
-        return {key: setting(self.spec, key, default) for key, default in OPERATING_KEYS[self.kind].items()}
+        keys = OPERATING_KEYS[self.kind]
+        return {key: _value(key, setting(self.spec, key, default)) for key, default in keys.items()}
 
 
 def _labels(roots: list[Path]) -> list[str]:
@@ -83,8 +101,8 @@ def load_runs(paths: list[str | Path]) -> list[ComparedRun]:
             raise InputError(f"runs {labels[0]} and {label} differ in study.kind ({kinds[0]!r} vs {kind!r}); "
                              "compare runs of one study kind")
     if kinds[0] is not None and kinds[0] not in SUPPORTED_KINDS:
-        raise InputError(f"study.kind = {kinds[0]!r}: compare-runs supports functional runs so far; compare the "
-                         "runs' own reports (`calib report RUN`) instead", path=str(roots[0] / "spec.json"))
+        raise InputError(f"study.kind = {kinds[0]!r}: compare-runs compares {', '.join(SUPPORTED_KINDS)} runs; "
+                         "compare the runs' own reports (`calib report RUN`) instead", path=str(roots[0] / "spec.json"))
     runs = []
     for root, label in zip(roots, labels, strict=True):
         data = load_run(root)  # a missing or unreadable file or table: one line naming it
@@ -123,3 +141,12 @@ def check_operating_points(runs: list[ComparedRun]) -> dict[str, Any]:
                     "compare-runs compares runs at one operating point; re-run one study with the other's "
                     f"[{key.split('.')[0]}] settings")
     return point
+
+
+def model_of(spec: dict[str, Any], role: str) -> str | None:
+    """``SERVER (MODEL)``: the server a run's spec names for ``role`` (``models.ROLE``) and its model; None if none."""
+    server = setting(spec, f"models.{role}")
+    if server is None:
+        return None
+    model = setting(spec, f"servers.{server}.model") or setting(spec, f"servers.{server}.model_dir")
+    return f"{server} ({model})" if model else str(server)
