@@ -29,7 +29,7 @@ __all__ = ["compare_runs"]
 @click.option("--json", "as_json", is_flag=True,
               help="Print exactly one JSON object: comparison.json's content with the written files under \"files\".")
 def compare_runs(runs: tuple[Path, ...], out: Path | None, pairing: str, adjust: str, as_json: bool) -> None:
-    """Compare the headline rates of two or more functional runs (RUN...: run directories).
+    """Compare the headline rates of two or more functional, extraction or probes runs (RUN...: run directories).
 
     Prints the path of report.md. Fewer than two runs, a path that is not a run directory or lacks a
     table, runs of different kinds or operating points end with one line and exit code 2.

@@ -111,12 +111,26 @@ def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray
 
 
 def _permutation(x: np.ndarray, y: np.ndarray, kind: str, seed: int) -> tuple[float, int, bool]:
-    """Two-sided p-value of the mean difference (scipy's permutation_test), the permutations used, and exactness."""
+    """Two-sided p-value of the mean difference (scipy's permutation_test), the permutations used, and exactness.
+
+    scipy needs two items a sample; with one, every permutation is enumerated here: a single pair's sign
+    flip gives p = 1, and a one-problem side is any one of the pooled problems, the rest the other side.
+    """
     distinct = 2 ** len(x) if kind == "samples" else math.comb(len(x) + len(y), len(x))
-    found = stats.permutation_test((x, y), _mean_difference, permutation_type=kind, vectorized=True,
-                                   n_resamples=PERMUTATIONS, batch=_BATCH, rng=np.random.default_rng(seed))
-    exact = distinct <= PERMUTATIONS
-    return min(1.0, float(found.pvalue)), distinct if exact else PERMUTATIONS, exact
+    if min(len(x), len(y)) >= 2:
+        found = stats.permutation_test((x, y), _mean_difference, permutation_type=kind, vectorized=True,
+                                       n_resamples=PERMUTATIONS, batch=_BATCH, rng=np.random.default_rng(seed))
+        exact = distinct <= PERMUTATIONS
+        return min(1.0, float(found.pvalue)), distinct if exact else PERMUTATIONS, exact
+    if kind == "samples":
+        return 1.0, distinct, True
+    pooled, alone_x = np.concatenate([x, y]), len(x) == 1
+    rest = (pooled.sum() - pooled) / (len(pooled) - 1)  # the mean of the others when problem i is alone
+    null = rest - pooled if alone_x else pooled - rest
+    observed = float(y.mean() - x.mean())
+    tolerance = abs(observed) * 100 * np.finfo(np.float64).eps  # scipy's tolerance for ties
+    p = 2 * min(np.mean(null <= observed + tolerance), np.mean(null >= observed - tolerance))
+    return min(1.0, float(p)), len(pooled), True
 
 
 def _two_sample_interval(x: np.ndarray, y: np.ndarray, resamples: int, confidence: float,
@@ -224,7 +238,7 @@ def compare_probes(runs: list[ComparedRun], point: dict[str, Any], *, pairing: s
     comparisons, unmatched = [], []
     for i, j in run_pairs(len(runs), pairing):
         for side, this, other in ((i, names[i], names[j]), (j, names[j], names[i])):
-            unmatched += [{"run_a": runs[i].label, "run_b": runs[j].label, "run": runs[side].label, "model": m,
+            unmatched += [{"run_a": runs[i].label, "run_b": runs[j].label, "only_in": runs[side].label, "model": m,
                            "model_name": n} for m, n in this.items() if m not in other or other[m] != n]
         ks = [k for k in _ks(runs[i]) if k in _ks(runs[j])]
         for model, name in names[i].items():
@@ -336,7 +350,7 @@ def probes_blocks(result: dict[str, Any]) -> list[Any]:
     ]
     if result.get("unmatched"):
         blocks.append(Paragraph("Not compared (a model only one run of the pair has, by server name and reported "
-                                "model): " + "; ".join(f"{_model(u['model'], u['model_name'])} of `{u['run']}` "
+                                "model): " + "; ".join(f"{_model(u['model'], u['model_name'])} of `{u['only_in']}` "
                                                        f"(`{u['run_a']}` vs `{u['run_b']}`)"
                                                        for u in result["unmatched"]) + "."))
     blocks += [

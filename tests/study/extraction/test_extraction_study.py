@@ -318,3 +318,36 @@ def test_the_report_sweeps_both_suffix_lengths_with_members_against_controls(run
     assert [r["member_flags"] for r in base] == [8, 8]  # every verbatim member, at both lengths
     assert (run / "report" / "figures" / "suffix-sweep.svg").read_text().lstrip().startswith("<?xml")
     assert "figures/suffix-sweep.svg" in paths["markdown"].read_text()
+
+
+def test_compare_runs_pairs_the_target_of_one_run_with_another_runs_model_on_the_same_windows(run, tmp_path):
+    """compare-runs on real tables: run b is run a with the reference's claims in the target's place (as if a
+    second study had audited the reference model), so b − a on the shared windows is the run's own paired
+    comparison with its sign turned, and its interval Newcombe's method 10 (statsmodels' Wilson limits)."""
+    import shutil
+
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    from calib.report.compare import compare_runs
+    from tests.report.compare.test_compare_functional import _paired_newcombe
+
+    other = tmp_path / "b"
+    shutil.copytree(run, other)
+    for name in ("extraction_claims", "operating_points"):
+        table = _table(run, name)
+        swapped = table.filter(pl.col("role") == "reference").with_columns(pl.lit("target").alias("role"))
+        swapped.write_parquet(other / "tables" / f"{name}.parquet")
+    result = compare_runs([run, other])
+    (c,) = [c for c in result["comparisons"] if (c["role"], c["procedure"], c["suffix_tokens"], c["population"],
+                                                   c["rate"]) == ("target", "base", 32, "members", "claim")]
+    row = _table(run, "paired").filter((pl.col("procedure") == "base") & (pl.col("suffix_tokens") == 32)
+                                       & ((pl.col("alpha") - ALPHA).abs() < 1e-12)).row(0, named=True)
+    assert (c["design"], c["n_paired"], c["conflicting_ids"]) == ("paired", row["n"], 0)
+    d = c["difference"]
+    assert (d["n11"], d["n10"], d["n01"], d["n00"]) == (row["both"], row["reference_only"], row["target_only"],
+                                                        row["neither"])
+    assert d["estimate"] == pytest.approx(-row["difference"])
+    assert (d["low"], d["high"]) == pytest.approx(_paired_newcombe(d["n11"], d["n10"], d["n01"], d["n00"]), abs=1e-9)
+    table = [[d["n11"], d["n10"]], [d["n01"], d["n00"]]]
+    assert c["p_value"] == pytest.approx(mcnemar(table, exact=True).pvalue, abs=1e-12)
+    assert c["model_a"].endswith("/target") and c["model_b"].endswith("/reference")
