@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from calib.report.compare.render import comparison_counts, difference_cell, p_cell, samples_cell
+from calib.report.compare.render import comparison_table, difference_cell, p_cell, samples_cell
 from calib.report.document import Bullets, Heading, Paragraph, Table
 from calib.report.format import DASH, number, rate_cell, setting_pct
 from calib.stats.compare import ADJUSTMENTS
@@ -28,12 +28,7 @@ EXTRACTION_COMPARISON_SCHEMA: dict[str, Any] = {
 
 def extraction_table(comparisons: list[dict[str, Any]]) -> pl.DataFrame:
     """The comparisons as rows of :data:`EXTRACTION_COMPARISON_SCHEMA` (the difference's fields flattened)."""
-    rows = []
-    for c in comparisons:
-        d = c["difference"] or {}
-        rows.append({**{key: c[key] for key in EXTRACTION_COMPARISON_SCHEMA if key in c}, **comparison_counts(c),
-                     **{key: d.get(key) for key in ("estimate", "low", "high", "confidence", "method")}})
-    return pl.DataFrame(rows, schema=EXTRACTION_COMPARISON_SCHEMA)
+    return comparison_table(comparisons, EXTRACTION_COMPARISON_SCHEMA)
 
 
 def _group(r: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ from scipy import stats
 
 from calib.report.compare.differences import adjust_comparisons
 from calib.report.compare.functional import run_pairs
+from calib.report.compare.render import p_cell
 from calib.report.compare.runs import ComparedRun
 from calib.report.document import Bullets, Heading, Paragraph, Table
 from calib.report.format import DASH, number, setting_pct
@@ -276,12 +277,6 @@ def _pp(value: float | None) -> str:
     return DASH if value is None else f"{100 * value:+.1f}"
 
 
-def _p(value: float | None) -> str:
-    if value is None:
-        return DASH
-    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
-
-
 def _model(model: str, name: str | None) -> str:
     return f"`{model}` ({name})" if name else f"`{model}`"
 
@@ -344,7 +339,7 @@ def probes_blocks(result: dict[str, Any]) -> list[Any]:
                "p", "p adjusted", "significant"),
               tuple((f"`{c['run_a']}`", f"`{c['run_b']}`", _model(c["model"], c["model_name"]), f"`{c['label']}`",
                      str(c["k"]), c["design"], _problems(c), f"{_pc(c['estimate_a'])} → {_pc(c['estimate_b'])}",
-                     _difference(c), _p(c["p_value"]), _p(c["p_adjusted"]),
+                     _difference(c), p_cell(c["p_value"]), p_cell(c["p_adjusted"]),
                      DASH if c["significant"] is None else ("**yes**" if c["significant"] else "no"))
                     for c in comparisons), anchor="differences-table"),
     ]

@@ -33,14 +33,15 @@ def comparison_counts(c: dict[str, Any]) -> dict[str, Any]:
     return {"k_a": d.get("k2"), "k_b": d.get("k1"), "n11": None, "n10": None, "n01": None, "n00": None}
 
 
-def comparison_table(comparisons: list[dict[str, Any]]) -> pl.DataFrame:
-    """The comparisons as rows of :data:`COMPARISON_SCHEMA` (the difference's fields flattened)."""
+def comparison_table(comparisons: list[dict[str, Any]], schema: dict[str, Any] | None = None) -> pl.DataFrame:
+    """The comparisons as rows of ``schema`` (default :data:`COMPARISON_SCHEMA`), the difference's fields flattened."""
+    schema = COMPARISON_SCHEMA if schema is None else schema
     rows = []
     for c in comparisons:
         d = c["difference"] or {}
-        rows.append({**{key: c[key] for key in COMPARISON_SCHEMA if key in c}, **comparison_counts(c),
+        rows.append({**{key: c[key] for key in schema if key in c}, **comparison_counts(c),
                      **{key: d.get(key) for key in ("estimate", "low", "high", "confidence", "method")}})
-    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _pp(value: float | None) -> str:
@@ -49,6 +50,7 @@ def _pp(value: float | None) -> str:
 
 
 def p_cell(value: float | None) -> str:
+    """A p-value: three decimals, two significant digits below 0.001 (``–`` for none)."""
     if value is None:
         return DASH
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
