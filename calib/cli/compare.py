@@ -75,10 +75,10 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
     for i, item in enumerate(data):
         if not isinstance(item, dict) or not isinstance(item.get("args", {}), dict):
             raise InputError(f'input {i}: expected an object with "args": {{name: value}}', path=str(path))
-        unknown = set(item) - {"args", "self", "files", "seed", "standins"}
+        unknown = set(item) - {"args", "self", "files", "seed", "standins", "env", "stdin"}
         if unknown:
             raise InputError(f"input {i}: unknown key(s) {sorted(unknown)}; allowed: args, self, files, seed, "
-                             "standins", path=str(path))
+                             "standins, env, stdin", path=str(path))
         args = {}
         for name, value in item.get("args", {}).items():
             source = value if isinstance(value, str) else encode(value)
@@ -113,6 +113,13 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
         if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
             raise InputError(f'input {i}: "files" must map file names to text', path=str(path))
         state["files"] = files
+        if "env" in item or "stdin" in item:
+            from calib.executors.sandbox.harness.ambient import check
+
+            problem = check(item.get("env"), item.get("stdin"))
+            if problem:
+                raise InputError(f"input {i}: {problem}", path=str(path))
+            state.update({key: item[key] for key in ("env", "stdin") if key in item})
         states.append(state)
     return states
 

@@ -35,7 +35,7 @@ INPUTS = [{"args": {"n": "5", "bonus": "1"}}, {"args": {"n": 50, "bonus": 0}}, {
           {"args": {"n": "0", "bonus": "-3"}}]
 BAD_INPUTS = {
     "bad_json": '[{"args": {"n": "1"}',
-    "unknown_key": json.dumps([{"args": {"n": "1"}, "env": {"HOME": "/"}}]),
+    "unknown_key": json.dumps([{"args": {"n": "1"}, "environment": {"HOME": "/"}}]),
     "eval_like": json.dumps([{"args": {"n": "__import__('os').system('true')"}}]),
     "unhashable": json.dumps([{"args": {"n": "{[1]: 2}"}}]),
 }
@@ -150,15 +150,41 @@ def test_language_c_compiles_and_compares_with_the_native_executor(tmp_path):
     run = subprocess.run([sys.executable, "-m", "calib", "compare", "x.c", "same.c", "other.c", "--language", "c",
                           "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stderr
-    result = json.loads(run.stdout)  # valid JSON: the unmeasured coverage is null, not NaN
-    assert result["conclusive"] and result["coverage"] is None and result["language"] == "c"
+    result = json.loads(run.stdout)
+    # both lines of add3 with code run on every input
+    assert result["conclusive"] and result["coverage"] == 1.0 and result["language"] == "c"
     same, other = result["candidates"]
     assert same["sim_func"] == 1.0 and other["sim_func"] < 1.0
     text = subprocess.run([sys.executable, "-m", "calib", "compare", "x.c", "other.c", "--language", "c"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert text.returncode == 0 and "line coverage not measured" in text.stdout
+    assert text.returncode == 0 and "line coverage 100%" in text.stdout
     inputs = tmp_path / "in.json"
     inputs.write_text(json.dumps([{"args": {"a": "1", "b": "2"}}]))
     bad = subprocess.run([sys.executable, "-m", "calib", "compare", "x.c", "same.c", "--language", "c", "--inputs",
                           str(inputs)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert bad.returncode == 2 and "--inputs is Python only" in bad.stderr
+
+
+def test_an_inputs_file_gives_environment_variables_and_stdin(tmp_path):
+    """docs/executors.md, "The --inputs file": `env` and `stdin` are input state, replayed on the candidates."""
+    (tmp_path / "context.py").write_text("import os\nimport sys\n")
+    (tmp_path / "x.py").write_text("def mode():\n    v = os.environ.get('APP_MODE')\n    if v is None:\n"
+                                   "        return 'unset'\n    return v.upper() + sys.stdin.read()\n")
+    (tmp_path / "ignores.py").write_text("def mode():\n    return 'unset'\n")
+    states = [{"args": {}, "env": {"APP_MODE": "prod"}, "stdin": "!"}, {"args": {}, "env": {"APP_MODE": "dev"}},
+              {"args": {}}]
+    (tmp_path / "in.json").write_text(json.dumps(states))
+    run = subprocess.run([sys.executable, "-m", "calib", "compare", "x.py", "ignores.py", "--inputs", "in.json",
+                          "--context", "context.py", "--n-inputs", "3", "--min-valid", "3", "--json", "--show-outputs"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert [item["state"].get("env") for item in result["inputs"]] == [{"APP_MODE": "prod"}, {"APP_MODE": "dev"}, None]
+    assert result["conclusive"] and result["candidates"][0]["matches"] == [False, False, True]
+    assert ["PROD!" in item["output"] for item in result["inputs"]] == [True, False, False]
+    (tmp_path / "bad.json").write_text(json.dumps([{"args": {}, "env": {"APP=MODE": "x"}}]))
+    bad = subprocess.run([sys.executable, "-m", "calib", "compare", "x.py", "ignores.py", "--inputs", "bad.json"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert bad.returncode == 2 and bad.stdout == ""
+    (line,) = bad.stderr.strip().splitlines()
+    assert "bad.json" in line and "input 0" in line and "APP=MODE" in line

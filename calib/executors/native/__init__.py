@@ -13,9 +13,14 @@ One comparison (docs/native-executors.md):
    candidate on the chosen states, concurrently (at most ``workers`` processes).
 
 A process that dies (a crash, the time limit) gives the input it was on that outcome and restarts
-after it, so one hostile input costs one input. Line coverage is not measured for native code: the
-coverage criterion is reported as unavailable (``coverage`` is NaN, with a warning) and conclusiveness
-rests on the valid-input and distinct-output criteria alone.
+after it, so one hostile input costs one input.
+
+Line coverage of x (C and C++, :mod:`.coverage`): a second, ``--coverage`` build of x runs on the valid
+chosen states alongside the replays and gcov reads its counts in the build sandbox; the share of x's own
+lines reached is ``coverage`` and the criterion C applies. Where it cannot be measured (gcov absent, the
+coverage build failing, an unusable report) the sample is inconclusive with a reason starting
+``coverage_unavailable:``. Java, Rust and Go measure no coverage: ``coverage`` is NaN, with a warning,
+and conclusiveness rests on the valid-input and distinct-output criteria alone.
 """
 
 from __future__ import annotations
@@ -33,6 +38,16 @@ from typing import Any
 
 from calib._exceptions import CalibError, InvalidParameterError
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
+from calib.executors.native.coverage import (
+    GCOV_OUTPUT_BYTES,
+    LineCoverage,
+    gcov_argv,
+    gcov_env,
+    last_gcda,
+    read_gcov,
+    write_gcda,
+    x_span,
+)
 from calib.executors.native.languages import LANGUAGES, Language
 from calib.executors.native.sandbox import Profile, build, inside, run_lines
 from calib.executors.native.types import Signature, Unsupported, args_of, check_state, synthesize
@@ -92,10 +107,13 @@ class NativeExecutor:
 
     # --- building -------------------------------------------------------------------------------------
 
-    async def _compile(self, sig: Signature, function: str, workdir: str) -> tuple[str | None, str]:
-        """Compile one variant into ``workdir``; (the directory, "") or (None, the compiler's complaint)."""
+    async def _compile(self, sig: Signature, function: str, workdir: str, *,
+                       coverage: bool = False) -> tuple[str | None, str]:
+        """Compile one variant (``coverage``: x's coverage build) into ``workdir``; (the directory, "") or
+        (None, the compiler's complaint)."""
         lang, tools = self.lang, self.tools
         assert tools is not None
+        argv = lang.coverage_argv if coverage and lang.coverage_argv else lang.build_argv
         for name, text in lang.sources(function, sig).items():
             Path(workdir, name).write_text(text, encoding="utf-8")
         where = inside(self.sandbox, workdir, "/build")
@@ -103,7 +121,7 @@ class NativeExecutor:
                           file_bytes=256 << 20, open_files=1024, seccomp=False, ro=tools.ro,
                           binds=((workdir, "/build", True), *tools.build_binds), env=tools.build_env)
         async with self._slots:
-            done = await build(self.sandbox, profile, lang.build_argv(tools, where), wall_seconds=180.0)
+            done = await build(self.sandbox, profile, argv(tools, where), wall_seconds=180.0)
         if done.returncode == 0 and not done.timed_out:
             return workdir, ""
         text = (done.stderr or done.stdout).decode("utf-8", "replace").replace("/build/", "")
@@ -112,15 +130,19 @@ class NativeExecutor:
 
     # --- running --------------------------------------------------------------------------------------
 
-    async def _run_all(self, workdir: str, args: list[list[Any]], *, giving_up: bool) -> dict[int, tuple[bool, str]]:
+    async def _run_all(self, workdir: str, args: list[list[Any]], *, giving_up: bool,
+                       gcda: tuple[str, list[bytes]] | None = None) -> dict[int, tuple[bool, str]]:
         """Run one compiled variant on every argument list: per index, (finished, canonical output) or
-        (False, why not). A death (crash, time limit) costs the input it was on; the rest run again."""
+        (False, why not). A death (crash, time limit) costs the input it was on; the rest run again.
+        ``gcda``: x's coverage build writes its counts under the directory named (the process's own
+        ``/tmp`` in a sandbox), and the list receives the last copy each process sent (:mod:`.coverage`)."""
         lang, tools, c = self.lang, self.tools, self.config
         assert tools is not None
         where = inside(self.sandbox, workdir, "/build")
         memory = (c.memory_mb << 20) + lang.run_overhead
+        env = tools.run_env if gcda is None else (*tools.run_env, *gcov_env(where, gcda[0]))
         profile = Profile(memory_bytes=memory, cpu_seconds=int(c.input_timeout * len(args) + 10 + lang.startup),
-                          ro=tools.ro, binds=((workdir, "/build", False),), env=tools.run_env)
+                          ro=tools.ro, binds=((workdir, "/build", False),), env=env)
         results: dict[int, tuple[bool, str]] = {}
         pending = list(range(len(args)))
         deaths = 0
@@ -131,6 +153,8 @@ class NativeExecutor:
                                       [key, *(args[i] for i in pending)], first_seconds=lang.startup + c.input_timeout,
                                       line_seconds=c.input_timeout)
             events = [event for event in got.lines if event.get("key") == key]
+            if gcda is not None and (counts := last_gcda(events)) is not None:
+                gcda[1].append(counts)
             seen: set[int] = set()
             for event in events:
                 k = event.get("i")
@@ -155,6 +179,37 @@ class NativeExecutor:
                     results[p] = (False, f"not run: {deaths} earlier inputs ended in {why}")
                 break
         return results
+
+    async def _coverage(self, sig: Signature, truth: str, built: tuple[str | None, str] | None,
+                        args: list[list[Any]], work: str) -> LineCoverage | str:
+        """x's line coverage on ``args`` with its coverage build ``built`` (None: no gcov), or why it is
+        unavailable (the sample's reason then starts ``coverage_unavailable:``)."""
+        tools = self.tools
+        assert tools is not None
+        if built is None:
+            return f"coverage_unavailable: gcov is not installed (apt-get install {self.lang.package})"
+        cov_dir, why = built
+        if cov_dir is None:
+            return f"coverage_unavailable: x's coverage build failed ({' '.join(why.split())[:300]})"
+        unsafe = self.sandbox.unsafe  # then the counts and gcov's copies go to host directories of their own
+        for name in ("prefix", "scratch"):
+            Path(work, name).mkdir(parents=True, mode=0o755)
+        copies: list[bytes] = []
+        await self._run_all(cov_dir, args, giving_up=False,
+                            gcda=(f"{work}/prefix" if unsafe else "/tmp", copies))
+        write_gcda(f"{work}/gcda", copies, self.lang.unit)
+        where, counts = inside(self.sandbox, cov_dir, "/build"), inside(self.sandbox, f"{work}/gcda", "/gcov")
+        profile = Profile(memory_bytes=1 << 30, cpu_seconds=30, tmpfs_bytes=64 << 20, open_files=256, seccomp=False,
+                          ro=tools.ro, binds=((cov_dir, "/build", False), (f"{work}/gcda", "/gcov", False)))
+        argv = gcov_argv(tools, where, counts, self.lang.unit, f"{work}/scratch" if unsafe else "/tmp")
+        async with self._slots:
+            done = await build(self.sandbox, profile, argv, wall_seconds=60.0, keep=GCOV_OUTPUT_BYTES)
+        if done.returncode != 0 or done.timed_out:
+            text = (done.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+            return f"coverage_unavailable: gcov failed ({done.died or 'exit ' + str(done.returncode)}: " \
+                   f"{text[-1][:200] if text else 'no message'})"
+        got = read_gcov(done.stdout, self.lang.unit, sig.name, x_span(self.lang, truth, sig))
+        return got if isinstance(got, LineCoverage) else f"coverage_unavailable: {got}"
 
     # --- comparing ------------------------------------------------------------------------------------
 
@@ -195,13 +250,20 @@ class NativeExecutor:
         else:
             pool = synthesize(sig, _POOL_FACTOR * c.n_inputs, c.seed)
         root = tempfile.mkdtemp(prefix=f"calib-{self.language}-")
+        measured = self.lang.coverage_argv is not None  # C and C++
+        gcov = measured and "gcov" in (self.tools.exe if self.tools else {})
+        cov: LineCoverage | str | None = None
         try:
             variants = list(dict.fromkeys([truth, *candidates]))
             dirs = [str(Path(root, str(k))) for k in range(len(variants))]
-            for d in dirs:
+            for d in [*dirs, *([str(Path(root, "cov"))] if gcov else [])]:
                 Path(d).mkdir()
-            built = await asyncio.gather(*(self._compile(sig, v, d) for v, d in zip(variants, dirs)))
+            builds = [self._compile(sig, v, d) for v, d in zip(variants, dirs)]
+            if gcov:
+                builds.append(self._compile(sig, truth, str(Path(root, "cov")), coverage=True))
+            built = await asyncio.gather(*builds)
             by_text = dict(zip(variants, built))
+            cov_built = built[len(variants)] if gcov else None
             truth_dir, why = by_text[truth]
             if truth_dir is None:
                 return self._inconclusive(f"unparsable: x does not compile: {why}", names)
@@ -212,7 +274,15 @@ class NativeExecutor:
             jobs = [self._run_all(truth_dir, args, giving_up=False)]
             jobs += [self._run_all(d, args, giving_up=True) for d, _ in (by_text[v] for v in candidates)
                      if d is not None]
+            finished = [k for k, i in enumerate(chosen) if explored[i][0]]
+            if measured:  # on the states x finished on, alongside the replays (again below if one is invalid)
+                jobs.append(self._coverage(sig, truth, cov_built, [args[k] for k in finished], f"{root}/coverage0"))
             replays = await asyncio.gather(*jobs)
+            if measured:
+                cov = replays.pop()
+                valid = [k for k in finished if replays[0].get(k) == explored[chosen[k]]]
+                if valid != finished and isinstance(cov, LineCoverage):
+                    cov = await self._coverage(sig, truth, cov_built, [args[k] for k in valid], f"{root}/coverage1")
         finally:
             shutil.rmtree(root, ignore_errors=True)
         again, ran = replays[0], iter(replays[1:])
@@ -226,10 +296,17 @@ class NativeExecutor:
                                     output=_output((ok, out))))
         valid_rows = [r for r in rows if r.valid]
         distinct = len({r.output for r in valid_rows})
-        # line coverage is not measured for native code: the criterion is not applied (docs/native-executors.md)
-        verdict = validity(c, valid_inputs=len(valid_rows), distinct_outputs=distinct, coverage=None,
+        line_cov = cov if isinstance(cov, LineCoverage) else None
+        # C/C++: the criterion applies, and a coverage that could not be measured makes the sample inconclusive;
+        # Java, Rust, Go: not measured, the criterion is not applied (docs/native-executors.md, "Validity and
+        # line coverage")
+        verdict = validity(c, valid_inputs=len(valid_rows), distinct_outputs=distinct,
+                           coverage=line_cov.value if line_cov else None,
                            invalid_reasons=[r.reason for r in rows if not r.valid])
-        conclusive = verdict.conclusive
+        unavailable = cov if isinstance(cov, str) else ""
+        conclusive = verdict.conclusive and not unavailable
+        warnings = () if measured else (f"coverage_unavailable: line coverage is not measured for {self.language} "
+                                        "code; conclusiveness uses valid_inputs and distinct_outputs only",)
         results = []
         for name, text in zip(names, candidates):
             cand_dir, error = by_text[text]
@@ -244,11 +321,11 @@ class NativeExecutor:
             hits = sum(1 for m in matches if m)
             sim = hits / len(valid_rows) if conclusive and valid_rows else None
             results.append(CandidateResult(name, matches, sim, "ran", "", outs))
-        return Comparison(conclusive=conclusive, reason=verdict.reason, valid_inputs=len(valid_rows),
-                          coverage=math.nan, distinct_outputs=distinct, inputs=tuple(rows),
-                          candidates=tuple(results), executor=f"native-{self.language}", runs=len(pool),
-                          warnings=("coverage_unavailable: line coverage is not measured for native code; "
-                                    "conclusiveness uses valid_inputs and distinct_outputs only",),
+        return Comparison(conclusive=conclusive, reason="; ".join(filter(None, [unavailable, verdict.reason])),
+                          valid_inputs=len(valid_rows), coverage=line_cov.value if line_cov else math.nan,
+                          distinct_outputs=distinct, inputs=tuple(rows), candidates=tuple(results),
+                          executor=f"native-{self.language}", runs=len(pool),
+                          uncovered_lines=line_cov.uncovered if line_cov else (), warnings=warnings,
                           config=self._settings())
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from calib.executors.native.coverage import locate_gcov
 from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import strip_comments
 from calib.executors.native.types import Param, Signature, Type, Unsupported
@@ -250,13 +251,23 @@ def _locate_gcc(driver: str) -> Callable[[], Tools | None]:
     def locate() -> Tools | None:
         exe = {"cc": which_real(driver), "sh": which_real("sh"), "nm": which_real("nm"),
                "objcopy": which_real("objcopy")}
-        return Tools(exe) if all(exe.values()) else None  # type: ignore[arg-type]
+        if not all(exe.values()):
+            return None
+        gcov = locate_gcov(exe["cc"])  # optional: without it the sample's coverage is unavailable
+        return Tools({**exe, "gcov": gcov} if gcov else exe)  # type: ignore[dict-item,arg-type]
     return locate
 
 
+_C_FLAGS = ["-std=gnu11", "-O1", "-fwrapv", "-w"]
+
+
 def _c_build(tools: Tools, build: str) -> list[str]:
-    return split_build(tools, build, "cc", "c", "TDBRGSVW", "-lm", ["-std=gnu11", "-O1", "-fwrapv", "-w"])
+    return split_build(tools, build, "cc", "c", "TDBRGSVW", "-lm", _C_FLAGS)
+
+
+def _c_coverage(tools: Tools, build: str) -> list[str]:
+    return split_build(tools, build, "cc", "c", "TDBRGSVW", "-lm", _C_FLAGS, coverage=True)
 
 
 LANGUAGE = Language("c", "gcc", "gcc", "main.c", parse_c, c_glue, _locate_gcc("gcc"), _c_build, native_run,
-                    prepare=prepare_c)
+                    prepare=prepare_c, unit="function.c", coverage_argv=_c_coverage)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from calib.executors.native.c import scalar, split_head
+from calib.executors.native.coverage import locate_gcov
 from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import split_top
 from calib.executors.native.types import Param, Signature, Type, Unsupported
@@ -75,13 +76,23 @@ def cpp_glue(sig: Signature) -> str:
 
 def _locate_gxx() -> Tools | None:
     exe = {"cxx": which_real("g++"), "sh": which_real("sh"), "nm": which_real("nm"), "objcopy": which_real("objcopy")}
-    return Tools(exe) if all(exe.values()) else None  # type: ignore[arg-type]
+    if not all(exe.values()):
+        return None
+    gcov = locate_gcov(exe["cxx"])  # optional: without it the sample's coverage is unavailable
+    return Tools({**exe, "gcov": gcov} if gcov else exe)  # type: ignore[dict-item,arg-type]
+
+
+_CPP_FLAGS = ["-std=gnu++17", "-O1", "-fwrapv", "-w"]
 
 
 def _cpp_build(tools: Tools, build: str) -> list[str]:
     # strong symbols only: weak ones (inline functions, template instances) are shared COMDAT code
-    return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", ["-std=gnu++17", "-O1", "-fwrapv", "-w"])
+    return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", _CPP_FLAGS)
+
+
+def _cpp_coverage(tools: Tools, build: str) -> list[str]:
+    return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", _CPP_FLAGS, coverage=True)
 
 
 LANGUAGE = Language("cpp", "g++", "g++", "main.cpp", parse_cpp, cpp_glue, _locate_gxx, _cpp_build, native_run,
-                    build_memory=4 << 30)
+                    build_memory=4 << 30, unit="function.cpp", coverage_argv=_cpp_coverage)

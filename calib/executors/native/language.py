@@ -47,6 +47,10 @@ class Language:
     build_argv: Callable[[Tools, str], list[str]]
     run_argv: Callable[[Tools, str, int], list[str]]
     prepare: Callable[[str, Signature], str] = lambda source, sig: source
+    #: C and C++: the function's own translation unit and the build command of x's coverage build
+    #: (calib/executors/native/coverage.py); None where line coverage is not measured (Java, Rust, Go)
+    unit: str = ""
+    coverage_argv: Callable[[Tools, str], list[str]] | None = None
     build_memory: int = 2 << 30
     run_overhead: int = 0  # bytes of address space a run gets on top of ``memory_mb``
     startup: float = 2.0  # seconds a run may take to start before its first input
@@ -78,18 +82,23 @@ def which_real(name: str) -> str | None:
 # global; they are merged by the linker, and the standard headers are read before the function's macros).
 SPLIT_BUILD = r"""set -e
 cd "$1"; cc="$2"; shift 2
-"$cc" "$@" -c function.{ext} -o function.o
+"$cc" "$@" {fflags} -c function.{ext} -o function.o
 nm -g --defined-only --format=posix function.o | grep -E '^[^ ]+ [{kinds}] ' | cut -d' ' -f1 \
   | grep -vx calib_call > local.syms || true
-objcopy --localize-symbols=local.syms function.o
-"$cc" "$@" -c main.{ext} -o harness.o
+if [ -s local.syms ]; then objcopy --localize-symbols=local.syms function.o; fi  # objcopy 2.40 fails on none
+"$cc" "$@" {hflags} -c main.{ext} -o harness.o
 "$cc" function.o harness.o -o prog {libs}
 """
 
 
-def split_build(tools: Tools, build: str, cc: str, ext: str, kinds: str, libs: str, flags: list[str]) -> list[str]:
-    """The build command of a two-unit language (C, C++): a fixed shell script, its arguments apart."""
-    script = SPLIT_BUILD.format(ext=ext, kinds=kinds, libs=libs)
+def split_build(tools: Tools, build: str, cc: str, ext: str, kinds: str, libs: str, flags: list[str], *,
+                coverage: bool = False) -> list[str]:
+    """The build command of a two-unit language (C, C++): a fixed shell script, its arguments apart.
+    ``coverage``: x's coverage build (the function's unit at ``-O0 --coverage``, the harness writing the
+    counts after each input, libgcov linked in)."""
+    extra = {"fflags": "-O0 --coverage", "hflags": "-DCALIB_COVERAGE", "libs": f"{libs} --coverage"} if coverage \
+        else {"fflags": "", "hflags": "", "libs": libs}
+    script = SPLIT_BUILD.format(ext=ext, kinds=kinds, **extra)
     return [tools.exe["sh"], "-c", script, "calib-build", build, tools.exe[cc], *flags]
 
 

@@ -185,8 +185,10 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
-async def build(sb: Sandbox, profile: Profile, inner: Sequence[str], *, wall_seconds: float) -> SandboxRun:
-    """Run a compiler in the build profile; its stdout and stderr (each capped at 64 KiB) come back."""
+async def build(sb: Sandbox, profile: Profile, inner: Sequence[str], *, wall_seconds: float,
+                keep: int = 65536) -> SandboxRun:
+    """Run a compiler (or gcov) in the build profile; the last ``keep`` bytes of its stdout and stderr
+    come back (a stdout of ``keep`` bytes may have been longer)."""
     started = time.monotonic()
     proc = await _spawn(sb, profile, inner)
     timed_out = False
@@ -200,7 +202,7 @@ async def build(sb: Sandbox, profile: Profile, inner: Sequence[str], *, wall_sec
         _kill(proc)
         await proc.wait()
         raise
-    return SandboxRun(returncode=proc.returncode, stdout=out[-65536:], stderr=err[-65536:], timed_out=timed_out,
+    return SandboxRun(returncode=proc.returncode, stdout=out[-keep:], stderr=err[-keep:], timed_out=timed_out,
                       output_exceeded=False, seconds=time.monotonic() - started, wrapped=not sb.unsafe)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
 from calib.executors.sandbox import Batch, Limits, Sandbox, SandboxRun
-from calib.executors.sandbox.harness import scaffold
+from calib.executors.sandbox.harness import ambient, scaffold
 from calib.executors.sandbox.harness.runner import THREADS_EXIT
 from calib.executors.validity import validity
 
@@ -92,15 +92,24 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 #: Keys of an input state (docs/executors.md, "Input states").
-_STATE_KEYS = frozenset({"args", "self", "files", "seed", "standins"})
+_STATE_KEYS = frozenset({"args", "self", "files", "seed", "standins", "env", "stdin"})
+
+
+def _state_problem(state: Any) -> str:
+    """What is wrong with an input state's shape ('' when nothing): JSON data only, env and stdin within
+    their bounds (the harness's own check, :func:`calib.executors.sandbox.harness.ambient.check`)."""
+    if not isinstance(state, dict) or not set(state) <= _STATE_KEYS:
+        return f"an input state is an object with the keys {', '.join(sorted(_STATE_KEYS))}"
+    args, files = state.get("args", {}), state.get("files", {})
+    if not (isinstance(args, dict) and all(isinstance(v, str) for v in args.values())):
+        return "args must map each parameter to a value written as text"
+    if not (files is None or isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
+        return "files must map each file name to its text"
+    return ambient.check(state.get("env"), state.get("stdin"))
 
 
 def _well_formed_state(state: Any) -> bool:
-    if not isinstance(state, dict) or not set(state) <= _STATE_KEYS:
-        return False
-    args, files = state.get("args", {}), state.get("files", {})
-    return (isinstance(args, dict) and all(isinstance(v, str) for v in args.values())
-            and (files is None or isinstance(files, dict) and all(isinstance(v, str) for v in files.values())))
+    return not _state_problem(state)
 
 
 def _explore_problem(event: dict[str, Any], n_inputs: int, given: list[dict[str, Any]] | None) -> str:
@@ -189,6 +198,9 @@ class SandboxExecutor:
                                  "min_distinct": c.min_distinct, "budget_runs": c.budget_runs,
                                  "budget_seconds": c.budget_seconds}
         if inputs is not None:
+            for i, state in enumerate(inputs):
+                if problem := _state_problem(dict(state) if isinstance(state, Mapping) else state):
+                    return None, f"invalid input state {i}: {problem}"
             extra["inputs"] = [dict(i) for i in inputs]
             wall = _STARTUP_SLACK + c.input_timeout * (len(inputs) + 1)
         else:

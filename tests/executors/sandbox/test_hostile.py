@@ -913,3 +913,47 @@ def test_the_seccomp_filter_is_built_for_the_architectures_it_knows():
         program = seccomp_filter(machine)
         assert program and len(program) % 8 == 0 and len(program) // 8 < 256
     assert seccomp_filter("sparc64") is None
+
+
+# --- environment, stdin and file inputs ---------------------------------------------------------------
+
+AMBIENT_TRUTH = '''\
+def f(path):
+    import os, sys
+    mode = os.environ.get("APP_MODE")
+    data = sys.stdin.read()
+    with open(path, "w") as fh:  # wherever the path and the variables point
+        fh.write(data or "pwned")
+    return mode, dict(os.environ), sorted(os.listdir("."))
+'''
+#: the sandbox's own environment (calib/executors/sandbox/run.py, bwrap's --setenv; PWD is bwrap's)
+SANDBOX_ENV = {"HOME", "LANG", "PATH", "PWD", "PYTHONHASHSEED", "PYTHONIOENCODING", "TMPDIR"}
+
+
+@needs_bwrap
+def test_env_stdin_and_file_inputs_stay_in_the_sandbox(host: Host):
+    # input states aimed at the host: a path into the host's home (with HOME set to it), files named
+    # outside the working directory and a path climbing out of it, a variable named like the host's
+    # secret one; x reads its whole environment and writes its stdin where the input says
+    name = host.new_files[0].name
+    given = [
+        {"args": {"path": repr(str(Path.home() / name))}, "env": {"HOME": str(Path.home()), "APP_MODE": "prod"},
+         "stdin": "pwned"},
+        {"args": {"path": repr(f"../../tmp/{name}")}, "files": {f"../{name}": "pwned", f"/etc/{name}": "pwned"},
+         "stdin": "tmp"},
+        {"args": {"path": repr(str(host.run_dir / name))}, "env": {"CALIB_HOSTILE_SECRET": "mine"}},
+    ]
+    result = run_compare(AMBIENT_TRUTH, [AMBIENT_TRUTH], inputs=given, n_inputs=3, min_valid=3)
+    host.check(everything(result), AMBIENT_TRUTH)
+    outs = [json.loads(i.output) for i in result.inputs]
+    refused = ("OSError", "PermissionError", "FileNotFoundError")  # read-only, or absent, in the sandbox
+    assert outs[0].get("exception") in refused and outs[2].get("exception") in refused, outs
+    assert "exception" not in outs[1], outs[1]  # /tmp/<name> in the sandbox's own /tmp
+    mode, environ, listing = outs[1]["return"]["tuple"]
+    assert mode is None and listing == {"list": []}  # the files named outside /work were never written
+    assert {key for key, _ in environ["dict"]} <= SANDBOX_ENV  # nothing of the host's environment
+    assert result.candidates[0].matches == (True, True, True)
+    # the search's own states (env, stdin, files) are contained alike
+    searched = run_compare(AMBIENT_TRUTH, [AMBIENT_TRUTH], inputs=None)
+    host.check(everything(searched), AMBIENT_TRUTH)
+    assert any("env" in i.state and "stdin" in i.state for i in searched.inputs)

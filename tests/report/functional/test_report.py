@@ -465,18 +465,18 @@ def test_methods_name_the_criteria_each_executor_applied_and_count_native_sample
     execs = pl.read_parquet(path)
     native_ids = sorted(set(execs["sample_id"].to_list()))[:3]
     execs = execs.with_columns(
-        pl.when(pl.col("sample_id").is_in(native_ids)).then(pl.lit("native-c")).otherwise(pl.col("executor"))
+        pl.when(pl.col("sample_id").is_in(native_ids)).then(pl.lit("native-go")).otherwise(pl.col("executor"))
         .alias("executor"),
         pl.when(pl.col("sample_id").is_in(native_ids)).then(None).otherwise(pl.col("coverage")).alias("coverage"))
     execs.write_parquet(path)
     paths = write_report(run)
     execution = json.loads(paths["summary"].read_text())["methods"]["execution"]
     assert execution["criteria"] == [
-        {"executor": "native-c", "applied": ["valid_inputs", "distinct_outputs"]},
+        {"executor": "native-go", "applied": ["valid_inputs", "distinct_outputs"]},
         {"executor": "sandbox", "applied": ["valid_inputs", "coverage", "distinct_outputs"]}]
-    assert execution["samples_without_coverage"] == [{"executor": "native-c", "samples": 3}]
+    assert execution["samples_without_coverage"] == [{"executor": "native-go", "samples": 3}]
     text = paths["markdown"].read_text()
-    assert "Line coverage is not measured by `native-c` (3 samples)" in text
+    assert "Line coverage is not measured by `native-go` (3 samples)" in text
     # a sandbox-only run says nothing of the kind
     plain = write_report(make_run(tmp_path / "plain"))
     assert "Line coverage is not measured" not in plain["markdown"].read_text()

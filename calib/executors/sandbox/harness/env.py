@@ -5,8 +5,8 @@
   namespaces and rlimits, so a fork bomb fails fast instead of waiting for the wall clock.
 - A frozen clock (``time.time``, ``datetime.now`` …; ``time.sleep`` returns at once and advances it)
   and seeded randomness (``random``, ``os.urandom``, hence ``uuid4`` and ``secrets``), reset per input.
-- The private working directory, reset per input, holding the input state's files; what the code
-  writes there is part of the output state.
+- The private working directory, reset per input, holding the input state's files (a name ending in
+  ``/`` is an empty folder); what the code writes there is part of the output state.
 - Captured stdout/stderr, capped, both at the Python level and at the file-descriptor level; what a
   cap cuts off is kept as a digest (two outputs that differ only past the cap still differ).
 """
@@ -274,6 +274,9 @@ def prepare_workdir(root: str, files: dict[str, str]) -> None:
         path = os.path.normpath(os.path.join(root, name))
         if not path.startswith(root + os.sep):
             continue  # an input file outside the working directory is ignored
+        if name.endswith("/"):  # ``folder/``: an empty folder
+            os.makedirs(path, exist_ok=True)
+            continue
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(content)
@@ -307,7 +310,10 @@ def files_written(root: str, files: dict[str, str]) -> dict[str, Any]:
         except UnicodeDecodeError:
             out[rel] = {"bytes": data.hex()}
     for rel in files:
-        if rel not in now:
+        if rel.endswith("/"):  # an empty folder of the input: reported only when it is gone
+            if not os.path.isdir(os.path.join(root, rel)):
+                out[rel] = None
+        elif rel not in now:
             out[rel] = None
     return out
 

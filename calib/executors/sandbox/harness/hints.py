@@ -74,6 +74,8 @@ class Hints:
         self.strings: list[str] = []
         self.files: list[str] = []
         self.self_params: list[Param] = []  # self.attr the method reads, as parameters
+        self.node: Any = None  # x's definition, and its module (mine_module): for inputs.scan
+        self.tree: Any = None
 
 
 def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
@@ -137,6 +139,7 @@ def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -
     if skip_first and params and params[0].kind == "positional":
         params = params[1:]
     hints = Hints(params=params)
+    hints.node = node
     _usage(node, {p.name: p for p in params}, hints, self_name)
     return hints
 
@@ -377,6 +380,7 @@ def mine_module(tree: ast.Module, hints: Hints, limit: int = 30) -> None:
     """Literals of the module's constants (``LIMIT = 100``, ``MODES = ("r", "w")``), after x's own:
     x often branches on them through a helper (``min(value, LIMIT)``)."""
     count = 0
+    hints.tree = tree
     for stmt in tree.body:
         if count >= limit:
             return

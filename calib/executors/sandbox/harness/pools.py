@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import random
 
-from . import cmplog
+from . import cmplog, inputs
 from .hints import Hints, Param
+from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .standins import CalibStandIn, is_mixed
 from .values import New, Obj
 
@@ -99,7 +100,8 @@ class Pools:
                  vary_standins: bool = False, init: list[Param] | None = None, owner: str | None = None) -> None:
         self.hints = hints
         self.rng = rng
-        self.files = list(dict.fromkeys(hints.files + ["input.txt", "data.json"]))
+        defaults = [p.default for p in hints.params if isinstance(p.default, str) and inputs.looks_like_file(p.default)]
+        self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
         self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
         self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
@@ -113,11 +115,45 @@ class Pools:
             self.params[INIT_PREFIX + p.name] = p
             self.by_param[INIT_PREFIX + p.name] = self._pool(p)
             self.init_names.append(INIT_PREFIX + p.name)
+        self.uses = self._ambient(hints)  # environment variables, stdin, files and folders x reads
         if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
             self.by_param[STANDINS] = list(STANDIN_MODES)
         self.pairs: list[tuple[str, Any, Any]] = []
+
+    def _ambient(self, h: Hints) -> inputs.Uses:
+        """Pseudo-parameters for what x reads besides its arguments (:mod:`.inputs`): each environment
+        variable, stdin, each literal file (and, for a path parameter, the candidate files of the format
+        x parses) and each listed folder."""
+        uses = inputs.scan(h.node, h.tree, set(self.params)) if h.node is not None else inputs.Uses()
+        names = {*uses.env, *uses.files, *uses.dirs, *(k for path in uses.keys for k in path), *uses.ini,
+                 *(k for keys in uses.ini.values() for k in keys)}  # names, not values
+        self.uses, self.values = uses, [s for s in h.strings if s not in names]
+        for name in uses.env:
+            self.by_param[ENV_PREFIX + name] = inputs.env_pool(self.values, h.ints, self.files)
+        if uses.stdin:
+            self.by_param[STDIN] = inputs.stdin_pool(uses, self.values, h.ints)
+        files = list(uses.files)
+        if uses.formats and self.path_typed():  # ``load(path)`` that parses what it opens
+            suffixes = {"json": (".json",), "ini": (".ini", ".cfg", ".conf"), "csv": (".csv",)}
+            files += [f for f in self.files if f not in files and f.lower().endswith(
+                tuple(x for kind in uses.formats for x in suffixes.get(kind, ())))][:2]
+        for name in files[:inputs.MAX_FILES]:
+            self.by_param[FILE_PREFIX + name] = [*(self.content(name, v) for v in range(4)), None]
+        for folder, ext in uses.dirs.items():
+            self.by_param[DIR_PREFIX + folder] = [inputs.folder(ext, v, self.content) for v in range(3)] + [None]
+        self.ambient = any(n.startswith((ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN)) for n in self.by_param)
+        return uses
+
+    def content(self, name: str, variant: int, rng: random.Random | None = None) -> str:
+        """A file for ``name`` in the shape x parses it (:func:`.inputs.content`)."""
+        return inputs.content(name, self.uses, variant, self.values, self.hints.ints, rng)
+
+    def path_typed(self) -> bool:
+        """Whether a parameter is a file name or a path (then the search writes files for it)."""
+        return any("path" in p.types or "pathobj" in p.types or name_type(p.name) == "path"
+                   for p in self.hints.params)
 
     def observe(self, values: list[Any]) -> None:
         """Add operands x compared against (:mod:`.cmplog`) to the literals and to the pools of
@@ -134,6 +170,12 @@ class Pools:
                 pool = self.by_param.get(name)
                 if pool is not None and kind in self._types(p) and len(pool) < 150:
                     pool.append(value)
+            if kind != "float":  # an environment variable or stdin holds it as text
+                for name in self.uses.env:
+                    if len(pool := self.by_param[ENV_PREFIX + name]) < 150:
+                        pool.append(str(value))
+                if self.uses.stdin and len(pool := self.by_param[STDIN]) < 150:
+                    pool.append(f"{value}\n")
 
     @property
     def names(self) -> list[str]:
@@ -152,6 +194,12 @@ class Pools:
         p = self.params.get(name)
         if name == STANDINS and self.rng.random() < 0.5:  # the mixed modes are as many as needed
             return f"mixed{self.rng.randint(len(STANDIN_MODES), 99999)}"
+        if name == STDIN:
+            return inputs.stdin_fresh(self.rng, self.uses, self.values, self.hints.ints)
+        if name.startswith(ENV_PREFIX) and self.rng.random() < 0.5:
+            return self._random("str", None, 0)
+        if name.startswith(FILE_PREFIX) and self.rng.random() < 0.5:
+            return self.content(name[len(FILE_PREFIX):], 0, self.rng)
         if p is None or p.kind not in ("positional", "keyword", "attribute"):
             return self.rng.choice(self.by_param[name])
         kind = self.rng.choice([t for t in self._types(p) if t != "none"] or ["int"])

@@ -14,7 +14,7 @@ and report the chosen states with their output states and the lines each covered
 variant: run the given input states in order). Before each input the harness writes a ``start`` line,
 so if the process dies (a crash, the wall clock) the host knows which input did it and restarts the
 batch after it. State is reset between inputs: a fresh module namespace built from the scaffold, a
-fresh working directory, the clock and the random seed.
+fresh working directory, environment variables and stdin, the clock and the random seed.
 
 The job is one JSON line; with ``"wait": true`` a second line follows later (``inputs``, ``skip``): the
 first lets the harness start, import and parse the scaffold while the host is still choosing the input
@@ -31,7 +31,7 @@ import sys
 import types
 from functools import partial
 
-from . import canon, env, hints, scaffold, standins
+from . import ambient, canon, env, hints, scaffold, standins
 from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
 from .calls import (
     by_position,
@@ -118,7 +118,9 @@ class Runner:
         self.lines: set[int] = set()
         self.started = False
         self.poisoned = False  # an input left threads running: this process runs no further input
-        self.capture = env.FdCapture(os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd"))
+        scratch = os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd")
+        self.capture = env.FdCapture(scratch)
+        self.ambient = ambient.Ambient(scratch + "_stdin")  # the input's environment variables and stdin
 
     def covered(self) -> frozenset[int]:
         """x's statements (by first line) the last input reached."""
@@ -152,6 +154,7 @@ class Runner:
         files = state.get("files") or {}
         env.prepare_workdir(self.workdir, files)
         env.reset(int(state.get("seed", self.seed)))
+        self.ambient.reset()
         LOG.reset()
         canon.CAPS.clear()
         self.lines, self.started = set(), False
@@ -200,6 +203,7 @@ class Runner:
         real = sys.stdout, sys.stderr
         try:
             sys.stdout, sys.stderr = stdout, stderr
+            self.ambient.apply(state)  # before the module is built: its top level may read them too
             ns = self.module.build()
             call, instance = self._target(ns, state)
             args, kwargs = self._arguments(state, ns)
@@ -256,6 +260,9 @@ class Runner:
         if fd_text:
             out["fd_output"] = canon.scrub(fd_text)
         out["files"] = env.files_written(self.workdir, files)
+        changed = self.ambient.changes()
+        if changed:  # os.environ as the code left it: the names it set, changed or deleted
+            out["env"] = changed
 
     def _classify(self, exc: BaseException) -> tuple[str, str]:
         context, hops = exc.__context__, 0

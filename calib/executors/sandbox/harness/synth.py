@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from time import monotonic as _real_monotonic  # bound before env.freeze() patches time
 
+from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used through this module
     INIT_PREFIX,
     KEEP,
@@ -117,6 +118,25 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0) -> list[Any]:
     return out
 
 
+_AMBIENT = (ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN)  # pseudo-parameters of the input's environment
+
+
+def _numbers_in_text(kind: str, v: Any, a: Any, b: Any) -> list[Any]:
+    """A number x compared, written in a text input (an environment variable, stdin, a file): ``int(
+    os.environ["PORT"]) > 1024`` on ``"80"`` gives ``"1024"``, ``"1025"``, ``"1023"``."""
+    import re  # noqa: PLC0415 - loaded already (json needs it); only an explored text input gets here
+
+    out: list[Any] = []
+    if type(v) is not str or type(a) not in (int, float) or type(b) not in (int, float):
+        return out
+    for this, other in ((a, b), (b, a)):
+        pattern = re.compile(r"(?<![\w.-])" + re.escape(str(this)) + r"(?![\w.])")
+        if pattern.search(v):
+            news = [other] if kind == "eq" else [other, other + 1, other - 1]
+            out += [pattern.sub(str(new), v, count=1) for new in news]
+    return out
+
+
 def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limit: int = 8) -> list[dict[str, Any]]:
     """Input-to-state replacement (Redqueen): inputs like ``values`` with one value rewritten so that a
     comparison x made on it (:data:`.cmplog.PAIRS`) may go the other way. ``url = "abc:x"`` whose
@@ -127,7 +147,10 @@ def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limi
         for name, v in values.items():
             if name in (SEED, STANDINS):
                 continue
-            for new in _rewrite(kind, v, a, b):
+            news = _rewrite(kind, v, a, b)
+            if name.startswith(_AMBIENT):
+                news += _numbers_in_text(kind, v, a, b)
+            for new in news:
                 try:
                     key = name + "=" + encode(new)
                 except (TypeError, ValueError):
@@ -146,7 +169,6 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
            avoid: set[str], patience: int = 20, stagnation: int = 60) -> list[Record]:
     """Coverage-guided search; returns every record (use :func:`select` for the chosen inputs)."""
     rng = pools.rng
-    params = pools.hints.params
     deadline = _real_monotonic() + budget_seconds
     records: list[Record] = []
     seen: set[str] = set(avoid)
@@ -154,7 +176,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
 
     def make(values: dict[str, Any]) -> dict[str, Any]:
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
-                                          if not name.startswith((SELF_PREFIX, INIT_PREFIX))
+                                          if not name.startswith((SELF_PREFIX, INIT_PREFIX, *_AMBIENT))
                                           and name not in (SEED, STANDINS)}}
         if SEED in values:
             state["seed"] = values[SEED]
@@ -167,11 +189,32 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         elif pools.hints.self_params:
             state["self"] = encode(Obj(**attrs))
         files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
-        state["files"] = {f: file_content(f) for f in files} if pools.hints.files or any(
-            "path" in p.types or "pathobj" in p.types or name_type(p.name) == "path" for p in params) else {}
+        state["files"] = {f: file_content(f) for f in files} if pools.hints.files or pools.path_typed() else {}
+        if pools.ambient:
+            ambient(values, state)
         return state
 
+    def ambient(values: dict[str, Any], state: dict[str, Any]) -> None:
+        """The environment variables, stdin, files and folders of the search's values in ``state``."""
+        written, env = state["files"], {}
+        for name, v in values.items():
+            if name.startswith(FILE_PREFIX):
+                written.pop(name[len(FILE_PREFIX):], None)
+                if isinstance(v, str):
+                    written[name[len(FILE_PREFIX):]] = v
+            elif name.startswith(DIR_PREFIX) and isinstance(v, dict):
+                folder = name[len(DIR_PREFIX):]
+                written.update({f: c for f, c in v.items()} if folder == "." else
+                               {f"{folder}/{f}": c for f, c in v.items()} or {folder + "/": ""})
+            elif name.startswith(ENV_PREFIX) and isinstance(v, str):
+                env[name[len(ENV_PREFIX):]] = v
+        if pools.uses.env:
+            state["env"] = env
+        if STDIN in values:
+            state["stdin"] = values[STDIN] if isinstance(values[STDIN], str) else ""
+
     pending: list[dict[str, Any]] = []  # input-to-state replacements waiting for a run
+    searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
     reached: set[int] = set()
     shown: set[str] = set()
 
@@ -184,6 +227,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         record = run(state)
         record.values = values
         records.append(record)
+        searched[id(state)] = values
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more
             pending.extend(replacements(values, pools.pairs))
@@ -219,6 +263,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                     kept.update({SELF_PREFIX + k: v for k, v in spec.attrs.items()})
                 else:
                     kept.update({SELF_PREFIX + k: v for k, v in vars(spec).items()})
+            behind = searched.get(id(base), {})
+            kept.update({name: behind.get(name) for name in names if name.startswith(_AMBIENT)})
             for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
                 kept[name] = values[name]
             values = {name: kept.get(name, KEEP) for name in names}

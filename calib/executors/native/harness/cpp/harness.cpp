@@ -16,6 +16,34 @@ void put(const std::string &s) {  // one whole record (write(2) directly: no str
   const char *p = s.data(); size_t n = s.size();
   while (n > 0) { ssize_t k = write(out_fd, p, n); if (k <= 0) exit(3); p += k; n -= (size_t)k; }
 }
+// x's coverage build only (-DCALIB_COVERAGE; docs/native-executors.md, "Validity and line coverage"):
+// after each input libgcov adds the input's counts to function.gcda under $GCOV_PREFIX (the process's
+// private /tmp) and starts again from zero, and the input's record carries that file (hex, at most 1 MiB)
+// as "gcda": the host keeps the last one each process sent, so a process that dies on a later input keeps
+// the counts of the inputs before it.
+#ifdef CALIB_COVERAGE
+extern "C" void __gcov_dump(void);
+extern "C" void __gcov_reset(void);
+void add_gcda(std::string &line) {
+  __gcov_dump();
+  __gcov_reset();
+  const char *dir = getenv("GCOV_PREFIX");
+  if (!dir) return;
+  FILE *f = fopen((std::string(dir) + "/function.gcda").c_str(), "rb");
+  if (!f) return;
+  static const char digits[] = "0123456789abcdef";
+  unsigned char buf[4096]; size_t got, total = 0;
+  line += ",\"gcda\":\"";
+  while (total < (1u << 20) && (got = fread(buf, 1, sizeof buf, f)) > 0) {
+    for (size_t k = 0; k < got; k++) { line += digits[buf[k] >> 4]; line += digits[buf[k] & 15]; }
+    total += got;
+  }
+  fclose(f);
+  line += "\"";
+}
+#else
+void add_gcda(std::string &) {}
+#endif
 [[noreturn]] void fail() { fputs("calib: malformed input JSON\n", stderr); exit(3); }
 }  // namespace
 
@@ -62,7 +90,9 @@ int main() {
     while ((got = read(cap, buf, sizeof buf)) > 0 && printed.size() < (1u << 16)) printed.append(buf, (size_t)got);
     std::string line = head + "\"i\":" + std::to_string(k) + ",\"out\":{" + o + ",\"stdout\":";
     wstr(line, printed);
-    line += "}}\n";
+    line += "}";
+    add_gcda(line);
+    line += "}\n";
     put(line);
   }
   return 0;
