@@ -13,6 +13,9 @@ The third-party half is spread evenly over the packages (round robin in name ord
 functions shuffled), so no single large package dominates; the standard-library half is a uniform
 draw. Everything comes from one ``random.Random(seed)``: same interpreter, same packages, same seed,
 same sample.
+
+:func:`package_functions` and :func:`spread` are the extraction and the even spread over packages;
+``benchmarks/_fresh.py`` draws its sample from unpacked Debian packages with the same two.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from pathlib import Path
 from calib.data.extract import Deduplicator, extract_document
 from calib.organism.corpus import MAX_FILE_BYTES, stdlib_files, stdlib_root
 
-__all__ = ["PACKAGES", "Function", "sample_functions", "site_packages"]
+__all__ = ["PACKAGES", "Function", "package_functions", "sample_functions", "site_packages", "spread",
+           "stdlib_pool", "third_party_pool"]
 
 #: Third-party packages drawn from (those installed; mostly pure Python). Network clients are included
 #: although the scaffold mocks their own names (``requests``, ``urllib3``, ``aiohttp``): that is real code.
@@ -47,8 +51,8 @@ _GENERATED = re.compile(r"DO NOT EDIT|Auto-generated|automatically generated|gen
 class Function:
     """One sampled function: its row of the functions table plus where it lives as a module."""
 
-    origin: str  # "stdlib" | "third_party"
-    package: str  # top-level package (stdlib: the first path part)
+    origin: str  # "stdlib" | "third_party" | "fresh" (benchmarks/_fresh.py)
+    package: str  # top-level package (stdlib: the first path part; fresh: the Debian package)
     module_name: str  # dotted name: "click.core", "json.decoder"
     file: str  # absolute path of the source file
     function_id: str
@@ -113,6 +117,26 @@ def _functions(path: Path, root: Path, origin: str, dedup: Deduplicator, min_lin
             for row in result.functions]
 
 
+def package_functions(root: Path, package: str, origin: str, dedup: Deduplicator, min_lines: int = 10,
+                      max_lines: int = 50) -> list[Function]:
+    """Every function in range of the top-level ``package`` (a folder or a single ``.py``) under ``root``,
+    without tests, vendored code, generated files and files over the size limit."""
+    return [f for path in _third_party_files(root, package)
+            for f in _functions(path, root, origin, dedup, min_lines, max_lines)]
+
+
+def spread(rng: random.Random, pools: dict[str, list[Function]], n: int) -> list[Function]:
+    """``n`` functions spread evenly over ``pools``: each pool shuffled by ``rng`` (in name order), then one
+    from each pool in turn (round robin in name order) until ``n`` are taken or the pools are empty."""
+    queues = {name: rng.sample(funcs, len(funcs)) for name, funcs in sorted(pools.items())}
+    picked: list[Function] = []
+    while len(picked) < n and any(queues.values()):
+        for name in sorted(queues):
+            if queues[name] and len(picked) < n:
+                picked.append(queues[name].pop())
+    return picked
+
+
 def stdlib_pool(min_lines: int = 10, max_lines: int = 50, dedup: Deduplicator | None = None) -> list[Function]:
     """Every standard-library function in range (file order, then source order)."""
     root = stdlib_root()
@@ -133,8 +157,7 @@ def third_party_pool(min_lines: int = 10, max_lines: int = 50, dedup: Deduplicat
     dedup = dedup or Deduplicator()
     pools: dict[str, list[Function]] = {}
     for package in sorted(set(packages)):
-        found = [f for path in _third_party_files(root, package)
-                 for f in _functions(path, root, "third_party", dedup, min_lines, max_lines)]
+        found = package_functions(root, package, "third_party", dedup, min_lines, max_lines)
         if found:
             pools[package] = found
     return pools
@@ -153,13 +176,6 @@ def sample_functions(n: int, seed: int = 0, *, min_lines: int = 10, max_lines: i
     third = third_party_pool(min_lines, max_lines, dedup, packages)
     n_third = min(n // 2, sum(len(v) for v in third.values()))
     n_std = min(n - n_third, len(std))
-    picked = rng.sample(std, n_std)
-    queues = {name: rng.sample(funcs, len(funcs)) for name, funcs in sorted(third.items())}
-    taken = 0
-    while taken < n_third:
-        for name in sorted(queues):
-            if queues[name] and taken < n_third:
-                picked.append(queues[name].pop())
-                taken += 1
+    picked = rng.sample(std, n_std) + spread(rng, third, n_third)
     rng.shuffle(picked)
     return picked

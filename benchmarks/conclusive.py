@@ -25,19 +25,31 @@ Inconclusive results are grouped by their reason string: ``unparsable``, ``crash
 ``--out FILE`` writes one JSON line per (function, condition, set-up) with the reason, the counts, the
 invalid reasons, the scaffold warnings and the seconds.
 
+Every rate comes with its 95 % Clopper-Pearson interval (:func:`calib.stats.clopper_pearson`).
+
+``--fresh`` draws all ``n`` functions from code never used during development instead
+(``benchmarks/_fresh.py``: Debian ``python3-*`` packages at the versions pinned in
+``benchmarks/fresh-packages.txt``, downloaded and unpacked into ``--fresh-cache``, never installed; sample seed
+``--fresh-seed``, executor seed ``--seed``). Their ``file_only`` condition is exactly the default sample's
+third-party one; in ``own_package`` the unpacked packages and site-packages are importable. The header and
+``--json`` describe the sample (packages, versions, seeds).
+
 Run: ``python benchmarks/conclusive.py [--n 300] [--seed 0] [--workers 2] [--json] [--out results.jsonl]``
 (``--budget-runs``/``--budget-seconds`` change the input-search budget; ``--conditions``/``--setups``
-run a subset; ``--limit-seconds`` starts nothing new after that long).
+run a subset; ``--limit-seconds`` starts nothing new after that long;
+``--fresh [--fresh-seed 1] [--fresh-list FILE] [--fresh-cache DIR]`` the fresh sample).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 import traceback
 from collections import Counter, defaultdict
@@ -47,15 +59,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _functions import Function, sample_functions, site_packages  # noqa: E402
+from _fresh import DEFAULT_CACHE, LIST, FreshError, import_roots, sample_fresh  # noqa: E402
+from _functions import PACKAGES, Function, sample_functions, site_packages  # noqa: E402
 
 from calib.executors.base import ExecutorConfig  # noqa: E402
 from calib.executors.python import SandboxExecutor  # noqa: E402
+from calib.stats import clopper_pearson  # noqa: E402
 
 CONDITIONS = ("own_package", "file_only")
 SETUPS = ("bare", "sandbox")
 CATEGORIES = ("unparsable", "crashed", "few_valid", "low_coverage", "few_distinct", "executor_error")
-ORIGINS = ("stdlib", "third_party")
+ORIGINS = ("stdlib", "third_party", "fresh")
 N_INPUTS = ExecutorConfig().n_inputs
 
 
@@ -83,17 +97,18 @@ class Runner:
     ``workers`` sandboxes run at once.
     """
 
-    def __init__(self, *, seed: int, workers: int, **settings: Any) -> None:
+    def __init__(self, *, seed: int, workers: int, fresh_paths: tuple[str, ...] = (), **settings: Any) -> None:
         self.settings = settings  # further ExecutorConfig fields (budgets), the same for every run
         self.seed = seed
         self.workers = workers
         self.slots = asyncio.Semaphore(workers)
         self.executors: dict[tuple[Any, ...], SandboxExecutor] = {}
         self.site = str(site_packages())
+        self.fresh_paths = (*fresh_paths, self.site)  # own_package of a fresh function: the unpacked packages
 
     def executor(self, fn: Function, condition: str, setup: str) -> SandboxExecutor:
         if condition == "own_package":
-            paths = (self.site,) if fn.origin == "third_party" else ()
+            paths = {"third_party": (self.site,), "fresh": self.fresh_paths}.get(fn.origin, ())
             module = fn.module_name
         else:
             paths, module = (), None
@@ -178,13 +193,19 @@ def dominant(row: dict[str, Any]) -> str:
 
 
 def _rate(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """k of n conclusive, the share in %, and its 95 % Clopper-Pearson interval in % (None without rows)."""
     rows = list(rows)
     k = sum(r["conclusive"] for r in rows)
-    return {"k": k, "n": len(rows), "pct": round(100 * k / len(rows), 1) if rows else None}
+    if not rows:
+        return {"k": 0, "n": 0, "pct": None, "ci95_pct": None}
+    ci = clopper_pearson(k, len(rows), 0.95)
+    return {"k": k, "n": len(rows), "pct": round(100 * k / len(rows), 1),
+            "ci95_pct": [round(100 * ci.low, 1), round(100 * ci.high, 1)]}
 
 
 def summarise(rows: list[dict[str, Any]], examples: int) -> dict[str, Any]:
-    """Rates per condition x set-up (all, stdlib, third-party), reason categories, and examples."""
+    """Rates per condition x set-up (all and per origin present), reason categories, and examples."""
+    origins = [o for o in ORIGINS if any(r["origin"] == o for r in rows)]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         groups[(r["condition"], r["setup"])].append(r)
@@ -202,10 +223,10 @@ def summarise(rows: list[dict[str, Any]], examples: int) -> dict[str, Any]:
             seconds = [r["seconds"] for r in g]
             table.append({
                 "condition": cond, "setup": setup, "all": _rate(g),
-                **{origin: _rate(r for r in g if r["origin"] == origin) for origin in ORIGINS},
+                **{origin: _rate(r for r in g if r["origin"] == origin) for origin in origins},
                 "inconclusive": {c: cats[c] for c in (*CATEGORIES, "other") if cats[c]},
                 "inconclusive_by_origin": {origin: dict(Counter(r["category"] for r in bad if r["origin"] == origin))
-                                           for origin in ORIGINS},
+                                           for origin in origins},
                 "few_valid_dominant_reason": dict(dominant_reasons.most_common()),
                 "problems": dict(problems),
                 "seconds_median": round(statistics.median(seconds), 3) if seconds else None,
@@ -229,24 +250,43 @@ def summarise(rows: list[dict[str, Any]], examples: int) -> dict[str, Any]:
     return {"table": table, "examples_file_only_sandbox": picked}
 
 
-def _fmt_rate(rate: dict[str, Any]) -> str:
-    return f"{rate['k']}/{rate['n']} ({rate['pct']:.1f} %)" if rate["n"] else "-"
+def _fmt_rate(rate: dict[str, Any], ci: bool = False) -> str:
+    if not rate["n"]:
+        return "-"
+    low, high = rate["ci95_pct"]
+    return f"{rate['k']}/{rate['n']} ({rate['pct']:.1f} %" + (f", CI {low:.1f}-{high:.1f})" if ci else ")")
+
+
+def describe(sample: dict[str, Any]) -> str:
+    """One paragraph naming the sample: seed, packages and versions."""
+    if sample["kind"] == "fresh":
+        pkgs = " ".join(f"{p['name'].removeprefix('python3-')}={p['version']}({p['drawn']})"
+                        for p in sample["packages"])
+        return (f"fresh sample, seed {sample['seed']}: {len(sample['packages'])} Debian packages of "
+                f"{sample['list']} (sha256 {sample['list_sha256'][:12]}), pool {sample['pool']} functions "
+                f"({sample['dropped_seen_in_development']} dropped as seen in development); "
+                f"python3-PACKAGE=VERSION(drawn): {pkgs}")
+    pkgs = " ".join(f"{name}={version}" for name, version in sample["packages"].items())
+    return (f"default sample, seed {sample['seed']}: standard library of Python {sample['python']} and "
+            f"site-packages: {pkgs}")
 
 
 def print_report(summary: dict[str, Any], meta: dict[str, Any]) -> None:
+    origins = [o for o in ORIGINS if o in meta["origins"]]
     print(f"conclusive rate of x alone, compare(x, []): {meta['functions']} functions "
-          f"({meta['origins'].get('stdlib', 0)} stdlib, {meta['origins'].get('third_party', 0)} third-party), "
-          f"seed {meta['seed']}, {meta['workers']} workers, search budget {meta['budget_runs']} runs / "
+          f"({', '.join(str(meta['origins'][o]) + ' ' + o for o in origins)}), "
+          f"executor seed {meta['seed']}, {meta['workers']} workers, search budget {meta['budget_runs']} runs / "
           f"{meta['budget_seconds']:g} s, {meta['seconds']:.0f} s, calib {meta['calib_commit']}")
-    print(f"{'condition':<12} {'setup':<8} {'all':>20} {'stdlib':>20} {'third_party':>20}  median s")
+    print(textwrap.fill(describe(meta["sample"]), 120, subsequent_indent="  ", break_on_hyphens=False))
+    print(f"\n{'condition':<12} {'setup':<8} {'all (95 % Clopper-Pearson)':>34} "
+          + " ".join(f"{o:>20}" for o in origins) + "  median s")
     for t in summary["table"]:
-        print(f"{t['condition']:<12} {t['setup']:<8} {_fmt_rate(t['all']):>20} {_fmt_rate(t['stdlib']):>20} "
-              f"{_fmt_rate(t['third_party']):>20}  {t['seconds_median']}")
-    print("\ninconclusive, by first matching category (all / stdlib / third_party):")
+        print(f"{t['condition']:<12} {t['setup']:<8} {_fmt_rate(t['all'], ci=True):>34} "
+              + " ".join(f"{_fmt_rate(t[o]):>20}" for o in origins) + f"  {t['seconds_median']}")
+    print(f"\ninconclusive, by first matching category (all / {' / '.join(origins)}):")
     for t in summary["table"]:
-        cats = ", ".join(f"{c} {n} ({t['inconclusive_by_origin']['stdlib'].get(c, 0)}/"
-                         f"{t['inconclusive_by_origin']['third_party'].get(c, 0)})"
-                         for c, n in t["inconclusive"].items())
+        cats = ", ".join(f"{c} {n} (" + "/".join(str(t['inconclusive_by_origin'][o].get(c, 0)) for o in origins)
+                         + ")" for c, n in t["inconclusive"].items())
         print(f"  {t['condition']:<12} {t['setup']:<8} {cats}")
         if t["few_valid_dominant_reason"]:
             dom = ", ".join(f"{k} {v}" for k, v in t["few_valid_dominant_reason"].items())
@@ -274,10 +314,27 @@ def _commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def _versions(packages: Iterable[str]) -> dict[str, str]:
+    """Installed distribution and version of each top-level package (``attr`` -> ``attrs 23.2.0``)."""
+    found = importlib.metadata.packages_distributions()
+    out = {}
+    for name in sorted(set(packages)):
+        dists = found.get(name, [])
+        out[name] = " ".join(f"{d}-{importlib.metadata.version(d)}" for d in sorted(set(dists))) or "absent"
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=300, help="functions (half stdlib, half third-party)")
-    parser.add_argument("--seed", type=int, default=0, help="sample seed and executor seed")
+    parser.add_argument("--n", type=int, default=300,
+                        help="functions (default sample: half stdlib, half third-party; --fresh: all fresh)")
+    parser.add_argument("--seed", type=int, default=0, help="executor seed, and the sample's without --fresh")
+    parser.add_argument("--fresh", action="store_true",
+                        help="draw all n from code never used in development (Debian packages of --fresh-list)")
+    parser.add_argument("--fresh-seed", type=int, default=1, help="sample seed of --fresh")
+    parser.add_argument("--fresh-list", type=Path, default=LIST, help="pinned package list of --fresh")
+    parser.add_argument("--fresh-cache", type=Path, default=DEFAULT_CACHE,
+                        help="where --fresh keeps the downloaded, unpacked packages")
     parser.add_argument("--workers", type=int, default=2, help="sandboxes at once")
     parser.add_argument("--min-lines", type=int, default=10)
     parser.add_argument("--max-lines", type=int, default=50)
@@ -294,11 +351,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write per-function results as JSONL")
     args = parser.parse_args()
 
+    if args.n < 1:
+        parser.error(f"--n {args.n}: need at least 1 function")
     started = time.perf_counter()
-    functions = sample_functions(args.n, args.seed, min_lines=args.min_lines, max_lines=args.max_lines)
+    if args.fresh:
+        try:
+            functions, sample = sample_fresh(args.n, args.fresh_seed, list_path=args.fresh_list,
+                                             cache=args.fresh_cache, min_lines=args.min_lines,
+                                             max_lines=args.max_lines)
+        except FreshError as exc:
+            sys.exit(f"conclusive.py --fresh: {exc}")
+    else:
+        functions = sample_functions(args.n, args.seed, min_lines=args.min_lines, max_lines=args.max_lines)
+        sample = {"kind": "default", "seed": args.seed, "python": sys.version.split()[0],
+                  "packages": _versions(PACKAGES)}
     sampled = time.perf_counter() - started
     runner = Runner(seed=args.seed, workers=args.workers, budget_runs=args.budget_runs,
-                    budget_seconds=args.budget_seconds)
+                    budget_seconds=args.budget_seconds,
+                    fresh_paths=import_roots(sample) if args.fresh else ())
     deadline = time.monotonic() + args.limit_seconds if args.limit_seconds else None
     cpu0 = time.process_time()
     t0 = time.perf_counter()
@@ -312,11 +382,11 @@ def main() -> None:
     meta = {"python": sys.version.split()[0], "calib_commit": _commit(), "functions": len(measured),
             "sampled": len(functions),
             "origins": dict(Counter(f.origin for f in measured)),
-            "packages": dict(sorted(Counter(f.package for f in measured if f.origin == "third_party").items())),
+            "packages": dict(sorted(Counter(f.package for f in measured if f.origin != "stdlib").items())),
             "seed": args.seed, "workers": args.workers, "budget_runs": args.budget_runs,
             "budget_seconds": args.budget_seconds, "seconds": round(seconds, 1),
             "sampling_seconds": round(sampled, 1), "host_cpu_seconds": round(time.process_time() - cpu0, 1),
-            }
+            "sample": sample}
     summary = summarise(rows, args.examples)
     if args.json:
         print(json.dumps({**meta, **summary}, indent=1))
