@@ -38,16 +38,7 @@ from typing import Any
 
 from calib._exceptions import CalibError, InvalidParameterError
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
-from calib.executors.native.coverage import (
-    GCOV_OUTPUT_BYTES,
-    LineCoverage,
-    gcov_argv,
-    gcov_env,
-    last_gcda,
-    read_gcov,
-    write_gcda,
-    x_span,
-)
+from calib.executors.native.coverage import REPORT_BYTES, LineCoverage, copies_of, write_copies
 from calib.executors.native.languages import LANGUAGES, Language
 from calib.executors.native.sandbox import Profile, build, inside, run_lines
 from calib.executors.native.types import Signature, Unsupported, args_of, check_state, synthesize
@@ -113,7 +104,7 @@ class NativeExecutor:
         (None, the compiler's complaint)."""
         lang, tools = self.lang, self.tools
         assert tools is not None
-        argv = lang.coverage_argv if coverage and lang.coverage_argv else lang.build_argv
+        argv = lang.coverage.build_argv if coverage and lang.coverage else lang.build_argv
         for name, text in lang.sources(function, sig).items():
             Path(workdir, name).write_text(text, encoding="utf-8")
         where = inside(self.sandbox, workdir, "/build")
@@ -131,18 +122,19 @@ class NativeExecutor:
     # --- running --------------------------------------------------------------------------------------
 
     async def _run_all(self, workdir: str, args: list[list[Any]], *, giving_up: bool,
-                       gcda: tuple[str, list[bytes]] | None = None) -> dict[int, tuple[bool, str]]:
+                       counts: tuple[tuple[tuple[str, str], ...], list[bytes]] | None = None
+                       ) -> dict[int, tuple[bool, str]]:
         """Run one compiled variant on every argument list: per index, (finished, canonical output) or
         (False, why not). A death (crash, time limit) costs the input it was on; the rest run again.
-        ``gcda``: x's coverage build writes its counts under the directory named (the process's own
-        ``/tmp`` in a sandbox), and the list receives the last copy each process sent (:mod:`.coverage`)."""
+        ``counts``: x's coverage build, run with that environment added, and the list receiving every
+        copy of the counts its records carry (:mod:`.coverage`)."""
         lang, tools, c = self.lang, self.tools, self.config
         assert tools is not None
         where = inside(self.sandbox, workdir, "/build")
         memory = (c.memory_mb << 20) + lang.run_overhead
-        env = tools.run_env if gcda is None else (*tools.run_env, *gcov_env(where, gcda[0]))
+        env = tools.run_env if counts is None else (*tools.run_env, *counts[0])
         profile = Profile(memory_bytes=memory, cpu_seconds=int(c.input_timeout * len(args) + 10 + lang.startup),
-                          ro=tools.ro, binds=((workdir, "/build", False),), env=env)
+                          ro=tools.ro, binds=((workdir, "/build", False),), env=env, each=lang.each)
         results: dict[int, tuple[bool, str]] = {}
         pending = list(range(len(args)))
         deaths = 0
@@ -153,8 +145,8 @@ class NativeExecutor:
                                       [key, *(args[i] for i in pending)], first_seconds=lang.startup + c.input_timeout,
                                       line_seconds=c.input_timeout)
             events = [event for event in got.lines if event.get("key") == key]
-            if gcda is not None and (counts := last_gcda(events)) is not None:
-                gcda[1].append(counts)
+            if counts is not None:
+                counts[1].extend(copies_of(events))
             seen: set[int] = set()
             for event in events:
                 k = event.get("i")
@@ -182,33 +174,36 @@ class NativeExecutor:
 
     async def _coverage(self, sig: Signature, truth: str, built: tuple[str | None, str] | None,
                         args: list[list[Any]], work: str) -> LineCoverage | str:
-        """x's line coverage on ``args`` with its coverage build ``built`` (None: no gcov), or why it is
-        unavailable (the sample's reason then starts ``coverage_unavailable:``)."""
-        tools = self.tools
-        assert tools is not None
+        """x's line coverage on ``args`` with its coverage build ``built`` (None: the analysis tools are
+        missing), or why it is unavailable (the sample's reason then starts ``coverage_unavailable:``)."""
+        tools, kit = self.tools, self.lang.coverage
+        assert tools is not None and kit is not None
         if built is None:
-            return f"coverage_unavailable: gcov is not installed (apt-get install {self.lang.package})"
+            return f"coverage_unavailable: {kit.missing(tools)}"
         cov_dir, why = built
         if cov_dir is None:
             return f"coverage_unavailable: x's coverage build failed ({' '.join(why.split())[:300]})"
-        unsafe = self.sandbox.unsafe  # then the counts and gcov's copies go to host directories of their own
+        unsafe = self.sandbox.unsafe  # then the counts and the report's scratch go to host directories of their own
         for name in ("prefix", "scratch"):
             Path(work, name).mkdir(parents=True, mode=0o755)
+        where = inside(self.sandbox, cov_dir, "/build")
         copies: list[bytes] = []
-        await self._run_all(cov_dir, args, giving_up=False,
-                            gcda=(f"{work}/prefix" if unsafe else "/tmp", copies))
-        write_gcda(f"{work}/gcda", copies, self.lang.unit)
-        where, counts = inside(self.sandbox, cov_dir, "/build"), inside(self.sandbox, f"{work}/gcda", "/gcov")
-        profile = Profile(memory_bytes=1 << 30, cpu_seconds=30, tmpfs_bytes=64 << 20, open_files=256, seccomp=False,
-                          ro=tools.ro, binds=((cov_dir, "/build", False), (f"{work}/gcda", "/gcov", False)))
-        argv = gcov_argv(tools, where, counts, self.lang.unit, f"{work}/scratch" if unsafe else "/tmp")
+        env = kit.run_env(where, f"{work}/prefix" if unsafe else "/tmp")
+        await self._run_all(cov_dir, args, giving_up=False, counts=(env, copies))
+        write_copies(f"{work}/counts", copies, kit.count_name)
+        counts = inside(self.sandbox, f"{work}/counts", "/counts")
+        profile = Profile(memory_bytes=2 << 30, cpu_seconds=60, tmpfs_bytes=64 << 20, open_files=256, seccomp=False,
+                          ro=tools.ro, binds=((cov_dir, "/build", False), (f"{work}/counts", "/counts", False)),
+                          env=tools.build_env)
+        argv = kit.report_argv(tools, where, counts, f"{work}/scratch" if unsafe else "/tmp")
         async with self._slots:
-            done = await build(self.sandbox, profile, argv, wall_seconds=60.0, keep=GCOV_OUTPUT_BYTES)
+            done = await build(self.sandbox, profile, argv, wall_seconds=90.0, keep=REPORT_BYTES)
         if done.returncode != 0 or done.timed_out:
             text = (done.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-            return f"coverage_unavailable: gcov failed ({done.died or 'exit ' + str(done.returncode)}: " \
+            status = done.died or f"exit {done.returncode}"
+            return f"coverage_unavailable: the coverage report failed ({status}: " \
                    f"{text[-1][:200] if text else 'no message'})"
-        got = read_gcov(done.stdout, self.lang.unit, sig.name, x_span(self.lang, truth, sig))
+        got = kit.read(done.stdout, truth, sig)
         return got if isinstance(got, LineCoverage) else f"coverage_unavailable: {got}"
 
     # --- comparing ------------------------------------------------------------------------------------
@@ -250,20 +245,21 @@ class NativeExecutor:
         else:
             pool = synthesize(sig, _POOL_FACTOR * c.n_inputs, c.seed)
         root = tempfile.mkdtemp(prefix=f"calib-{self.language}-")
-        measured = self.lang.coverage_argv is not None  # C and C++
-        gcov = measured and "gcov" in (self.tools.exe if self.tools else {})
+        kit = self.lang.coverage
+        measured = kit is not None
+        tooled = kit is not None and self.tools is not None and not kit.missing(self.tools)
         cov: LineCoverage | str | None = None
         try:
             variants = list(dict.fromkeys([truth, *candidates]))
             dirs = [str(Path(root, str(k))) for k in range(len(variants))]
-            for d in [*dirs, *([str(Path(root, "cov"))] if gcov else [])]:
+            for d in [*dirs, *([str(Path(root, "cov"))] if tooled else [])]:
                 Path(d).mkdir()
             builds = [self._compile(sig, v, d) for v, d in zip(variants, dirs)]
-            if gcov:
+            if tooled:
                 builds.append(self._compile(sig, truth, str(Path(root, "cov")), coverage=True))
             built = await asyncio.gather(*builds)
             by_text = dict(zip(variants, built))
-            cov_built = built[len(variants)] if gcov else None
+            cov_built = built[len(variants)] if tooled else None
             truth_dir, why = by_text[truth]
             if truth_dir is None:
                 return self._inconclusive(f"unparsable: x does not compile: {why}", names)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from calib.executors.native.coverage import locate_gcov
+from calib.executors.native.coverage import gcov_coverage, locate_gcov
 from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import strip_comments
 from calib.executors.native.types import Param, Signature, Type, Unsupported
@@ -265,9 +265,6 @@ def _c_build(tools: Tools, build: str) -> list[str]:
     return split_build(tools, build, "cc", "c", "TDBRGSVW", "-lm", _C_FLAGS)
 
 
-def _c_coverage(tools: Tools, build: str) -> list[str]:
-    return split_build(tools, build, "cc", "c", "TDBRGSVW", "-lm", _C_FLAGS, coverage=True)
-
-
 LANGUAGE = Language("c", "gcc", "gcc", "main.c", parse_c, c_glue, _locate_gcc("gcc"), _c_build, native_run,
-                    prepare=prepare_c, unit="function.c", coverage_argv=_c_coverage)
+                    prepare=prepare_c,
+                    coverage=gcov_coverage("c", "gcc", "function.c", "cc", "TDBRGSVW", "-lm", _C_FLAGS, prepare_c))

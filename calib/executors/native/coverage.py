@@ -1,15 +1,17 @@
-"""Line coverage of x for C and C++: a ``gcc --coverage`` build of x, gcov run in the build sandbox.
+"""Line coverage of x: what every language shares (the copies of the counts), and C and C++'s kit (a
+``gcc --coverage`` build of x, gcov run in the build sandbox).
 
-How one measurement goes (docs/native-executors.md, "Validity and line coverage"):
+Every language (:class:`calib.executors.native.language.Coverage`): each input's record carries a copy of
+that input's counts (hex ``"cov"``); the host keeps every copy (:func:`copies_of`) and writes them,
+unread, into a fresh directory of its own (:func:`write_copies`) for the language's report command.
+
+How one C or C++ measurement goes (docs/native-executors.md, "Validity and line coverage"):
 
 1. x (not the candidates) is built a second time, its own translation unit at ``-O0 --coverage`` and the
-   harness with ``-DCALIB_COVERAGE`` (after each input libgcov adds the input's counts to the ``.gcda``
-   file and resets them, so a later death keeps them);
-2. that build runs on the input states x is judged on, in the run sandbox as any run (no writable host
-   directory): libgcov writes ``function.gcda`` into the process's own bounded ``/tmp`` (``GCOV_PREFIX``)
-   and each input's record carries a copy (hex); the host keeps the last copy of each process
-   (:func:`last_gcda`: a process restarted after a death has its own) and writes the copies, unread, into a
-   fresh directory of its own (:func:`write_gcda`);
+   harness with ``-DCALIB_COVERAGE`` (after its input libgcov writes the counts to the ``.gcda`` file);
+2. that build runs on the input states x is judged on, one process per input, in the run sandbox as any
+   run (no writable host directory): libgcov writes ``function.gcda`` into the process's own bounded
+   ``/tmp`` (``GCOV_PREFIX``) and the input's record carries a copy (hex);
 3. gcov reads the ``.gcno`` with each copy **inside the build sandbox** (:func:`gcov_argv`; the copies come
    from a process running untrusted code) and prints one JSON report per copy on stdout;
 4. the host reads only what it needs of the reports, defensively (:func:`read_gcov`): the lines of x's own
@@ -23,20 +25,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from calib.executors.native.language import HARNESS_ROOT, Language, Tools
+from calib.executors.native.language import COUNTS_BYTES, HARNESS_ROOT, Coverage, Tools, split_build
 from calib.executors.native.types import Signature
 
-__all__ = ["GCDA_BYTES", "GCOV_OUTPUT_BYTES", "PLACEHOLDER", "LineCoverage", "gcov_argv", "gcov_env", "last_gcda",
-           "locate_gcov", "read_gcov", "write_gcda", "x_span"]
+__all__ = ["GCOV_OUTPUT_BYTES", "PLACEHOLDER", "REPORT_BYTES", "LineCoverage", "copies_of", "gcov_argv",
+           "gcov_coverage", "gcov_env", "locate_gcov", "read_gcov", "write_copies", "x_span"]
 
-#: The most gcov output read back; a longer report makes coverage unavailable for the sample.
-GCOV_OUTPUT_BYTES = 8 << 20
-#: The largest ``.gcda`` copy the harness sends (1 MiB, as hex); a longer one is not kept.
-GCDA_BYTES = 1 << 20
+#: The most report output read back; a longer report makes coverage unavailable for the sample.
+REPORT_BYTES = GCOV_OUTPUT_BYTES = 8 << 20
 PLACEHOLDER = "/*@CALIB_FUNCTION@*/"
 
 # Inside the build sandbox: for each process's copy of the counts (p0, p1, ...; a directory without one
@@ -87,44 +88,63 @@ def gcov_env(build: str, prefix: str) -> tuple[tuple[str, str], ...]:
     return (("GCOV_PREFIX", prefix), ("GCOV_PREFIX_STRIP", str(strip)))
 
 
-def last_gcda(events: list[dict[str, Any]]) -> bytes | None:
-    """The last copy of the counts among one process's records (hex ``gcda``), or None."""
-    for event in reversed(events):
-        text = event.get("gcda")
-        if isinstance(text, str) and len(text) <= 2 * GCDA_BYTES:
+def copies_of(events: list[dict[str, Any]]) -> list[bytes]:
+    """Every copy of the counts among a process's records (hex ``"cov"`` of at most
+    :data:`COUNTS_BYTES`); anything else is skipped."""
+    out = []
+    for event in events:
+        text = event.get("cov")
+        if isinstance(text, str) and len(text) <= 2 * COUNTS_BYTES:
             try:
-                return bytes.fromhex(text)
+                out.append(bytes.fromhex(text))
             except ValueError:
-                return None
-    return None
+                continue
+    return out
 
 
-def write_gcda(directory: str, copies: list[bytes], unit: str) -> None:
-    """Each copy as ``<directory>/p<k>/<stem>.gcda`` (all new; ``p0`` empty when there is no copy)."""
+def write_copies(directory: str, copies: list[bytes], name: str) -> None:
+    """Each copy as ``<directory>/p<k>/<name>`` (all new; ``p0`` empty when there is no copy)."""
     os.mkdir(directory, 0o755)
     for k, data in enumerate(copies or [None]):
         folder = os.path.join(directory, f"p{k}")
         os.mkdir(folder, 0o755)
         if data is not None:
-            fd = os.open(os.path.join(folder, f"{PurePosixPath(unit).stem}.gcda"),
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
 
 
 def gcov_argv(tools: Tools, build: str, gcda: str, unit: str, scratch: str) -> list[str]:
     """The gcov command (build profile; paths as the process sees them): ``build`` holds the ``.gcno``,
-    ``gcda`` the copies (:func:`write_gcda`), ``scratch`` is writable."""
+    ``gcda`` the copies (:func:`write_copies`), ``scratch`` is writable."""
     return [tools.exe["sh"], "-c", _GCOV, "calib-gcov", build, gcda, PurePosixPath(unit).stem, tools.exe["gcov"],
             scratch]
 
 
-def x_span(lang: Language, function: str, sig: Signature) -> tuple[int, int]:
-    """The first and last line of ``function.c``/``function.cpp`` holding x's source (as the harness
-    template places it: the placeholder's line, then x's lines)."""
-    template = (HARNESS_ROOT / lang.name / lang.unit).read_text(encoding="utf-8")
+def x_span(language: str, unit: str, prepare: Callable[[str, Signature], str], function: str,
+           sig: Signature) -> tuple[int, int]:
+    """The first and last line of ``unit`` (``function.c``/``function.cpp``) holding x's source (as the
+    harness template places it: the placeholder's line, then x's lines)."""
+    template = (HARNESS_ROOT / language / unit).read_text(encoding="utf-8")
     first = template.split(PLACEHOLDER)[0].count("\n") + 1
-    return first, first + lang.prepare(function, sig).count("\n")
+    return first, first + prepare(function, sig).count("\n")
+
+
+def gcov_coverage(language: str, package: str, unit: str, cc: str, kinds: str, libs: str, flags: list[str],
+                  prepare: Callable[[str, Signature], str]) -> Coverage:
+    """The C or C++ kit: x's unit at ``-O0 --coverage`` (:func:`split_build`), gcov in the build sandbox."""
+    ext = unit.rsplit(".", 1)[1]
+    stem = PurePosixPath(unit).stem
+
+    def read(raw: bytes, function: str, sig: Signature) -> LineCoverage | str:
+        return read_gcov(raw, unit, sig.name, x_span(language, unit, prepare, function, sig))
+
+    return Coverage(
+        build_argv=lambda tools, build: split_build(tools, build, cc, ext, kinds, libs, flags, coverage=True),
+        report_argv=lambda tools, build, copies, scratch: gcov_argv(tools, build, copies, unit, scratch),
+        read=read, count_name=f"{stem}.gcda",
+        missing=lambda tools: "" if "gcov" in tools.exe else f"gcov is not installed (apt-get install {package})",
+        run_env=gcov_env)
 
 
 def _int(value: Any) -> int | None:

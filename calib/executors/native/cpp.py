@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from calib.executors.native.c import scalar, split_head
-from calib.executors.native.coverage import locate_gcov
+from calib.executors.native.coverage import gcov_coverage, locate_gcov
 from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import split_top
 from calib.executors.native.types import Param, Signature, Type, Unsupported
@@ -90,9 +90,7 @@ def _cpp_build(tools: Tools, build: str) -> list[str]:
     return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", _CPP_FLAGS)
 
 
-def _cpp_coverage(tools: Tools, build: str) -> list[str]:
-    return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", _CPP_FLAGS, coverage=True)
-
-
 LANGUAGE = Language("cpp", "g++", "g++", "main.cpp", parse_cpp, cpp_glue, _locate_gxx, _cpp_build, native_run,
-                    build_memory=4 << 30, unit="function.cpp", coverage_argv=_cpp_coverage)
+                    build_memory=4 << 30,
+                    coverage=gcov_coverage("cpp", "g++", "function.cpp", "cxx", "TDBRGS", "", _CPP_FLAGS,
+                                           lambda source, sig: source))

@@ -106,4 +106,5 @@ def java_etc() -> tuple[str, ...]:
 
 
 LANGUAGE = Language("java", "javac", "openjdk-17-jdk-headless", "Main.java", parse_java, java_glue, _locate_java,
-                    _java_build, _java_run, build_memory=4 << 30, run_overhead=2 << 30, startup=10.0)
+                    _java_build, _java_run, build_memory=4 << 30, run_overhead=2 << 30, startup=10.0,
+                    each=False)

@@ -13,10 +13,14 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from calib.executors.native.types import Signature
 
-__all__ = ["HARNESS_ROOT", "Language", "Tools", "native_run", "split_build", "which_real"]
+if TYPE_CHECKING:
+    from calib.executors.native.coverage import LineCoverage
+
+__all__ = ["HARNESS_ROOT", "COUNTS_BYTES", "Coverage", "Language", "Tools", "native_run", "split_build", "which_real"]
 
 #: The harness templates, one folder per language (package data).
 HARNESS_ROOT = Path(__file__).resolve().parent / "harness"
@@ -34,6 +38,34 @@ class Tools:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """How one language measures x's line coverage (docs/native-executors.md, "Validity and line coverage").
+
+    x is built a second time with ``build_argv`` (build profile, into its own directory) and run on the
+    states x is judged on, in the run sandbox as any run, with ``run_env(build, tmp)`` added to its
+    environment (``build``: the build directory, ``tmp``: a private writable directory, both as the
+    process sees them). After each input the harness puts a copy of that input's counts (at most
+    :data:`COUNTS_BYTES`, hex) in the input's record as ``"cov"``; the host keeps every copy and writes
+    them, unread, as ``<copies>/p<k>/<count_name>``. ``report_argv(tools, build, copies, scratch)`` then
+    runs in the *build* sandbox (the copies come from a process running untrusted code) and prints a
+    report on stdout, which ``read(report, x's source, signature)`` turns into x's own
+    :class:`LineCoverage`, or the reason it cannot (never an exception). ``missing(tools)`` is "" when
+    the analysis tools are there, else why not with the remedy: the sample's reason is then
+    ``coverage_unavailable: <that>``."""
+
+    build_argv: Callable[[Tools, str], list[str]]
+    report_argv: Callable[[Tools, str, str, str], list[str]]
+    read: Callable[[bytes, str, Signature], LineCoverage | str]
+    count_name: str
+    missing: Callable[[Tools], str]
+    run_env: Callable[[str, str], tuple[tuple[str, str], ...]] = lambda build, tmp: ()
+
+
+#: The largest copy of one input's counts a harness sends (bytes, before hex); a longer one is dropped.
+COUNTS_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
 class Language:
     """How one language is parsed, glued into its harness, built and run."""
 
@@ -47,10 +79,11 @@ class Language:
     build_argv: Callable[[Tools, str], list[str]]
     run_argv: Callable[[Tools, str, int], list[str]]
     prepare: Callable[[str, Signature], str] = lambda source, sig: source
-    #: C and C++: the function's own translation unit and the build command of x's coverage build
-    #: (calib/executors/native/coverage.py); None where line coverage is not measured (Java, Rust, Go)
-    unit: str = ""
-    coverage_argv: Callable[[Tools, str], list[str]] | None = None
+    #: How x's line coverage is measured; None: not measured (the sample's coverage is NaN, with a warning)
+    coverage: Coverage | None = None
+    #: One process per input (sandbox/harness/each.py); False where the harness isolates inputs itself
+    #: (Java: a class loader of its own per input)
+    each: bool = True
     build_memory: int = 2 << 30
     run_overhead: int = 0  # bytes of address space a run gets on top of ``memory_mb``
     startup: float = 2.0  # seconds a run may take to start before its first input

@@ -60,9 +60,10 @@ __all__ = ["Profile", "RunResult", "build", "inside", "run_lines"]
 _BOOT = """import os, sys
 {load_harness}
 from _harness import set_limits
-set_limits({limits})
-os.execv(sys.argv[1], sys.argv[1:])
+{run}
 """
+_EXEC = "set_limits({limits})\nos.execv(sys.argv[1], sys.argv[1:])"
+_EACH = "from _harness.each import run_each\nrun_each(sys.argv[1:], lambda: set_limits({limits}))"
 # In a sandbox: nobody with no capabilities, then this interpreter stays the sandbox's pid 1 (not
 # dumpable; bubblewrap runs with --as-pid-1) and forks the process that sets the rlimits, loads the
 # seccomp program (run profile) and executes the compiler or program.
@@ -71,7 +72,7 @@ sys.path.insert(0, {root!r})
 from _harness import drop_privileges
 drop_privileges()
 from _harness.zygote import execute
-execute({limits}, sys.argv[1:], filtered={filtered!r}, tmpfs={tmpfs!r})
+execute({limits}, sys.argv[1:], filtered={filtered!r}, tmpfs={tmpfs!r}, each={each!r})
 """
 
 
@@ -89,6 +90,7 @@ class Profile:
     ro: tuple[str, ...] = ()  # host paths bound read-only at the same path
     binds: tuple[tuple[str, str, bool], ...] = ()  # (host, inside, writable)
     env: tuple[tuple[str, str], ...] = ()
+    each: bool = False  # run profile: one process per input of the job (harness/each.py)
 
     def rlimits(self) -> list[tuple[int, int, int]]:
         out = [(resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
@@ -103,11 +105,12 @@ class Profile:
 
 def _argv(sb: Sandbox, profile: Profile, inner: Sequence[str], seccomp_fd: int | None) -> list[str]:
     if sb.unsafe:
-        boot = _BOOT.format(limits=repr(profile.rlimits()), load_harness=load_harness())
+        run = (_EACH if profile.each else _EXEC).format(limits=repr(profile.rlimits()))
+        boot = _BOOT.format(run=run, load_harness=load_harness())
         return [base_interpreter(), "-I", "-S", "-c", boot, *inner]
     tmpfs = (profile.tmpfs_bytes, profile.tmpfs_inodes) if profile.seccomp else None
     boot = _SANDBOX_BOOT.format(limits=repr(profile.rlimits()), root=INSIDE_HARNESS, filtered=profile.seccomp,
-                                tmpfs=tmpfs)
+                                tmpfs=tmpfs, each=profile.each)
     # the run profile's process makes a user namespace of its own for its fresh tmpfs (zygote.execute)
     disable_userns = sb.disable_userns and not profile.seccomp
     args = [sb.bwrap or "bwrap", *namespace_args(disable_userns, pid1=True), *system_binds()]

@@ -18,15 +18,15 @@ import pytest
 
 from calib.executors.native import LANGUAGES
 from calib.executors.native.coverage import (
-    GCDA_BYTES,
     GCOV_OUTPUT_BYTES,
     LineCoverage,
-    last_gcda,
+    copies_of,
     locate_gcov,
     read_gcov,
-    write_gcda,
+    write_copies,
     x_span,
 )
+from calib.executors.native.language import COUNTS_BYTES
 from tests.executors.native.test_native import compare, needs
 
 # gcov's executable lines (gcc -O0 gives each a line record): 1 (the entry), 2, 3 (the test), 4, 5, 6 (the
@@ -188,8 +188,8 @@ def test_x_that_tampers_with_its_counts_only_loses_its_own_coverage():
 }"""
     result = compare("c", hostile, [hostile])
     assert result.valid_inputs == 10 and not result.conclusive
-    assert result.reason.startswith("coverage_unavailable: gcov failed (exit 2: function.gcda:not a gcov data"), \
-        result.reason
+    expected = "coverage_unavailable: the coverage report failed (exit 2: function.gcda:not a gcov data"
+    assert result.reason.startswith(expected), result.reason
 
 
 # --- the report parser, on gcov's own output -----------------------------------------------------------
@@ -236,14 +236,14 @@ def test_read_gcov_counts_a_line_reached_in_any_process(report):
                                                                                                        (3,))
 
 
-def test_the_copies_of_the_counts_are_kept_as_sent(tmp_path):
-    events = [{"i": 0, "gcda": "00ff"}, {"i": 1, "gcda": "0a0b0c"}, {"i": 2}]
-    assert last_gcda(events) == bytes([10, 11, 12])  # the last copy a process sent
-    assert last_gcda([{"gcda": "zz"}]) is None and last_gcda([{"gcda": 5}]) is None
-    assert last_gcda([{"gcda": "00" * (GCDA_BYTES + 1)}]) is None
-    write_gcda(str(tmp_path / "two"), [b"ab", b"cd"], "function.cpp")
+def test_every_copy_of_the_counts_is_kept_as_sent(tmp_path):
+    events = [{"i": 0, "cov": "00ff"}, {"i": 1, "cov": "0a0b0c"}, {"i": 2}]
+    assert copies_of(events) == [bytes([0, 255]), bytes([10, 11, 12])]  # every input's copy (one process each)
+    assert copies_of([{"cov": "zz"}, {"cov": 5}]) == []
+    assert copies_of([{"cov": "00" * (COUNTS_BYTES + 1)}]) == []
+    write_copies(str(tmp_path / "two"), [b"ab", b"cd"], "function.gcda")
     assert (tmp_path / "two" / "p1" / "function.gcda").read_bytes() == b"cd"
-    write_gcda(str(tmp_path / "none"), [], "function.c")
+    write_copies(str(tmp_path / "none"), [], "function.gcda")
     assert [p.name for p in (tmp_path / "none").iterdir()] == ["p0"] and not any((tmp_path / "none/p0").iterdir())
 
 
@@ -271,6 +271,6 @@ def test_read_gcov_gives_a_reason_for_anything_unusable(report):
 def test_x_span_is_where_the_template_puts_x():
     lang = LANGUAGES["c"]
     sig = lang.parse(REACHABLE)
-    first, last = x_span(lang, REACHABLE, sig)
-    text = lang.sources(REACHABLE, sig)[lang.unit].splitlines()
+    first, last = x_span("c", "function.c", lang.prepare, REACHABLE, sig)
+    text = lang.sources(REACHABLE, sig)["function.c"].splitlines()
     assert text[first - 1: last] == REACHABLE.splitlines()

@@ -456,28 +456,41 @@ def _exit_with(pid: int) -> None:
 
 
 def execute(rlimits: tuple[tuple[int, int, int], ...], argv: list[str], *, filtered: bool,
-            tmpfs: tuple[int, int] | None = None) -> None:
+            tmpfs: tuple[int, int] | None = None, each: bool = False) -> None:
     """As :func:`oneshot` for a native program: pid 1 forks a child that mounts fresh ``/tmp`` and
     ``/work`` of ``tmpfs`` bytes and inodes (where the kernel lets it: the inode bound), sets the
     rlimits, loads the batch's seccomp program when ``filtered`` (the run profile; a compiler's build
-    profile has neither), and executes ``argv``. Exits as the child did."""
+    profile has neither), and executes ``argv``. Exits as the child did. ``each``: one such child per
+    input of the job on stdin (:mod:`.each`)."""
     try:
         kernel = Kernel()
+    except BaseException:  # noqa: BLE001 - nothing ran
+        _print_exception()
+        os._exit(CHILD_FAILED)
+
+    def setup() -> None:
+        if tmpfs is not None:
+            kernel.fresh(tmpfs, (), required=False)
+            os.chdir("/work")
+        set_limits(rlimits)
+        if filtered:
+            program = seccomp.program()
+            if program is None:
+                raise OSError("no seccomp program for this machine")
+            kernel.load(program)
+
+    if each:
+        from .each import run_each  # noqa: PLC0415
+
+        run_each(argv, setup)
+    try:
         pid = os.fork()
     except BaseException:  # noqa: BLE001 - nothing ran
         _print_exception()
         os._exit(CHILD_FAILED)
     if pid == 0:
         try:
-            if tmpfs is not None:
-                kernel.fresh(tmpfs, (), required=False)
-                os.chdir("/work")
-            set_limits(rlimits)
-            if filtered:
-                program = seccomp.program()
-                if program is None:
-                    raise OSError("no seccomp program for this machine")
-                kernel.load(program)
+            setup()
             os.execv(argv[0], argv)
         except BaseException:  # noqa: BLE001
             _print_exception()

@@ -137,10 +137,9 @@ static void put(const char *s, size_t n) {
 }
 
 /* x's coverage build only (-DCALIB_COVERAGE; docs/native-executors.md, "Validity and line coverage"):
- * after each input libgcov adds the input's counts to function.gcda under $GCOV_PREFIX (the process's
- * private /tmp) and starts again from zero, and the input's record carries that file (hex, at most 1 MiB)
- * as "gcda": the host keeps the last one each process sent, so a process that dies on a later input keeps
- * the counts of the inputs before it. */
+ * after its input (one process per input) libgcov writes the counts to function.gcda under $GCOV_PREFIX
+ * (the process's private /tmp), and the input's record carries that file (hex, at most 1 MiB) as "cov";
+ * the host keeps every copy. */
 #ifdef CALIB_COVERAGE
 void __gcov_dump(void);
 void __gcov_reset(void);
@@ -153,7 +152,7 @@ static void put_gcda(void) {
   if (!dir || snprintf(path, sizeof path, "%s/function.gcda", dir) >= (int)sizeof path) return;
   FILE *f = fopen(path, "rb");
   if (!f) return;
-  put(",\"gcda\":\"", 9);
+  put(",\"cov\":\"", 8);
   while (total < (1u << 20) && (got = fread(buf, 1, sizeof buf, f)) > 0) {
     for (size_t k = 0; k < got; k++) { hex[2 * k] = digits[buf[k] >> 4]; hex[2 * k + 1] = digits[buf[k] & 15]; }
     put(hex, 2 * got);

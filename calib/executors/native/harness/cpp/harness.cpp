@@ -17,10 +17,9 @@ void put(const std::string &s) {  // one whole record (write(2) directly: no str
   while (n > 0) { ssize_t k = write(out_fd, p, n); if (k <= 0) exit(3); p += k; n -= (size_t)k; }
 }
 // x's coverage build only (-DCALIB_COVERAGE; docs/native-executors.md, "Validity and line coverage"):
-// after each input libgcov adds the input's counts to function.gcda under $GCOV_PREFIX (the process's
-// private /tmp) and starts again from zero, and the input's record carries that file (hex, at most 1 MiB)
-// as "gcda": the host keeps the last one each process sent, so a process that dies on a later input keeps
-// the counts of the inputs before it.
+// after its input (one process per input) libgcov writes the counts to function.gcda under $GCOV_PREFIX
+// (the process's private /tmp), and the input's record carries that file (hex, at most 1 MiB) as "cov";
+// the host keeps every copy.
 #ifdef CALIB_COVERAGE
 extern "C" void __gcov_dump(void);
 extern "C" void __gcov_reset(void);
@@ -33,7 +32,7 @@ void add_gcda(std::string &line) {
   if (!f) return;
   static const char digits[] = "0123456789abcdef";
   unsigned char buf[4096]; size_t got, total = 0;
-  line += ",\"gcda\":\"";
+  line += ",\"cov\":\"";
   while (total < (1u << 20) && (got = fread(buf, 1, sizeof buf, f)) > 0) {
     for (size_t k = 0; k < got; k++) { line += digits[buf[k] >> 4]; line += digits[buf[k] & 15]; }
     total += got;
