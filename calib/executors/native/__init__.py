@@ -98,14 +98,14 @@ class NativeExecutor:
 
     # --- building -------------------------------------------------------------------------------------
 
-    async def _compile(self, sig: Signature, function: str, workdir: str, *,
+    async def _compile(self, sig: Signature, function: str, workdir: str, context: str, *,
                        coverage: bool = False) -> tuple[str | None, str]:
         """Compile one variant (``coverage``: x's coverage build) into ``workdir``; (the directory, "") or
         (None, the compiler's complaint)."""
         lang, tools = self.lang, self.tools
         assert tools is not None
         argv = lang.coverage.build_argv if coverage and lang.coverage else lang.build_argv
-        for name, text in lang.sources(function, sig).items():
+        for name, text in lang.sources(function, sig, context).items():
             Path(workdir, name).write_text(text, encoding="utf-8")
         where = inside(self.sandbox, workdir, "/build")
         profile = Profile(memory_bytes=lang.build_memory, cpu_seconds=120, tmpfs_bytes=512 << 20,
@@ -224,15 +224,15 @@ class NativeExecutor:
                       names: Sequence[str] | None = None) -> Comparison:
         """Choose input states on ``truth``, run it and every candidate on them, and compare.
 
-        ``context`` (the rest of x's file) is not used: each variant must be self-contained apart from
-        the standard library (docs/native-executors.md, "Limitations")."""
-        del context
+        ``context`` (the rest of x's file): where the language reads it (:attr:`Language.context`), the
+        types and helpers x uses are built with every variant; elsewhere each variant must be
+        self-contained apart from the standard library (docs/native-executors.md, "File context")."""
         c = self.config
         names = list(names) if names is not None else [f"candidate {i + 1}" for i in range(len(candidates))]
         if len(names) != len(candidates):
             raise InvalidParameterError(f"{len(names)} names for {len(candidates)} candidates")
         try:
-            sig = self.lang.parse(truth)
+            sig = self.lang.signature(truth, context)
         except Unsupported as exc:
             return self._inconclusive(f"unsupported: {exc}", names)
         if inputs is not None:
@@ -254,9 +254,9 @@ class NativeExecutor:
             dirs = [str(Path(root, str(k))) for k in range(len(variants))]
             for d in [*dirs, *([str(Path(root, "cov"))] if tooled else [])]:
                 Path(d).mkdir()
-            builds = [self._compile(sig, v, d) for v, d in zip(variants, dirs)]
+            builds = [self._compile(sig, v, d, context) for v, d in zip(variants, dirs)]
             if tooled:
-                builds.append(self._compile(sig, truth, str(Path(root, "cov")), coverage=True))
+                builds.append(self._compile(sig, truth, str(Path(root, "cov")), context, coverage=True))
             built = await asyncio.gather(*builds)
             by_text = dict(zip(variants, built))
             cov_built = built[len(variants)] if tooled else None

@@ -84,20 +84,33 @@ class Language:
     #: One process per input (sandbox/harness/each.py); False where the harness isolates inputs itself
     #: (Java: a class loader of its own per input)
     each: bool = True
+    #: x parsed with its file's context (the rest of the file: types, helpers, imports), where the language
+    #: uses it; None: x alone (:meth:`signature`)
+    parse_in: Callable[[str, str], Signature] | None = None
+    #: What of the file's context goes into the build, at the template's ``/*@CALIB_CONTEXT@*/`` (types the
+    #: function uses, helpers, stand-ins for what cannot be built here); by default nothing
+    context: Callable[[str, Signature], str] = lambda context, sig: ""
+
+    def signature(self, source: str, context: str = "") -> Signature:
+        """x's :class:`Signature`, with its file's ``context`` where the language reads it."""
+        return self.parse_in(source, context) if self.parse_in is not None else self.parse(source)
     build_memory: int = 2 << 30
     run_overhead: int = 0  # bytes of address space a run gets on top of ``memory_mb``
     startup: float = 2.0  # seconds a run may take to start before its first input
 
-    def sources(self, function: str, sig: Signature) -> dict[str, str]:
+    def sources(self, function: str, sig: Signature, context: str = "") -> dict[str, str]:
         """Every file of the harness directory by the name it is built under, placeholders filled: the
         harness itself is ``source_name``; C and C++ also have the function's own translation unit
-        (``function.c``/``function.cpp``) and the header both include."""
+        (``function.c``/``function.cpp``) and the header both include. ``context``: x's file, of which
+        :attr:`context` chooses what is built (the same for x and every candidate)."""
         body, glue = self.prepare(function, sig), self.glue(sig)
+        around = self.context(context, sig) if context else ""
         out = {}
         for path in sorted((HARNESS_ROOT / self.name).iterdir()):
             name = self.source_name if path.stem == "harness" else path.name
             text = path.read_text(encoding="utf-8")
-            out[name] = text.replace("/*@CALIB_FUNCTION@*/", body).replace("/*@CALIB_CALL@*/", glue)
+            out[name] = text.replace("/*@CALIB_CONTEXT@*/", around).replace("/*@CALIB_FUNCTION@*/", body) \
+                .replace("/*@CALIB_CALL@*/", glue)
         return out
 
     def find_tools(self) -> Tools | None:
