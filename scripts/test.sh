@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # chromium: the report test opens report.html in headless Chromium.
 # redis-server: the Redis-backed MinHash index is tested against a real server on 127.0.0.1.
 # wordnet-base: WordNet 3.0, read through nltk by the probes' synonym fuzzing.
-# gcc, g++, a JDK, rustc, golang-go: the native executors' toolchains.
+# gcc, g++, a JDK, rustc, golang-go: the native executors' toolchains; JaCoCo and ASM: Java's line coverage.
 missing=""
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
@@ -25,6 +25,8 @@ command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
 command -v g++ >/dev/null 2>&1 || missing="$missing g++"
 command -v javac >/dev/null 2>&1 || missing="$missing openjdk-17-jdk-headless"
 command -v rustc >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/rustc" ] || missing="$missing rustc"
+[ -f /usr/share/java/org.jacoco.core.jar ] || missing="$missing libjacoco-java"
+[ -f /usr/share/java/asm.jar ] || missing="$missing libasm-java"
 python3 -c "import ensurepip" >/dev/null 2>&1 || missing="$missing python3-venv"
 if [ -n "$missing" ]; then
   SUDO=""
@@ -38,7 +40,7 @@ fi
 # torch first, pinned: on these machines 2.13.0 is a local CPU build, while an unpinned torch would
 # pull a multi-GB CUDA build. The "embedded" extra then finds torch already satisfied.
 python3 -m pip install --quiet "torch==2.13.0"
-python3 -m pip install --quiet -e ".[dev,embedded,organism,embed,dedup]"
+python3 -m pip install --quiet -e ".[dev,embedded,organism,embed,dedup,native]"
 
 # A normal user (calib-ci) with a Python environment it can run: the sandbox's hostile battery also runs
 # as that user (tests/executors/sandbox/test_sandbox_threats.py), since calib as root and as a normal user
