@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import secrets
 import shutil
 import tempfile
@@ -38,7 +39,8 @@ from typing import Any
 
 from calib._exceptions import CalibError, InvalidParameterError
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
-from calib.executors.native.coverage import REPORT_BYTES, LineCoverage, copies_of, write_copies
+from calib.executors.native.coverage import REPORT_BYTES, LineCoverage, copy_of, line_coverage, write_copies
+from calib.executors.native.guided import choose, choose_covering
 from calib.executors.native.languages import LANGUAGES, Language
 from calib.executors.native.sandbox import Profile, build, inside, run_lines
 from calib.executors.native.types import Signature, Unsupported, args_of, check_state, synthesize
@@ -122,12 +124,12 @@ class NativeExecutor:
     # --- running --------------------------------------------------------------------------------------
 
     async def _run_all(self, workdir: str, args: list[list[Any]], *, giving_up: bool,
-                       counts: tuple[tuple[tuple[str, str], ...], list[bytes]] | None = None
+                       counts: tuple[tuple[tuple[str, str], ...], dict[int, bytes]] | None = None
                        ) -> dict[int, tuple[bool, str]]:
         """Run one compiled variant on every argument list: per index, (finished, canonical output) or
         (False, why not). A death (crash, time limit) costs the input it was on; the rest run again.
-        ``counts``: x's coverage build, run with that environment added, and the list receiving every
-        copy of the counts its records carry (:mod:`.coverage`)."""
+        ``counts``: x's coverage build, run with that environment added, and the mapping receiving the
+        copy of the counts each input's record carries, by index (:mod:`.coverage`)."""
         lang, tools, c = self.lang, self.tools, self.config
         assert tools is not None
         where = inside(self.sandbox, workdir, "/build")
@@ -145,14 +147,14 @@ class NativeExecutor:
                                       [key, *(args[i] for i in pending)], first_seconds=lang.startup + c.input_timeout,
                                       line_seconds=c.input_timeout)
             events = [event for event in got.lines if event.get("key") == key]
-            if counts is not None:
-                counts[1].extend(copies_of(events))
             seen: set[int] = set()
             for event in events:
                 k = event.get("i")
                 if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(pending) or k in seen:
                     continue
                 seen.add(k)
+                if counts is not None and (data := copy_of(event)) is not None:
+                    counts[1][pending[k]] = data
                 if isinstance(event.get("out"), dict):
                     results[pending[k]] = (True, json.dumps(event["out"], sort_keys=True, separators=(",", ":")))
                 else:
@@ -172,10 +174,11 @@ class NativeExecutor:
                 break
         return results
 
-    async def _coverage(self, sig: Signature, truth: str, built: tuple[str | None, str] | None,
-                        args: list[list[Any]], work: str) -> LineCoverage | str:
-        """x's line coverage on ``args`` with its coverage build ``built`` (None: the analysis tools are
-        missing), or why it is unavailable (the sample's reason then starts ``coverage_unavailable:``)."""
+    async def _report(self, built: tuple[str | None, str] | None, args: list[list[Any]], work: str
+                      ) -> tuple[bytes, list[int]] | str:
+        """Run x's coverage build ``built`` (None: the analysis tools are missing) on ``args`` and the
+        language's report on the copies of the counts: (the report, the index of each copy in copy order),
+        or why coverage is unavailable (the sample's reason then starts ``coverage_unavailable:``)."""
         tools, kit = self.tools, self.lang.coverage
         assert tools is not None and kit is not None
         if built is None:
@@ -187,10 +190,11 @@ class NativeExecutor:
         for name in ("prefix", "scratch"):
             Path(work, name).mkdir(parents=True, mode=0o755)
         where = inside(self.sandbox, cov_dir, "/build")
-        copies: list[bytes] = []
+        copies: dict[int, bytes] = {}
         env = kit.run_env(where, f"{work}/prefix" if unsafe else "/tmp")
         await self._run_all(cov_dir, args, giving_up=False, counts=(env, copies))
-        write_copies(f"{work}/counts", copies, kit.count_name)
+        order = sorted(copies)
+        write_copies(f"{work}/counts", [copies[i] for i in order], kit.count_name)
         counts = inside(self.sandbox, f"{work}/counts", "/counts")
         profile = Profile(memory_bytes=2 << 30, cpu_seconds=60, tmpfs_bytes=64 << 20, open_files=256, seccomp=False,
                           ro=tools.ro, binds=((cov_dir, "/build", False), (f"{work}/counts", "/counts", False)),
@@ -203,8 +207,35 @@ class NativeExecutor:
             status = done.died or f"exit {done.returncode}"
             return f"coverage_unavailable: the coverage report failed ({status}: " \
                    f"{text[-1][:200] if text else 'no message'})"
-        got = kit.read(done.stdout, truth, sig)
-        return got if isinstance(got, LineCoverage) else f"coverage_unavailable: {got}"
+        return done.stdout, order
+
+    async def _coverage(self, sig: Signature, truth: str, built: tuple[str | None, str] | None,
+                        args: list[list[Any]], work: str) -> LineCoverage | str:
+        """x's line coverage on ``args``, or why it is unavailable."""
+        kit = self.lang.coverage
+        assert kit is not None
+        got = await self._report(built, args, work)
+        if isinstance(got, str):
+            return got
+        cov = kit.read(got[0], truth, sig)
+        return cov if isinstance(cov, LineCoverage) else f"coverage_unavailable: {cov}"
+
+    async def _reach(self, sig: Signature, truth: str, built: tuple[str | None, str] | None,
+                     args: list[list[Any]], work: str) -> tuple[frozenset[int], dict[int, frozenset[int]]] | str:
+        """x's executable lines and the lines each argument list reached (by index; an input without a copy
+        of its counts reached none), or why they are unavailable."""
+        kit = self.lang.coverage
+        assert kit is not None and kit.per_copy is not None
+        got = await self._report(built, args, work)
+        if isinstance(got, str):
+            return got
+        each = kit.per_copy(got[0], truth, sig)
+        if isinstance(each, str):
+            return f"coverage_unavailable: {each}"
+        executable, lines = each
+        if len(lines) != max(1, len(got[1])):
+            return f"coverage_unavailable: the report has {len(lines)} parts for {len(got[1])} copies"
+        return executable, dict(zip(got[1], lines))
 
     # --- comparing ------------------------------------------------------------------------------------
 
@@ -262,21 +293,40 @@ class NativeExecutor:
             cov_built = built[len(variants)] if tooled else None
             truth_dir, why = by_text[truth]
             if truth_dir is None:
+                header = re.search(r"fatal error: ([\w./+-]+): No such file or directory", why)
+                if header:  # C, C++: a library x's file uses is not installed here
+                    return self._inconclusive(f"unsupported: external header <{header.group(1)}> is not installed",
+                                              names)
                 return self._inconclusive(f"unparsable: x does not compile: {why}", names)
-            explored = await self._run_all(truth_dir, args_of(sig, pool), giving_up=False)
-            chosen = _choose(explored, len(pool), c.n_inputs if inputs is None else len(pool))
+            # explore; where the kit splits its report per input, x's coverage build runs on the pool too
+            guided = tooled and kit is not None and kit.per_copy is not None
+            pool_args = args_of(sig, pool)
+            first = await asyncio.gather(self._run_all(truth_dir, pool_args, giving_up=False),
+                                         *([self._reach(sig, truth, cov_built, pool_args, f"{root}/reach")]
+                                           if guided else []))
+            explored = first[0]
+            reach = first[1] if guided else None
+            want = c.n_inputs if inputs is None else len(pool)
+            chosen = choose_covering(explored, len(pool), want, reach[1]) if isinstance(reach, tuple) \
+                else choose(explored, len(pool), want)
             states = [pool[i] for i in chosen]
             args = args_of(sig, states)
             jobs = [self._run_all(truth_dir, args, giving_up=False)]
             jobs += [self._run_all(d, args, giving_up=True) for d, _ in (by_text[v] for v in candidates)
                      if d is not None]
             finished = [k for k, i in enumerate(chosen) if explored[i][0]]
-            if measured:  # on the states x finished on, alongside the replays (again below if one is invalid)
+            if measured and not guided:  # on the states x finished on, alongside the replays (again below if
+                # one is invalid)
                 jobs.append(self._coverage(sig, truth, cov_built, [args[k] for k in finished], f"{root}/coverage0"))
             replays = await asyncio.gather(*jobs)
-            if measured:
+            valid = [k for k in finished if replays[0].get(k) == explored[chosen[k]]]
+            if isinstance(reach, tuple):
+                cov = line_coverage(reach[0], frozenset().union(*(reach[1].get(chosen[k], frozenset())
+                                                                 for k in valid)))
+            elif guided:
+                cov = reach
+            elif measured:
                 cov = replays.pop()
-                valid = [k for k in finished if replays[0].get(k) == explored[chosen[k]]]
                 if valid != finished and isinstance(cov, LineCoverage):
                     cov = await self._coverage(sig, truth, cov_built, [args[k] for k in valid], f"{root}/coverage1")
         finally:
@@ -328,24 +378,6 @@ class NativeExecutor:
 def _output(result: tuple[bool, str]) -> str:
     """A canonical output state, or ``{"outcome": why}`` for a run that did not finish."""
     return result[1] if result[0] else json.dumps({"outcome": result[1]}, separators=(",", ":"))
-
-
-def _choose(explored: Mapping[int, tuple[bool, str]], size: int, want: int) -> list[int]:
-    """Indices of ``want`` pool states, in pool order: x's valid ones first, one per new output before
-    repeats, then invalid ones only if too few are valid (they make the sample inconclusive)."""
-    valid = [i for i in range(size) if explored.get(i, (False, ""))[0]]
-    picked: list[int] = []
-    seen: set[str] = set()
-    for i in valid:
-        if explored[i][1] not in seen and len(picked) < want:
-            seen.add(explored[i][1])
-            picked.append(i)
-    for i in [*valid, *range(size)]:
-        if len(picked) >= want:
-            break
-        if i not in picked:
-            picked.append(i)
-    return sorted(picked)
 
 
 def _register_kinds() -> None:

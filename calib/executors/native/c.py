@@ -6,7 +6,9 @@ arrays of numbers with their length in the next (or else the previous) integer p
 array is reported after the call), and structs of scalars defined in the same source (``struct name``
 or a ``typedef``), by value or as a pointer to one struct (reported after the call unless const).
 Return types: ``void``, the scalars above, ``char *`` strings and such structs. A struct definition
-of x's source is prepended to a candidate that does not define it itself.
+of x's source is prepended to a candidate that does not define it itself. With x's file context
+(:mod:`.context`), its structs and ``typedef`` names of scalars count too, and its complete items are
+built before every variant.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from calib.executors.native.context import kept_items, line_wrapped
 from calib.executors.native.coverage import gcov_coverage, locate_gcov
-from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
+from calib.executors.native.language import HARNESS_ROOT, Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import strip_comments
 from calib.executors.native.types import Param, Signature, Type, Unsupported
 
-__all__ = ["LANGUAGE", "c_glue", "parse_c", "prepare_c", "scalar", "split_head"]
+__all__ = ["LANGUAGE", "c_context", "c_glue", "parse_c", "parse_c_in", "prepare_c", "scalar", "split_head"]
 
 _INTS = {
     "signed char": (8, True), "unsigned char": (8, False), "short": (16, True), "short int": (16, True),
@@ -73,7 +76,21 @@ def split_head(source: str) -> tuple[str, str, str]:
 _STRUCT = re.compile(r"(typedef\s+)?struct\s+(\w+)?\s*\{([^{}]*)\}\s*(\w+)?\s*;")
 
 
-def _structs(text: str) -> dict[str, tuple[Type | str, str, str]]:
+_TYPEDEF = re.compile(r"\btypedef\s+([\w\s]+?)\s+(\w+)\s*;")
+
+
+def _aliases(text: str) -> dict[str, str]:
+    """``typedef`` names of scalar types in ``text``: name to the scalar's spelling."""
+    out: dict[str, str] = {}
+    for m in _TYPEDEF.finditer(text):
+        base = " ".join(w for w in m.group(1).split() if w not in _QUALIFIERS)
+        base = out.get(base, base)
+        if scalar(base) is not None:
+            out[m.group(2)] = base
+    return out
+
+
+def _structs(text: str, aliases: dict[str, str] | None = None) -> dict[str, tuple[Type | str, str, str]]:
     """Struct types defined in ``text`` by spelling (``struct p``, or a typedef name): (the type, or why
     it is unsupported; the definition; the name a candidate's own definition would use)."""
     found: dict[str, tuple[Type | str, str, str]] = {}
@@ -89,7 +106,7 @@ def _structs(text: str) -> dict[str, tuple[Type | str, str, str]]:
             except Unsupported as exc:
                 problem = str(exc)
                 break
-            t = scalar(base)
+            t = scalar((aliases or {}).get(base, base))
             if t is None or depth or any(not re.fullmatch(r"\w+", x) for x in more):
                 problem = f"field {decl}"
                 break
@@ -116,21 +133,27 @@ def prepare_c(source: str, sig: Signature) -> str:
     return "\n".join([*missing, source])
 
 
-def parse_c(source: str) -> Signature:
+def parse_c(source: str, context: str = "") -> Signature:
     """The :class:`Signature` of the C function defined in ``source``; :class:`Unsupported` names the
-    first parameter or return type the harness cannot handle."""
+    first parameter or return type the harness cannot handle. ``context``: the kept items of x's file
+    (:func:`c_context`'s text without its ``#line`` lines), whose structs and scalar typedefs count too;
+    only x's own struct definitions go into ``preamble`` (the context is built with every variant)."""
     ret_text, name, params_text = split_head(source)
-    structs = _structs(strip_comments(source))
+    own = strip_comments(source)
+    aliases = _aliases(strip_comments(context) + "\n" + own)
+    structs = {**_structs(strip_comments(context), aliases), **_structs(own, aliases)}
+    mine = _structs(own, aliases)
     used: dict[str, str] = {}
     decls = [] if params_text in ("", "void") else [p for p in params_text.split(",")]
-    parsed = [_split_decl(d) for d in decls]
+    parsed = [(aliases.get(b, b), n, d, c) for b, n, d, c in (_split_decl(d) for d in decls)]
     params: list[Param] = []
     used_as_length: set[int] = set()
     for i, (base, pname, depth, const) in enumerate(parsed):
         if i in used_as_length:
             continue
         if depth <= 1 and (st := _struct_type(structs, base)) is not None:
-            used[structs[base][2]] = structs[base][1]
+            if base in mine:
+                used[structs[base][2]] = structs[base][1]
             params.append(Param(pname, st, mutable=depth == 1 and not const, by_pointer=depth == 1))
         elif depth == 0:
             t = scalar(base)
@@ -155,6 +178,7 @@ def parse_c(source: str) -> Signature:
     ret_words = [w for w in ret_text.replace("*", " * ").split() if w not in _QUALIFIERS]
     stars = ret_words.count("*")
     ret_base = " ".join(w for w in ret_words if w != "*")
+    ret_base = aliases.get(ret_base, ret_base)
     if ret_base == "void" and stars == 0:
         returns = Type("void", native="void")
     elif ret_base == "char" and stars == 1:
@@ -162,12 +186,29 @@ def parse_c(source: str) -> Signature:
     elif stars == 0 and (t := scalar(ret_base)) is not None:
         returns = t
     elif stars == 0 and (st := _struct_type(structs, ret_base)) is not None:
-        used[structs[ret_base][2]] = structs[ret_base][1]
+        if ret_base in mine:
+            used[structs[ret_base][2]] = structs[ret_base][1]
         returns = st
     else:
         raise Unsupported(f"return type {ret_text}")
     return Signature(name, tuple(params), returns, raw_params=tuple(p[1] for p in parsed),
                      preamble=tuple(used.items()))
+
+
+def parse_c_in(source: str, context: str) -> Signature:
+    """:func:`parse_c` with the items of ``context`` a build keeps."""
+    name = split_head(source)[1]  # x's own definition is left out of the context
+    return parse_c(source, kept_items("c", context, name))
+
+
+def _x_line(unit: str) -> int:
+    """The line of ``unit``'s template where x's source begins (the placeholders' line)."""
+    return (HARNESS_ROOT / "c" / unit).read_text(encoding="utf-8").split("/*@CALIB_FUNCTION@*/")[0].count("\n") + 1
+
+
+def c_context(context: str, sig: Signature) -> str:
+    """The kept items of x's file context, numbered as ``context.c``'s lines (:mod:`.context`)."""
+    return line_wrapped(kept_items("c", context, sig.name), "context.c", "function.c", _x_line("function.c"))
 
 
 def _writer(t: Type) -> str:
@@ -266,5 +307,5 @@ def _c_build(tools: Tools, build: str) -> list[str]:
 
 
 LANGUAGE = Language("c", "gcc", "gcc", "main.c", parse_c, c_glue, _locate_gcc("gcc"), _c_build, native_run,
-                    prepare=prepare_c,
+                    prepare=prepare_c, parse_in=parse_c_in, context=c_context,
                     coverage=gcov_coverage("c", "gcc", "function.c", "cc", "TDBRGSVW", "-lm", _C_FLAGS, prepare_c))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,8 +34,9 @@ from typing import Any
 from calib.executors.native.language import COUNTS_BYTES, HARNESS_ROOT, Coverage, Tools, split_build
 from calib.executors.native.types import Signature
 
-__all__ = ["GCOV_OUTPUT_BYTES", "PLACEHOLDER", "REPORT_BYTES", "LineCoverage", "copies_of", "gcov_argv",
-           "gcov_coverage", "gcov_env", "locate_gcov", "read_gcov", "write_copies", "x_span"]
+__all__ = ["GCOV_OUTPUT_BYTES", "PLACEHOLDER", "REPORT_BYTES", "LineCoverage", "copies_of", "copy_of", "gcov_argv",
+           "gcov_coverage", "gcov_env", "line_coverage", "locate_gcov", "read_gcov", "read_gcov_each", "write_copies",
+           "x_span"]
 
 #: The most report output read back; a longer report makes coverage unavailable for the sample.
 REPORT_BYTES = GCOV_OUTPUT_BYTES = 8 << 20
@@ -88,25 +90,28 @@ def gcov_env(build: str, prefix: str) -> tuple[tuple[str, str], ...]:
     return (("GCOV_PREFIX", prefix), ("GCOV_PREFIX_STRIP", str(strip)))
 
 
+def copy_of(event: dict[str, Any]) -> bytes | None:
+    """The copy of the counts one record carries (hex ``"cov"`` of at most :data:`COUNTS_BYTES`), or None."""
+    text = event.get("cov")
+    if isinstance(text, str) and len(text) <= 2 * COUNTS_BYTES:
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            return None
+    return None
+
+
 def copies_of(events: list[dict[str, Any]]) -> list[bytes]:
-    """Every copy of the counts among a process's records (hex ``"cov"`` of at most
-    :data:`COUNTS_BYTES`); anything else is skipped."""
-    out = []
-    for event in events:
-        text = event.get("cov")
-        if isinstance(text, str) and len(text) <= 2 * COUNTS_BYTES:
-            try:
-                out.append(bytes.fromhex(text))
-            except ValueError:
-                continue
-    return out
+    """Every copy of the counts among a process's records (:func:`copy_of`); anything else is skipped."""
+    return [data for data in map(copy_of, events) if data is not None]
 
 
 def write_copies(directory: str, copies: list[bytes], name: str) -> None:
-    """Each copy as ``<directory>/p<k>/<name>`` (all new; ``p0`` empty when there is no copy)."""
+    """Each copy as ``<directory>/p<kkkk>/<name>`` (``p0000``, ``p0001``, ...: all new, in copy order when
+    globbed; ``p0000`` empty when there is no copy)."""
     os.mkdir(directory, 0o755)
     for k, data in enumerate(copies or [None]):
-        folder = os.path.join(directory, f"p{k}")
+        folder = os.path.join(directory, f"p{k:04d}")  # in copy order when globbed
         os.mkdir(folder, 0o755)
         if data is not None:
             fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -139,10 +144,13 @@ def gcov_coverage(language: str, package: str, unit: str, cc: str, kinds: str, l
     def read(raw: bytes, function: str, sig: Signature) -> LineCoverage | str:
         return read_gcov(raw, unit, sig.name, x_span(language, unit, prepare, function, sig))
 
+    def per_copy(raw: bytes, function: str, sig: Signature) -> tuple[frozenset[int], list[frozenset[int]]] | str:
+        return read_gcov_each(raw, unit, sig.name, x_span(language, unit, prepare, function, sig))
+
     return Coverage(
         build_argv=lambda tools, build: split_build(tools, build, cc, ext, kinds, libs, flags, coverage=True),
         report_argv=lambda tools, build, copies, scratch: gcov_argv(tools, build, copies, unit, scratch),
-        read=read, count_name=f"{stem}.gcda",
+        read=read, per_copy=per_copy, count_name=f"{stem}.gcda",
         missing=lambda tools: "" if "gcov" in tools.exe else f"gcov is not installed (apt-get install {package})",
         run_env=gcov_env)
 
@@ -156,12 +164,17 @@ def _base_name(entry: dict[str, Any]) -> str:
     name = entry.get("demangled_name")
     if not isinstance(name, str):
         name = entry.get("name")
-    return name.split("(", 1)[0].rsplit("::", 1)[-1].strip() if isinstance(name, str) else ""
+    if not isinstance(name, str):
+        return ""
+    # an ABI tag (``label[abi:cxx11](int)``: a function returning std::string) is not part of the name
+    return re.sub(r"\[abi:[^\]]*\]", "", name.split("(", 1)[0]).rsplit("::", 1)[-1].strip()
 
 
-def read_gcov(raw: bytes, unit: str, name: str, span: tuple[int, int]) -> LineCoverage | str:
-    """x's line coverage from gcov's JSON report ``raw``, counting only the lines of the function named
-    ``name`` that starts within ``span`` (lines of ``unit``); or why it cannot be read."""
+def read_gcov_each(raw: bytes, unit: str, name: str, span: tuple[int, int]
+                   ) -> tuple[frozenset[int], list[frozenset[int]]] | str:
+    """From gcov's JSON reports ``raw`` (one per copy, in copy order), x's executable lines and the lines
+    each copy reached, as x's lines (1 = x's first line), counting only the function named ``name`` that
+    starts within ``span`` (lines of ``unit``); or why they cannot be read."""
     if len(raw) >= GCOV_OUTPUT_BYTES:
         return f"gcov's report is over {GCOV_OUTPUT_BYTES} bytes"
     reports = []
@@ -175,15 +188,30 @@ def read_gcov(raw: bytes, unit: str, name: str, span: tuple[int, int]) -> LineCo
     if not reports:
         return "no JSON report from gcov"
     executable: set[int] = set()
-    executed: set[int] = set()
+    each = []
     for report in reports:
         got = _lines(report, unit, name, span)
         if isinstance(got, str):
             return got
         executable |= got[0]
-        executed |= got[1]
-    uncovered = tuple(sorted(n - span[0] + 1 for n in executable - executed))
-    return LineCoverage(len(executed) / len(executable), len(executable), len(executed), uncovered)
+        each.append(frozenset(n - span[0] + 1 for n in got[1]))
+    return frozenset(n - span[0] + 1 for n in executable), each
+
+
+def line_coverage(executable: frozenset[int], executed: frozenset[int]) -> LineCoverage:
+    """The :class:`LineCoverage` of x's ``executable`` lines of which ``executed`` were reached."""
+    reached = executed & executable
+    return LineCoverage(len(reached) / len(executable) if executable else 0.0, len(executable), len(reached),
+                        tuple(sorted(executable - reached)))
+
+
+def read_gcov(raw: bytes, unit: str, name: str, span: tuple[int, int]) -> LineCoverage | str:
+    """x's line coverage from gcov's JSON report ``raw``, counting only the lines of the function named
+    ``name`` that starts within ``span`` (lines of ``unit``); or why it cannot be read."""
+    got = read_gcov_each(raw, unit, name, span)
+    if isinstance(got, str):
+        return got
+    return line_coverage(got[0], frozenset().union(*got[1]))
 
 
 def _lines(report: dict[str, Any], unit: str, name: str, span: tuple[int, int]) -> tuple[set[int], set[int]] | str:

@@ -3,7 +3,9 @@
 Supported parameters: the C scalars (``char`` is a character), ``std::string`` and ``std::vector<T>``
 of those (also nested one level: ``std::vector<std::string>``), by value, by const reference, or by
 non-const reference (then reported after the call). Pointers are not supported. The return value is
-written by the harness's ``w`` overloads (scalars, strings, vectors, pairs, optionals).
+written by the harness's ``w`` overloads (scalars, strings, vectors, pairs, optionals). With x's file
+context (:mod:`.context`), its complete items (classes, helpers, constants, ``using`` lines) are built
+before every variant; parameters and results still use the types above.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from __future__ import annotations
 import re
 
 from calib.executors.native.c import scalar, split_head
+from calib.executors.native.context import kept_items, line_wrapped
 from calib.executors.native.coverage import gcov_coverage, locate_gcov
-from calib.executors.native.language import Language, Tools, native_run, split_build, which_real
+from calib.executors.native.language import HARNESS_ROOT, Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import split_top
 from calib.executors.native.types import Param, Signature, Type, Unsupported
 
-__all__ = ["LANGUAGE", "cpp_glue", "parse_cpp"]
+__all__ = ["LANGUAGE", "cpp_context", "cpp_glue", "parse_cpp"]
 
 
 def _type(text: str) -> Type:
@@ -57,6 +60,13 @@ def parse_cpp(source: str) -> Signature:
     return Signature(name, tuple(params), Type("void" if void else "str", native=ret))
 
 
+def cpp_context(context: str, sig: Signature) -> str:
+    """The kept items of x's file context, numbered as ``context.cpp``'s lines (:mod:`.context`)."""
+    template = (HARNESS_ROOT / "cpp" / "function.cpp").read_text(encoding="utf-8")
+    first = template.split("/*@CALIB_FUNCTION@*/")[0].count("\n") + 1
+    return line_wrapped(kept_items("cpp", context, sig.name), "context.cpp", "function.cpp", first)
+
+
 def cpp_glue(sig: Signature) -> str:
     """The body of ``calib_call``: read the arguments, call, write the return value and references."""
     lines = [f"auto a{k} = rd<{p.type.native}>(args[{k}]);" for k, p in enumerate(sig.params)]
@@ -91,6 +101,6 @@ def _cpp_build(tools: Tools, build: str) -> list[str]:
 
 
 LANGUAGE = Language("cpp", "g++", "g++", "main.cpp", parse_cpp, cpp_glue, _locate_gxx, _cpp_build, native_run,
-                    build_memory=4 << 30,
+                    build_memory=4 << 30, context=cpp_context,
                     coverage=gcov_coverage("cpp", "g++", "function.cpp", "cxx", "TDBRGS", "", _CPP_FLAGS,
                                            lambda source, sig: source))

@@ -59,6 +59,10 @@ class Coverage:
     count_name: str
     missing: Callable[[Tools], str]
     run_env: Callable[[str, str], tuple[tuple[str, str], ...]] = lambda build, tmp: ()
+    #: Optional: from the same report, x's executable lines and, per copy in copy order, the lines it
+    #: reached (x's lines, 1 = its first). With it, x's coverage build also runs on the whole pool and the
+    #: chosen inputs are those that reach the most of x (docs/native-executors.md, "Choosing inputs").
+    per_copy: Callable[[bytes, str, Signature], tuple[frozenset[int], list[frozenset[int]]] | str] | None = None
 
 
 #: The largest copy of one input's counts a harness sends (bytes, before hex); a longer one is dropped.
@@ -133,8 +137,20 @@ nm -g --defined-only --format=posix function.o | grep -E '^[^ ]+ [{kinds}] ' | c
   | grep -vx calib_call > local.syms || true
 if [ -s local.syms ]; then objcopy --localize-symbols=local.syms function.o; fi  # objcopy 2.40 fails on none
 "$cc" "$@" {hflags} -c main.{ext} -o harness.o
-"$cc" function.o harness.o -o prog {libs}
+extra=""  # the system libraries of the headers x's unit includes (docs/native-executors.md, "File context")
+while read -r header flags; do
+  if grep -q "^[[:space:]]*#[[:space:]]*include[[:space:]]*<$header" function.{ext}; then extra="$extra $flags"; fi
+done <<'LIBS'
+{headers}
+LIBS
+"$cc" function.o harness.o -o prog {libs} $extra
 """
+#: A system header (or header folder) and the libraries a program including it links with; the header
+#: must be installed for x to compile (a missing one makes the sample ``unsupported: external header``).
+SYSTEM_LIBRARIES = (("zlib.h", "-lz"), ("openssl/", "-lssl -lcrypto"), ("sqlite3.h", "-lsqlite3"),
+                    ("bzlib.h", "-lbz2"), ("lzma.h", "-llzma"), ("expat.h", "-lexpat"), ("uuid/uuid.h", "-luuid"),
+                    ("readline/readline.h", "-lreadline"), ("ncurses.h", "-lncurses"), ("curses.h", "-lncurses"),
+                    ("pthread.h", "-lpthread"), ("gmp.h", "-lgmp"), ("crypt.h", "-lcrypt"))
 
 
 def split_build(tools: Tools, build: str, cc: str, ext: str, kinds: str, libs: str, flags: list[str], *,
@@ -144,7 +160,8 @@ def split_build(tools: Tools, build: str, cc: str, ext: str, kinds: str, libs: s
     counts after each input, libgcov linked in)."""
     extra = {"fflags": "-O0 --coverage", "hflags": "-DCALIB_COVERAGE", "libs": f"{libs} --coverage"} if coverage \
         else {"fflags": "", "hflags": "", "libs": libs}
-    script = SPLIT_BUILD.format(ext=ext, kinds=kinds, **extra)
+    headers = "\n".join(f"{header} {flags}" for header, flags in SYSTEM_LIBRARIES)
+    script = SPLIT_BUILD.format(ext=ext, kinds=kinds, headers=headers, **extra)
     return [tools.exe["sh"], "-c", script, "calib-build", build, tools.exe[cc], *flags]
 
 

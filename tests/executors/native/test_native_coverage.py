@@ -242,9 +242,9 @@ def test_every_copy_of_the_counts_is_kept_as_sent(tmp_path):
     assert copies_of([{"cov": "zz"}, {"cov": 5}]) == []
     assert copies_of([{"cov": "00" * (COUNTS_BYTES + 1)}]) == []
     write_copies(str(tmp_path / "two"), [b"ab", b"cd"], "function.gcda")
-    assert (tmp_path / "two" / "p1" / "function.gcda").read_bytes() == b"cd"
+    assert (tmp_path / "two" / "p0001" / "function.gcda").read_bytes() == b"cd"
     write_copies(str(tmp_path / "none"), [], "function.gcda")
-    assert [p.name for p in (tmp_path / "none").iterdir()] == ["p0"] and not any((tmp_path / "none/p0").iterdir())
+    assert [p.name for p in (tmp_path / "none").iterdir()] == ["p0000"] and not any((tmp_path / "none/p0000").iterdir())
 
 
 def test_read_gcov_gives_a_reason_for_anything_unusable(report):

@@ -1,5 +1,7 @@
 /* calib native harness (C): the function's own translation unit. Placeholders filled by
  * calib/executors/native/__init__.py:
+ *   CALIB_CONTEXT  - the kept items of x's file context between #line directives (empty without one;
+ *                    calib/executors/native/context.py), on the function's line so x's lines keep their numbers;
  *   CALIB_FUNCTION - the function under test (truth or candidate), verbatim;
  *   CALIB_CALL     - generated glue: reads the arguments of one input from `args`, calls the function and
  *                    writes the output object with the w_* helpers of calib_io.h.
@@ -18,7 +20,7 @@
 #include <unistd.h>
 
 /* ---- the function under test ---- */
-/*@CALIB_FUNCTION@*/
+/*@CALIB_CONTEXT@*//*@CALIB_FUNCTION@*/
 /* ---- end of the function under test ---- */
 
 #include "calib_io.h"

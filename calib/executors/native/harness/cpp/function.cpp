@@ -1,5 +1,7 @@
 // calib native harness (C++17): the function's own translation unit. Placeholders filled by
 // calib/executors/native/__init__.py:
+//   CALIB_CONTEXT  - the kept items of x's file context between #line directives (empty without one;
+//                    calib/executors/native/context.py), on the function's line so x's lines keep their numbers;
 //   CALIB_FUNCTION - the function under test (truth or candidate), verbatim;
 //   CALIB_CALL     - generated glue: reads the arguments from `args` with rd<T>, calls the function and
 //                    writes the output object into `o` with the w overloads.
@@ -9,7 +11,7 @@
 #include <unistd.h>
 using namespace std;
 
-/*@CALIB_FUNCTION@*/
+/*@CALIB_CONTEXT@*//*@CALIB_FUNCTION@*/
 
 #include "calib_io.hpp"
 
