@@ -16,7 +16,10 @@ set -euo pipefail
 ci_user=calib-ci
 base=/opt/calib-ci
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-packages=(pytest polars click numpy scipy statsmodels pyarrow)
+# tree-sitter: the native executors read x's file context with it (tests/executors/native run here too)
+packages=(pytest polars click numpy scipy statsmodels pyarrow tree-sitter==0.22.3 tree-sitter-c==0.21.4
+          tree-sitter-cpp==0.22.3 tree-sitter-go==0.21.2 tree-sitter-rust==0.21.2 tree-sitter-java==0.21.0
+          tree-sitter-python==0.21.0)
 
 if [ "$(id -u)" != 0 ]; then  # the tests already run as a normal user: nothing to prepare
     echo "unprivileged.sh: not root, nothing to do (the tests run as this user)"

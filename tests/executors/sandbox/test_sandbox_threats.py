@@ -13,8 +13,9 @@ in the native executors' run profile:
 - resources outside the limits: inotify instances and socket buffer growth are refused, inodes capped;
 - ``--import-path`` inside ``/tmp`` is visible in the sandbox (and survives the wipe, read-only).
 
-The last test runs this file and tests/executors/sandbox/test_hostile.py again as a normal user (``calib-ci``,
-prepared by .ci/unprivileged.sh) when the tests run as root, so both ways calib runs are covered.
+The last test runs this file, tests/executors/sandbox/test_hostile.py and test_forkserver.py, and the native
+executors' isolation and forgery tests again as a normal user (``calib-ci``, prepared by .ci/unprivileged.sh)
+when the tests run as root, so both ways calib runs are covered.
 """
 
 from __future__ import annotations
@@ -356,7 +357,8 @@ def test_the_hostile_battery_passes_as_a_normal_user():
     done = subprocess.run(  # noqa: S603
         ["runuser", "-u", CI_USER, "--", "env", "CALIB_UNPRIVILEGED_RUN=1", f"HOME={CI_VENV.parent / 'home'}",
          str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/executors/sandbox/test_hostile.py",
-         "tests/executors/sandbox/test_sandbox_threats.py", "tests/executors/sandbox/test_forkserver.py"],
+         "tests/executors/sandbox/test_sandbox_threats.py", "tests/executors/sandbox/test_forkserver.py",
+         "tests/executors/native/test_native_isolation.py", "tests/executors/native/test_native_forgery.py"],
         cwd=tree, capture_output=True, text=True, timeout=1800, check=False)
     tail = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 0, tail
