@@ -44,6 +44,7 @@ from calib.executors.native.guided import choose, choose_covering
 from calib.executors.native.languages import LANGUAGES, Language
 from calib.executors.native.sandbox import Profile, build, inside, run_lines
 from calib.executors.native.types import Signature, Unsupported, args_of, check_state, synthesize
+from calib.executors.native.warm import prepared
 from calib.executors.sandbox import Sandbox
 from calib.executors.validity import validity
 
@@ -110,9 +111,14 @@ class NativeExecutor:
         for name, text in lang.sources(function, sig, context).items():
             Path(workdir, name).write_text(text, encoding="utf-8")
         where = inside(self.sandbox, workdir, "/build")
+        binds, env = ((workdir, "/build", True), *tools.build_binds), tools.build_env
+        shared = lang.warm and await prepared(self.sandbox, tools, lang.name, lang.warm, self._slots,
+                                              lang.build_memory)
+        if shared:  # the language's shared build directory, read-only (calib/executors/native/warm.py)
+            binds, env = (*binds, (shared, "/warm", False)), (*env, ("CALIB_WARM", inside(self.sandbox, shared,
+                                                                                         "/warm")))
         profile = Profile(memory_bytes=lang.build_memory, cpu_seconds=120, tmpfs_bytes=512 << 20,
-                          file_bytes=256 << 20, open_files=1024, seccomp=False, ro=tools.ro,
-                          binds=((workdir, "/build", True), *tools.build_binds), env=tools.build_env)
+                          file_bytes=256 << 20, open_files=1024, seccomp=False, ro=tools.ro, binds=binds, env=env)
         async with self._slots:
             done = await build(self.sandbox, profile, argv(tools, where), wall_seconds=180.0)
         if done.returncode == 0 and not done.timed_out:

@@ -10,7 +10,9 @@ before every variant; parameters and results still use the types above.
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 
 from calib.executors.native.c import scalar, split_head
 from calib.executors.native.context import kept_items, line_wrapped
@@ -18,6 +20,7 @@ from calib.executors.native.coverage import gcov_coverage, locate_gcov
 from calib.executors.native.language import HARNESS_ROOT, Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import split_top
 from calib.executors.native.types import Param, Signature, Type, Unsupported
+from calib.executors.native.warm import Warm, digest
 
 __all__ = ["LANGUAGE", "cpp_context", "cpp_glue", "parse_cpp"]
 
@@ -100,7 +103,51 @@ def _cpp_build(tools: Tools, build: str) -> list[str]:
     return split_build(tools, build, "cxx", "cpp", "TDBRGS", "", _CPP_FLAGS)
 
 
+# The shared build directory (calib/executors/native/warm.py): <bits/stdc++.h> precompiled with the flags
+# of the function's unit (pch/: normal; pch-cov/: x's coverage build) and the harness's objects.
+_WARM = r"""set -e
+cd "$1"; cc="$2"; header="$3"; shift 3
+mkdir -p pch/bits pch-cov/bits
+"$cc" "$@" -x c++-header "$header" -o pch/bits/stdc++.h.gch
+"$cc" "$@" -O0 --coverage -x c++-header "$header" -o pch-cov/bits/stdc++.h.gch
+ln -s "$header" pch/bits/stdc++.h  # a later #include of it (calib_io.hpp's) finds the header itself
+ln -s "$header" pch-cov/bits/stdc++.h
+"$cc" "$@" -c main.cpp -o harness.o
+"$cc" "$@" -DCALIB_COVERAGE -c main.cpp -o harness-cov.o
+"""
+
+
+@functools.cache
+def _toolchain(cxx: str) -> tuple[str, str]:
+    """(g++'s version line, the path of the <bits/stdc++.h> it includes); ("", "") when it cannot say."""
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30, check=False)
+        found = subprocess.run([cxx, "-std=gnu++17", "-H", "-fsyntax-only", "-x", "c++", "-"], capture_output=True,
+                               text=True, timeout=60, check=False, input="#include <bits/stdc++.h>\n")
+    except (OSError, subprocess.SubprocessError):
+        return "", ""
+    first = found.stderr.splitlines()[0] if found.stderr else ""
+    header = first[2:].strip() if first.startswith(". ") and first.endswith("stdc++.h") else ""
+    return version.stdout.splitlines()[0] if version.stdout else "", header
+
+
+def _harness_files() -> dict[str, str]:
+    folder = HARNESS_ROOT / "cpp"
+    return {"main.cpp": (folder / "harness.cpp").read_text(encoding="utf-8"),
+            "calib_io.hpp": (folder / "calib_io.hpp").read_text(encoding="utf-8")}
+
+
+def _warm_key(tools: Tools) -> str:
+    version, header = _toolchain(tools.exe["cxx"])
+    return digest(tools.exe["cxx"], version, header, *_CPP_FLAGS, *_harness_files().values())
+
+
+def _warm_argv(tools: Tools, where: str) -> list[str]:
+    header = _toolchain(tools.exe["cxx"])[1] or "/nonexistent/bits/stdc++.h"  # then making it fails: no cache
+    return [tools.exe["sh"], "-c", _WARM, "calib-warm", where, tools.exe["cxx"], header, *_CPP_FLAGS]
+
+
 LANGUAGE = Language("cpp", "g++", "g++", "main.cpp", parse_cpp, cpp_glue, _locate_gxx, _cpp_build, native_run,
-                    build_memory=4 << 30, context=cpp_context,
+                    build_memory=4 << 30, context=cpp_context, warm=Warm(_warm_key, _harness_files, _warm_argv),
                     coverage=gcov_coverage("cpp", "g++", "function.cpp", "cxx", "TDBRGS", "", _CPP_FLAGS,
                                            lambda source, sig: source))

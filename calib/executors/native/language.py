@@ -19,6 +19,7 @@ from calib.executors.native.types import Signature
 
 if TYPE_CHECKING:
     from calib.executors.native.coverage import LineCoverage
+    from calib.executors.native.warm import Warm
 
 __all__ = ["HARNESS_ROOT", "COUNTS_BYTES", "Coverage", "Language", "Tools", "native_run", "split_build", "which_real"]
 
@@ -94,6 +95,8 @@ class Language:
     #: What of the file's context goes into the build, at the template's ``/*@CALIB_CONTEXT@*/`` (types the
     #: function uses, helpers, stand-ins for what cannot be built here); by default nothing
     context: Callable[[str, Signature], str] = lambda context, sig: ""
+    #: What every build of the language can reuse, made once (:mod:`.warm`); None: nothing
+    warm: Warm | None = None
 
     def signature(self, source: str, context: str = "") -> Signature:
         """x's :class:`Signature`, with its file's ``context`` where the language reads it."""
@@ -130,13 +133,21 @@ def which_real(name: str) -> str | None:
 # object defines, but calib_call, are made local before the link, so a `main`, `malloc` or `fwrite` of
 # the function's own cannot replace the harness's (C++: weak ones, i.e. inline and template code, stay
 # global; they are merged by the linker, and the standard headers are read before the function's macros).
+# With the language's shared build directory ($CALIB_WARM, calib/executors/native/warm.py): the precompiled
+# headers of the function's unit (pch/ or pch-cov/) and the harness's object, compiled once.
 SPLIT_BUILD = r"""set -e
 cd "$1"; cc="$2"; shift 2
-"$cc" "$@" {fflags} -c function.{ext} -o function.o
+pch=""
+if [ -n "${{CALIB_WARM:-}}" ] && [ -d "$CALIB_WARM/pch{suffix}" ]; then pch="-I$CALIB_WARM/pch{suffix}"; fi
+"$cc" "$@" {fflags} $pch -c function.{ext} -o function.o
 nm -g --defined-only --format=posix function.o | grep -E '^[^ ]+ [{kinds}] ' | cut -d' ' -f1 \
   | grep -vx calib_call > local.syms || true
 if [ -s local.syms ]; then objcopy --localize-symbols=local.syms function.o; fi  # objcopy 2.40 fails on none
-"$cc" "$@" {hflags} -c main.{ext} -o harness.o
+if [ -n "${{CALIB_WARM:-}}" ] && [ -f "$CALIB_WARM/harness{suffix}.o" ]; then
+  cp "$CALIB_WARM/harness{suffix}.o" harness.o
+else
+  "$cc" "$@" {hflags} -c main.{ext} -o harness.o
+fi
 extra=""  # the system libraries of the headers x's unit includes (docs/native-executors.md, "File context")
 while read -r header flags; do
   if grep -q "^[[:space:]]*#[[:space:]]*include[[:space:]]*<$header" function.{ext}; then extra="$extra $flags"; fi
@@ -158,8 +169,8 @@ def split_build(tools: Tools, build: str, cc: str, ext: str, kinds: str, libs: s
     """The build command of a two-unit language (C, C++): a fixed shell script, its arguments apart.
     ``coverage``: x's coverage build (the function's unit at ``-O0 --coverage``, the harness writing the
     counts after each input, libgcov linked in)."""
-    extra = {"fflags": "-O0 --coverage", "hflags": "-DCALIB_COVERAGE", "libs": f"{libs} --coverage"} if coverage \
-        else {"fflags": "", "hflags": "", "libs": libs}
+    extra = {"fflags": "-O0 --coverage", "hflags": "-DCALIB_COVERAGE", "libs": f"{libs} --coverage",
+             "suffix": "-cov"} if coverage else {"fflags": "", "hflags": "", "libs": libs, "suffix": ""}
     headers = "\n".join(f"{header} {flags}" for header, flags in SYSTEM_LIBRARIES)
     script = SPLIT_BUILD.format(ext=ext, kinds=kinds, headers=headers, **extra)
     return [tools.exe["sh"], "-c", script, "calib-build", build, tools.exe[cc], *flags]
