@@ -127,7 +127,7 @@ class Comparison:
         """The JSON object ``calib compare --json`` prints."""
         return {
             "conclusive": self.conclusive, "reason": self.reason, "valid_inputs": self.valid_inputs,
-            # NaN (Java, Rust, Go: line coverage not measured) is not JSON: null
+            # NaN (line coverage not measured or unavailable) is not JSON: null
             "coverage": self.coverage if math.isfinite(self.coverage) else None,
             "distinct_outputs": self.distinct_outputs,
             "inputs": [{**i.to_dict(), **({"output": i.output} if outputs else {})} for i in self.inputs],

@@ -4,7 +4,7 @@ A comparison of x with its candidates is *conclusive* when x's execution meets t
 of the functional-memorization paper (§3): at least ``min_valid`` (N_in) of the ``n_inputs`` (N) input
 states are valid, the valid inputs together reach at least ``coverage`` (C) of x's executable lines,
 and x gives at least ``min_distinct`` distinct output states on them. An executor that cannot measure
-a criterion (Java, Rust and Go native code measure no line coverage yet) passes ``None`` for it: the criterion is not
+a criterion passes ``None`` for it: the criterion is not
 applied, :attr:`Verdict.criteria` says which were, and the report counts such samples apart.
 """
 
@@ -68,13 +68,15 @@ def validity(config: ExecutorConfig, *, valid_inputs: int, distinct_outputs: int
     return Verdict(not problems, tuple(problems), criteria)
 
 
-#: The native executor kinds that measure line coverage (gcc --coverage and gcov).
-_NATIVE_WITH_COVERAGE = ("native-c", "native-cpp")
+#: The native executor kinds that measure line coverage (gcc --coverage and gcov; Rust's
+#: -C instrument-coverage and llvm-cov; go tool cover; JaCoCo): every native language
+_NATIVE_WITH_COVERAGE = ("native-c", "native-cpp", "native-rust", "native-go", "native-java")
 
 
 def criteria_of(executor: str) -> tuple[str, ...]:
     """The criteria executor kind ``executor`` applies (``sandbox``, ``llm``, ``agent``, ``native-c``,
-    ``native-cpp``: all three; ``native-java``, ``native-rust``, ``native-go``: no line coverage yet)."""
+    ``native-cpp``, ``native-java``, ``native-rust``, ``native-go``: all three; another ``native-*`` kind
+    measuring no line coverage: the other two)."""
     if executor.startswith("native-") and executor not in _NATIVE_WITH_COVERAGE:
         return tuple(c for c in CRITERIA if c != "coverage")
     return CRITERIA

@@ -39,5 +39,5 @@ def test_an_unmeasured_criterion_is_not_applied_and_says_so(coverage):
 
 def test_criteria_per_executor_kind():
     assert criteria_of("sandbox") == criteria_of("llm") == criteria_of("agent") == CRITERIA
-    assert criteria_of("native-rust") == criteria_of("native-go") == ("valid_inputs", "distinct_outputs")
-    assert criteria_of("native-c") == criteria_of("native-cpp") == CRITERIA
+    assert criteria_of("native-c") == criteria_of("native-cpp") == criteria_of("native-java") == CRITERIA
+    assert criteria_of("native-rust") == criteria_of("native-go") == CRITERIA

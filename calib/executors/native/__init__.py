@@ -15,11 +15,13 @@ One comparison (docs/native-executors.md):
 A process that dies (a crash, the time limit) gives the input it was on that outcome and restarts
 after it, so one hostile input costs one input.
 
-Line coverage of x (C and C++, :mod:`.coverage`): a second, ``--coverage`` build of x runs on the valid
-chosen states alongside the replays and gcov reads its counts in the build sandbox; the share of x's own
-lines reached is ``coverage`` and the criterion C applies. Where it cannot be measured (gcov absent, the
-coverage build failing, an unusable report) the sample is inconclusive with a reason starting
-``coverage_unavailable:``. Java, Rust and Go measure no coverage: ``coverage`` is NaN, with a warning,
+Line coverage of x (:class:`~calib.executors.native.language.Coverage`: C and C++ with gcov, Rust with
+llvm-cov, Go with go tool cover): a second, instrumented build of x runs alongside, and the language's
+report reads its counts in the build sandbox; the share of x's own lines reached is ``coverage`` and the
+criterion C applies. Where the kit reports each input's lines, x's coverage build runs on the whole pool
+and the inputs are chosen by the lines they reach (:mod:`.guided`). Where coverage cannot be measured (the
+tools absent, the coverage build failing, an unusable report) the sample is inconclusive with a reason
+starting ``coverage_unavailable:``. Java measures no coverage yet: ``coverage`` is NaN, with a warning,
 and conclusiveness rests on the valid-input and distinct-output criteria alone.
 """
 
@@ -349,8 +351,8 @@ class NativeExecutor:
         valid_rows = [r for r in rows if r.valid]
         distinct = len({r.output for r in valid_rows})
         line_cov = cov if isinstance(cov, LineCoverage) else None
-        # C/C++: the criterion applies, and a coverage that could not be measured makes the sample inconclusive;
-        # Java, Rust, Go: not measured, the criterion is not applied (docs/native-executors.md, "Validity and
+        # where measured, the criterion applies, and a coverage that could not be measured makes the sample
+        # inconclusive; Java: not measured, the criterion is not applied (docs/native-executors.md, "Validity and
         # line coverage")
         verdict = validity(c, valid_inputs=len(valid_rows), distinct_outputs=distinct,
                            coverage=line_cov.value if line_cov else None,

@@ -27,12 +27,11 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 from calib.executors.native.language import COUNTS_BYTES, HARNESS_ROOT, Coverage, Tools, split_build
-from calib.executors.native.types import Signature
+from calib.executors.native.types import LineCoverage, Signature
 
 __all__ = ["GCOV_OUTPUT_BYTES", "PLACEHOLDER", "REPORT_BYTES", "LineCoverage", "copies_of", "copy_of", "gcov_argv",
            "gcov_coverage", "gcov_env", "line_coverage", "locate_gcov", "read_gcov", "read_gcov_each", "write_copies",
@@ -54,16 +53,6 @@ for d in "$2"/p*; do
   (cd "$w" && "$4" --json-format --stdout --relative-only "$3.gcda")
 done
 """
-
-
-@dataclass(frozen=True)
-class LineCoverage:
-    """What the inputs reached of x's own executable lines."""
-
-    value: float  # executed / executable lines of x's function
-    executable: int
-    executed: int
-    uncovered: tuple[int, ...]  # x's lines (1 = the first line of x's source) no input reached
 
 
 def locate_gcov(compiler: str | None) -> str | None:

@@ -1,9 +1,13 @@
 """Java signatures and call glue for the native harness (``calib/executors/native/harness/java/harness.java``).
 
-The method (static or not) is placed in a class ``Target``. Supported parameters: ``int``, ``long``,
+The method (static or not) is placed in its class as x's file context gives it (:mod:`.java_context`: the
+enclosing types and the members x uses), else in a class ``Target``. Supported parameters: ``int``, ``long``,
 ``short``, ``byte``, ``char``, ``double``, ``float``, ``boolean``, ``String`` and one-dimensional arrays
 of those (every array is reported after the call: the method may change it). Return types: ``void``,
-those types, and any object the harness's writer knows (boxed numbers, collections).
+those types, and any object the harness's writer knows (boxed numbers, collections). An instance method
+is called on an instance built from the input state (``new.<parameter>`` of the chosen constructor, or
+``this.<field>``); its fields after the call are the output's ``"this"``. Each input runs in a class loader
+of its own (the harness); line coverage comes from JaCoCo (:mod:`.coverage_java`).
 """
 
 from __future__ import annotations
@@ -12,23 +16,38 @@ import glob
 import os
 import re
 
+from calib.executors.native.coverage_java import jacoco_coverage, template_line
+from calib.executors.native.java_context import JavaContext, read_context, unoverride
 from calib.executors.native.language import Language, Tools, which_real
 from calib.executors.native.text import split_top, strip_comments
 from calib.executors.native.types import Param, Signature, Type, Unsupported
 
-__all__ = ["LANGUAGE", "java_etc", "java_glue", "parse_java"]
+__all__ = ["LANGUAGE", "java_context", "java_etc", "java_glue", "parse_java", "parse_java_in", "prepare_java"]
 
 _PRIMS = {"int": Type("int", bits=32, native="int"), "long": Type("int", bits=64, native="long"),
           "short": Type("int", bits=16, native="short"), "byte": Type("int", bits=8, native="byte"),
           "char": Type("char", native="char"), "double": Type("float", native="double"),
           "float": Type("float", native="float"), "boolean": Type("bool", native="boolean"),
           "String": Type("str", native="String")}
-_READ = {"int": "(int) i({})", "long": "i({})", "short": "(short) i({})", "byte": "(byte) i({})", "char": "c({})",
-         "double": "d({})", "float": "(float) d({})", "boolean": "b({})", "String": "s({})"}
+_READ = {"int": "(int) CalibMain.i({})", "long": "CalibMain.i({})", "short": "(short) CalibMain.i({})",
+         "byte": "(byte) CalibMain.i({})", "char": "CalibMain.c({})", "double": "CalibMain.d({})",
+         "float": "(float) CalibMain.d({})", "boolean": "CalibMain.b({})", "String": "CalibMain.s({})"}
 _READ_ARRAY = {"int": "ints", "long": "longs", "short": "shorts", "byte": "bytes", "char": "chars",
                "double": "doubles", "float": "floats", "boolean": "booleans", "String": "strings"}
 _HEAD = re.compile(r"((?:(?:public|private|protected|static|final|synchronized|strictfp)\s+)*)"
                    r"(?:<[^>]*>\s*)?([\w\[\]<>?,. ]+?)\s+([A-Za-z_]\w*)\s*\(([^)]*)\)\s*(?:throws\s+[\w.,\s]+)?\{")
+
+
+_MODIFIERS = re.compile(r"^\s*(?:(?:public|private|protected|static|final|synchronized|strictfp|default|native)\s+)*")
+
+
+def _param(name: str, typ: str) -> Param:
+    base = typ.removesuffix("[]")
+    if base not in _PRIMS or base.endswith("[]"):
+        raise Unsupported(typ)
+    if typ != base:
+        return Param(name, Type("list", elem=_PRIMS[base], native=typ), mutable=True)
+    return Param(name, _PRIMS[base])
 
 
 def parse_java(source: str) -> Signature:
@@ -41,41 +60,106 @@ def parse_java(source: str) -> Signature:
         words = [w for w in decl.replace("final ", " ").split() if not w.startswith("@")]
         if len(words) != 2:
             raise Unsupported(f"parameter {decl!r}")
-        typ, name = words
-        base = typ.removesuffix("[]")
-        if base not in _PRIMS or base.endswith("[]"):
-            raise Unsupported(typ)
-        t = _PRIMS[base]
-        if typ != base:
-            params.append(Param(name, Type("list", elem=t, native=typ), mutable=True))
-        else:
-            params.append(Param(name, t))
-    ret = m.group(2).strip()
+        params.append(_param(words[1], words[0]))
+    ret = _MODIFIERS.sub("", m.group(2)).strip()
     return Signature(m.group(3), tuple(params), Type("void" if ret == "void" else "str", native=ret))
 
 
+def _plan(sig: Signature) -> dict[str, str]:
+    """The Java entries of ``sig.preamble`` (:func:`parse_java_in`), with the defaults of x alone."""
+    plan = {"imports": "", "opening": "class Target {\n", "depth": "1", "owner": "Target", "binary": "Target",
+            "static": "", "arity": str(len(sig.params)), "shown": ""}
+    plan.update(dict(sig.preamble))
+    return plan
+
+
+def _read(p: Param, src: str) -> str:
+    if p.type.kind == "list":
+        assert p.type.elem is not None
+        return f"CalibMain.{_READ_ARRAY[p.type.elem.native]}({src})"
+    return _READ[p.type.native].format(src)
+
+
 def java_glue(sig: Signature) -> str:
-    """The body of ``Main.call``: read the arguments, call, write the return value and the arrays."""
+    """The class ``CalibCall`` nested in x's class (its ``call`` reads the arguments, builds the instance,
+    calls, writes the return value, the arrays and the instance's fields), the braces closing x's classes,
+    and ``CalibEntry`` (CalibCall's binary name, a constant the harness's loader uses)."""
+    plan = _plan(sig)
+    arity = int(plan["arity"])
     lines = []
     for k, p in enumerate(sig.params):
-        src = f"args.get({k})"
-        if p.type.kind == "list":
-            assert p.type.elem is not None
-            lines.append(f"{p.type.native} a{k} = {_READ_ARRAY[p.type.elem.native]}({src});")
-        else:
-            lines.append(f"{p.type.native} a{k} = {_READ[p.type.native].format(src)};")
-    call = f"new Target().{sig.name}({', '.join(f'a{k}' for k in range(len(sig.params)))})"
+        lines.append(f"{p.type.native} a{k} = {_read(p, f'args.get({k})')};")
+    call_args = ", ".join(f"a{k}" for k in range(arity))
+    owner = plan["owner"]
+    if plan["static"]:  # x alone: through an instance of Target, so an instance candidate compiles too
+        call = f"{owner}.{sig.name}({call_args})" if plan["opening"] != "class Target {\n" else \
+            f"new Target().{sig.name}({call_args})"
+    else:
+        ctor = ", ".join(f"a{k}" for k, p in enumerate(sig.params) if p.name.startswith("new."))
+        lines.append(f"{owner} self = new {owner}({ctor});")
+        lines += [f"self.{p.name[5:]} = a{k};" for k, p in enumerate(sig.params) if p.name.startswith("this.")]
+        call = f"self.{sig.name}({call_args})"
     if sig.returns.kind == "void":
         lines += [f"{call};", 'o.append("\\"return\\":null");']
     else:
-        lines += [f"{sig.returns.native} r = {call};", 'o.append("\\"return\\":");', "W.w(o, r);"]
-    mutated = [(k, p) for k, p in enumerate(sig.params) if p.mutable]
+        lines += [f"{sig.returns.native} r = {call};", 'o.append("\\"return\\":");', "CalibMain.W.w(o, r);"]
+    mutated = [(k, p) for k, p in enumerate(sig.params[:arity]) if p.mutable]
     if mutated:
         lines.append('o.append(",\\"args\\":{");')
         for n, (k, p) in enumerate(mutated):
-            lines.append(f'o.append("{"," if n else ""}\\"{p.name}\\":"); W.w(o, (Object) a{k});')
+            lines.append(f'o.append("{"," if n else ""}\\"{p.name}\\":"); CalibMain.W.w(o, (Object) a{k});')
         lines.append('o.append("}");')
-    return "\n        ".join(lines)
+    shown = [f for f in plan["shown"].split(",") if f]
+    if shown and not plan["static"]:
+        lines.append('o.append(",\\"this\\":{");')
+        for n, f in enumerate(shown):
+            lines.append(f'o.append("{"," if n else ""}\\"{f}\\":"); CalibMain.W.w(o, (Object) self.{f});')
+        lines.append('o.append("}");')
+    body = "\n            ".join(lines)
+    closing = "}\n" * int(plan["depth"])
+    return (f"    static final class CalibCall implements CalibMain.Call {{\n"
+            f"        public void call(java.util.List<Object> args, StringBuilder o) throws Throwable {{\n"
+            f"            {body}\n        }}\n    }}\n{closing}"
+            f"final class CalibEntry {{ static final String CALL = \"{plan['binary']}$CalibCall\"; }}\n")
+
+
+def prepare_java(source: str, sig: Signature) -> str:
+    """x's class opened (from the file context: its enclosing types and the members x uses), then x."""
+    return _plan(sig)["opening"] + unoverride(source)
+
+
+def java_context(context: str, sig: Signature) -> str:
+    """The JDK imports of x's file (the template's first line)."""
+    return _plan(sig)["imports"]
+
+
+def parse_java_in(source: str, context: str) -> Signature:
+    """x's :class:`Signature` in its file ``context`` (:mod:`.java_context`): for an instance method, the
+    chosen constructor's parameters (``new.<name>``) or the fields set from the state (``this.<name>``) are
+    parameters too, after x's own; the build plan rides in ``preamble``."""
+    sig = parse_java(source)
+    head = _HEAD.search(strip_comments(source))
+    words = head.group(1) + _MODIFIERS.match(head.group(2)).group() if head else ""  # type: ignore[union-attr]
+    static = bool(re.search(r"\bstatic\b", words))
+    try:
+        ctx = read_context(context, source, static) if context.strip() else JavaContext()
+    except Unsupported:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a context the reader does not understand: one sample's reason
+        raise Unsupported(f"file context not understood ({type(exc).__name__})") from None
+    params = list(sig.params)
+    for prefix, pairs in (("new.", ctx.ctor), ("this.", ctx.settable)):
+        for typ, name in pairs:
+            params.append(_param(f"{prefix}{name}", typ))
+    plan = (("imports", ctx.imports), ("opening", ctx.opening), ("depth", str(ctx.depth)), ("owner", ctx.owner),
+            ("binary", ctx.binary), ("static", "1" if static else ""), ("arity", str(len(sig.params))),
+            ("shown", ",".join(ctx.shown)))
+    return Signature(sig.name, tuple(params), sig.returns, preamble=plan)
+
+
+def _x_start(sig: Signature) -> tuple[str, int]:
+    plan = _plan(sig)
+    return plan["binary"], template_line() + plan["imports"].count("\n") + plan["opening"].count("\n")
 
 
 _JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=32m",
@@ -83,21 +167,27 @@ _JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSiz
         "-XX:ActiveProcessorCount=1")
 
 
+_JAVAC = ["-J-Xmx384m", *(f"-J{flag}" for flag in _JVM if "Tiered" not in flag), "-proc:none", "-nowarn",
+          "-encoding", "UTF-8"]
+
+
 def _locate_java() -> Tools | None:
-    java, javac = which_real("java"), which_real("javac")
+    java, javac, sh = which_real("java"), which_real("javac"), which_real("sh")
     if not java or not javac:
         return None
+    exe = {"java": java, "javac": javac}
+    if sh:  # for the coverage build (coverage_java.py)
+        exe["sh"] = sh
     env = (("MALLOC_ARENA_MAX", "2"),)
-    return Tools({"java": java, "javac": javac}, ro=java_etc(), build_env=env, run_env=env)
+    return Tools(exe, ro=java_etc(), build_env=env, run_env=env)
 
 
 def _java_build(tools: Tools, build: str) -> list[str]:
-    return [tools.exe["javac"], "-J-Xmx384m", *(f"-J{flag}" for flag in _JVM if "Tiered" not in flag), "-proc:none",
-            "-nowarn", "-encoding", "UTF-8", "-d", build, f"{build}/Main.java"]
+    return [tools.exe["javac"], *_JAVAC, "-d", build, f"{build}/CalibMain.java"]
 
 
 def _java_run(tools: Tools, build: str, memory_mb: int) -> list[str]:
-    return [tools.exe["java"], f"-Xmx{memory_mb}m", "-Xss16m", *_JVM, "-cp", build, "Main"]
+    return [tools.exe["java"], f"-Xmx{memory_mb}m", "-Xss16m", *_JVM, "-cp", build, "CalibMain"]
 
 
 def java_etc() -> tuple[str, ...]:
@@ -105,6 +195,7 @@ def java_etc() -> tuple[str, ...]:
     return tuple(sorted(os.path.realpath(p) for p in glob.glob("/etc/java-*") if os.path.isdir(p)))
 
 
-LANGUAGE = Language("java", "javac", "openjdk-17-jdk-headless", "Main.java", parse_java, java_glue, _locate_java,
-                    _java_build, _java_run, build_memory=4 << 30, run_overhead=2 << 30, startup=10.0,
-                    each=False)
+LANGUAGE = Language("java", "javac", "openjdk-17-jdk-headless", "CalibMain.java", parse_java, java_glue, _locate_java,
+                    _java_build, _java_run, prepare=prepare_java, coverage=jacoco_coverage(_JAVAC, _x_start),
+                    each=False, parse_in=parse_java_in, context=java_context, build_memory=4 << 30,
+                    run_overhead=2 << 30, startup=10.0)

@@ -13,15 +13,11 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from calib.executors.native.types import Signature
+from calib.executors.native.types import LineCoverage, Signature
 
-if TYPE_CHECKING:
-    from calib.executors.native.coverage import LineCoverage
-    from calib.executors.native.warm import Warm
-
-__all__ = ["HARNESS_ROOT", "COUNTS_BYTES", "Coverage", "Language", "Tools", "native_run", "split_build", "which_real"]
+__all__ = ["COUNTS_BYTES", "HARNESS_ROOT", "Coverage", "Language", "Tools", "Warm", "native_run", "split_build",
+           "which_real"]
 
 #: The harness templates, one folder per language (package data).
 HARNESS_ROOT = Path(__file__).resolve().parent / "harness"
@@ -36,6 +32,15 @@ class Tools:
     build_binds: tuple[tuple[str, str, bool], ...] = ()
     build_env: tuple[tuple[str, str], ...] = ()
     run_env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Warm:
+    """A recipe for a language's shared build directory (:mod:`.warm`)."""
+
+    key: Callable[[Tools], str]  # what the directory depends on: the toolchain, flags, harness source
+    files: Callable[[], dict[str, str]]  # files written into it first (calib's own harness sources)
+    argv: Callable[[Tools, str], list[str]]  # fills the directory (its path as the build sees it)
 
 
 @dataclass(frozen=True)

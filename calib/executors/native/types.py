@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Param", "Signature", "Type", "Unsupported", "args_of", "check_state", "synthesize"]
+__all__ = ["LineCoverage", "Param", "Signature", "Type", "Unsupported", "args_of", "check_state", "synthesize"]
 
 
 class Unsupported(Exception):  # noqa: N818 - a reason, not an error of calib
@@ -153,3 +153,13 @@ def _wire(t: Type, value: Any) -> Any:
 def args_of(sig: Signature, states: Sequence[dict[str, Any]]) -> list[list[Any]]:
     """The JSON the harness reads: one array of argument values per state."""
     return [[_wire(p.type, s[p.name]) for p in sig.params] for s in states]
+
+
+@dataclass(frozen=True)
+class LineCoverage:
+    """What the inputs reached of x's own executable lines."""
+
+    value: float  # executed / executable lines of x's function
+    executable: int
+    executed: int
+    uncovered: tuple[int, ...]  # x's lines (1 = the first line of x's source) no input reached

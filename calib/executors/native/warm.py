@@ -18,11 +18,9 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from calib.executors.native.language import Tools
+from calib.executors.native.language import Tools, Warm
 from calib.executors.native.sandbox import Profile, build, inside
 from calib.executors.sandbox import Sandbox
 
@@ -32,15 +30,6 @@ __all__ = ["READY", "Warm", "cache_root", "prepared"]
 READY = "ready"
 _DONE: dict[str, str | None] = {}  # key: the directory, or None when making it failed (not tried again)
 _LOCKS: dict[str, asyncio.Lock] = {}
-
-
-@dataclass(frozen=True)
-class Warm:
-    """A recipe for a language's shared build directory."""
-
-    key: Callable[[Tools], str]  # what the directory depends on: the toolchain, flags, harness source
-    files: Callable[[], dict[str, str]]  # files written into it first (calib's own harness sources)
-    argv: Callable[[Tools, str], list[str]]  # fills the directory (its path as the build sees it)
 
 
 def cache_root() -> Path:

@@ -11,9 +11,10 @@ controls apart when both are present) from the stored tables only, through the s
   ``valid_inputs``; :mod:`calib.executors.validity`). A sample the run judged inconclusive has no SIM_func,
   so only values **at least as strict** as the run's can be computed: the grids run from the run's C up to 1
   and from the run's N_in up to N (``execute.n_inputs``). At a stricter value a conclusive sample stays
-  conclusive when it still meets it. The Java, Rust and Go native executors measure no line coverage
-  (:func:`calib.executors.validity.criteria_of`): the C sweep applies only to samples whose executor
-  measured it, the others stay as the run judged them (``samples_without_coverage`` counts the conclusive ones).
+  conclusive when it still meets it. An executor kind that measures no line coverage
+  (:func:`calib.executors.validity.criteria_of`; every kind measures it now) is left out of the C sweep:
+  it applies only to samples whose executor measured it, the others stay as the run judged them
+  (``samples_without_coverage`` counts the conclusive ones).
 """
 
 from __future__ import annotations

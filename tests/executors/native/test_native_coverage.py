@@ -129,16 +129,6 @@ DIES_IN_COVERAGE_BUILD = """int f(int x) {
 }"""
 
 
-@needs("go")
-def test_go_keeps_judging_without_coverage():
-    """Java, Rust and Go measure no line coverage: the unreachable branch does not count against x."""
-    unreachable = "func f(x int) int {\n\ty := x * 2\n\tif x*x == 2 {\n\t\treturn y * 3\n\t}\n\treturn y + 1\n}"
-    result = compare("go", unreachable, [unreachable])
-    assert result.conclusive and math.isnan(result.coverage) and result.uncovered_lines == ()
-    assert result.warnings == ("coverage_unavailable: line coverage is not measured for go code; conclusiveness "
-                               "uses valid_inputs and distinct_outputs only",)
-
-
 @needs("c")
 def test_a_death_in_the_coverage_run_keeps_the_counts_of_earlier_inputs():
     inputs = [{"x": x} for x in (-3, 4, -1, 5, 6, 7, 8, 9)]
