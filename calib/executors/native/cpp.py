@@ -1,8 +1,8 @@
 """C++ signatures and call glue for the native harness (``calib/executors/native/harness/cpp/function.cpp``).
 
-Supported parameters: the C scalars (``char`` is a character), ``std::string`` and ``std::vector<T>``
-of those (also nested one level: ``std::vector<std::string>``), by value, by const reference, or by
-non-const reference (then reported after the call). Pointers are not supported. The return value is
+Supported parameters: the C scalars (``char`` is a character), ``const char *`` strings, ``std::string``
+and ``std::vector<T>`` of those (also nested one level: ``std::vector<std::string>``), by value, by const
+reference, or by non-const reference (then reported after the call). Other pointers are not supported. The return value is
 written by the harness's ``w`` overloads (scalars, strings, vectors, pairs, optionals). With x's file
 context (:mod:`.context`), its complete items (classes, helpers, constants, ``using`` lines) are built
 before every variant; parameters and results still use the types above.
@@ -54,9 +54,13 @@ def parse_cpp(source: str) -> Signature:
         if not m:
             raise Unsupported(f"parameter {decl!r}")
         typ, marks, pname = m.group(1), m.group(2), m.group(3)
+        const = bool(re.search(r"\bconst\b", typ))
+        if marks.count("*") == 1 and const and re.sub(r"\b(const|volatile)\b", " ", typ).split() == ["char"]:
+            # a C string: read as a std::string, passed as its c_str() (not reported: it is const)
+            params.append(Param(pname, Type("str", native="std::string"), by_pointer=True))
+            continue
         if "*" in marks:
             raise Unsupported(f"{decl} (pointers)")
-        const = bool(re.search(r"\bconst\b", typ))
         t = _type(re.sub(r"\b(const|volatile)\b", " ", typ))
         params.append(Param(pname, t, mutable="&" in marks and not const))
     void = re.sub(r"\b(static|inline|constexpr)\b", " ", ret).strip() == "void"
@@ -73,7 +77,7 @@ def cpp_context(context: str, sig: Signature) -> str:
 def cpp_glue(sig: Signature) -> str:
     """The body of ``calib_call``: read the arguments, call, write the return value and references."""
     lines = [f"auto a{k} = rd<{p.type.native}>(args[{k}]);" for k, p in enumerate(sig.params)]
-    call = f"{sig.name}({', '.join(f'a{k}' for k in range(len(sig.params)))})"
+    call = f"{sig.name}({', '.join(f'a{k}.c_str()' if p.by_pointer else f'a{k}' for k, p in enumerate(sig.params))})"
     if sig.returns.kind == "void":
         lines += [f"{call};", 'o += "\\"return\\":null";']
     else:

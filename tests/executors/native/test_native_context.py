@@ -121,3 +121,21 @@ def test_cpp_function_using_its_files_namespace_class_and_openssl():
         want += str(int(state["price"] * 1.25))  # (long) truncates toward zero, as int() does
         assert json.loads(row.output)["return"] == want, state
     assert result.candidates[0].sim_func == (1.0 if result.conclusive else None)
+
+
+VOWELS = """int count_vowels(const char *s, int cap) {
+  int n = 0;
+  for (const char *p = s; *p; ++p) {
+    if (strchr("aeiou", *p)) n++;
+  }
+  return n > cap ? cap : n;
+}"""
+
+
+@needs("cpp")
+def test_cpp_const_char_pointer_is_a_string():
+    result = compare("cpp", VOWELS, [VOWELS], input_timeout=2.0)
+    assert result.conclusive, result.reason
+    for row in result.inputs:  # the same count in Python, capped
+        want = min(sum(ch in "aeiou" for ch in row.state["s"]), row.state["cap"])
+        assert json.loads(row.output)["return"] == want, row.state
