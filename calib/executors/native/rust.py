@@ -124,11 +124,16 @@ def parse_rust_in(source: str, context: str) -> Signature:
     """The :class:`Signature` of x (the first ``fn`` in ``source``) with its file's ``context``: struct
     parameters and results, a method's receiver (the parameter ``self``), external crates refused."""
     text = strip_comments(source)
-    m = re.search(r"\bfn\s+([A-Za-z_]\w*)\s*(<[^>]*>)?\s*\(", text)
+    # generics with one level of brackets inside (`<T: AsRef<[u8]>>`)
+    m = re.search(r"\bfn\s+([A-Za-z_]\w*)\s*(<(?:[^<>]|<[^<>]*>)*>)?\s*\(", text)
     if not m:
         raise Unsupported("no fn found")
-    if m.group(2):
+    if m.group(2) and not re.fullmatch(r"<\s*'\w+(\s*,\s*'\w+)*\s*,?\s*>", m.group(2)):
         raise Unsupported(f"generic fn {m.group(1)}{m.group(2)}")
+    if m.group(2):  # lifetimes only (`fn lines<'a>(s: &'a str)`): the call infers them; read the types without
+        text = text[:m.start(2)] + re.sub(r"'\w+\s*(?=[\w\[(&])|\+\s*'\w+|'\w+\s*,?\s*(?=>)", "", text[m.end(2):])
+        m = re.search(r"\bfn\s+([A-Za-z_]\w*)\s*\(", text)
+        assert m is not None
     ctx = parse_context(context, m.group(1))
     crates = external_crates(source, ctx.crates, ctx.known)
     if crates:

@@ -366,3 +366,26 @@ def test_read_lcov_gives_a_reason_for_anything_unusable(report):
         got = read_lcov(raw, "main.rs", (1, 6))
         assert isinstance(got, str) and got.startswith(why), (raw[:80], got)
     assert shutil.which("sh")  # the report script's shell
+
+
+# generic over lifetimes only: the call infers them (benchmarks/native.py met `fn lines<'a>` in real crates)
+LIFETIMES = """fn longest_word<'a>(text: &'a str, min: usize) -> usize {
+    let mut best = 0;
+    for w in text.split(' ') {
+        if w.len() >= min && w.len() > best {
+            best = w.len();
+        }
+    }
+    best
+}"""
+
+
+@needs("rust")
+def test_a_function_generic_over_lifetimes_only_runs_and_real_generics_are_named():
+    result = compare("rust", LIFETIMES, [LIFETIMES])
+    assert result.valid_inputs == 10, result.reason
+    for row in result.inputs:  # the same in Python
+        words = [w for w in row.state["text"].split(" ") if len(w) >= row.state["min"]]
+        assert json.loads(row.output)["return"] == max([len(w) for w in words], default=0), row.state
+    bounded = compare("rust", "fn f<T: AsRef<[u8]>>(x: T) -> usize { x.as_ref().len() }", [])
+    assert bounded.reason == "unsupported: generic fn f<T: AsRef<[u8]>>"
