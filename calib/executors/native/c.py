@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from calib.executors.native.context import kept_items, line_wrapped
+from calib.executors.native.context import function_head, kept_items, line_wrapped
 from calib.executors.native.coverage import gcov_coverage, locate_gcov
 from calib.executors.native.language import HARNESS_ROOT, Language, Tools, native_run, split_build, which_real
 from calib.executors.native.text import strip_comments
@@ -63,8 +63,14 @@ def _split_decl(decl: str) -> tuple[str, str, int, bool]:
     return base, words[-1], depth, const
 
 
-def split_head(source: str) -> tuple[str, str, str]:
-    """(return type, name, parameter list) of the first function definition in C-like ``source``."""
+def split_head(source: str, language: str = "c") -> tuple[str, str, str]:
+    """(return type, name, parameter list) of the first function definition in C-like ``source``: read
+    with tree-sitter (:func:`.context.function_head`), else with a regular expression."""
+    head = function_head(language, source)
+    if isinstance(head, str):
+        raise Unsupported(head)
+    if head is not None:
+        return head
     text = re.sub(r"(?m)^[ \t]*#.*$", "", strip_comments(source))  # preprocessor lines (#include ...)
     m = re.search(r"(?:^|[;}])\s*([\w\s\*&:<>,]+?)\b([A-Za-z_]\w*)\s*\(([^()]*)\)\s*(?:const\s*)?"
                   r"(?:noexcept\s*)?\{", text)

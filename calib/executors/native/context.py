@@ -19,7 +19,7 @@ from tree_sitter import Node
 
 from calib.data.treesitter import parser
 
-__all__ = ["kept_items", "line_wrapped"]
+__all__ = ["function_head", "kept_items", "line_wrapped"]
 
 _KEEP = {
     "c": {"preproc_include", "preproc_def", "preproc_function_def", "type_definition", "struct_specifier",
@@ -79,3 +79,62 @@ def line_wrapped(kept: str, context_name: str, unit: str, next_line: int) -> str
     if not kept:
         return ""
     return f'#line 1 "{context_name}"\n{kept}\n#line {next_line} "{unit}"\n'
+
+
+def _first_definition(node: Node) -> Node | None:
+    for child in _top(node):
+        if child.type == "function_definition":
+            return child
+        if child.type in ("template_declaration", "namespace_definition", "linkage_specification"):
+            inner = _first_definition(child.child_by_field_name("body") or child)
+            if inner is not None:
+                return inner
+    return None
+
+
+def function_head(language: str, source: str) -> tuple[str, str, str] | str | None:
+    """(return type, name, parameter list) of the first function definition of C or C++ ``source`` read
+    with tree-sitter (comments left out); a string says why the signature cannot be read (a K&R
+    definition, a macro or syntax error in it, a function pointer parameter); None: no definition found."""
+    data = source.encode("utf-8")
+    node = _first_definition(parser(language).parse(data).root_node)
+    if node is None:
+        return None
+    if node.parent is not None and node.parent.type == "template_declaration":
+        return "a function template"
+    declarator, stars = node.child_by_field_name("declarator"), 0
+    while declarator is not None and declarator.type in ("pointer_declarator", "reference_declarator"):
+        stars += declarator.type == "pointer_declarator"
+        declarator = declarator.child_by_field_name("declarator") or (declarator.named_children or [None])[-1]
+    if declarator is None or declarator.type != "function_declarator":
+        return "a definition whose declarator is not a plain function (a macro in the signature?)"
+    if declarator.has_error:
+        return "a signature with a macro or syntax error in it: " + _clip(data, declarator)
+    params = declarator.child_by_field_name("parameters")
+    if params is None:
+        return "no parameter list"
+    decls = [c for c in params.named_children if c.type != "comment"]
+    if any(c.type == "identifier" for c in decls) or any(c.type == "declaration" for c in node.children):
+        return "a K&R-style definition"
+    for c in decls:
+        if any(d.type == "function_declarator" for d in _descendants(c)):
+            return "a function pointer parameter: " + _clip(data, c)
+    name_node = declarator.child_by_field_name("declarator")
+    name = _clip(data, name_node) if name_node is not None else ""
+    body = node.child_by_field_name("body")
+    head_end = node.child_by_field_name("declarator").start_byte  # type: ignore[union-attr]
+    ret = data[node.start_byte:head_end].decode("utf-8", "replace").strip() + " *" * stars
+    if body is None or not name:
+        return None
+    text = ", ".join(_clip(data, c) for c in decls)
+    return ret.strip(), name, text
+
+
+def _descendants(node: Node) -> Iterator[Node]:
+    for child in node.children:
+        yield child
+        yield from _descendants(child)
+
+
+def _clip(data: bytes, node: Node) -> str:
+    return " ".join(data[node.start_byte:node.end_byte].decode("utf-8", "replace").split())

@@ -2,10 +2,10 @@
 
 Supported parameters: the C scalars (``char`` is a character), ``const char *`` strings, ``std::string``
 and ``std::vector<T>`` of those (also nested one level: ``std::vector<std::string>``), by value, by const
-reference, or by non-const reference (then reported after the call). Other pointers are not supported. The return value is
-written by the harness's ``w`` overloads (scalars, strings, vectors, pairs, optionals). With x's file
-context (:mod:`.context`), its complete items (classes, helpers, constants, ``using`` lines) are built
-before every variant; parameters and results still use the types above.
+reference, or by non-const reference (then reported after the call). Other pointers are not supported.
+The return value is written by the harness's ``w`` overloads (scalars, strings, vectors, pairs, optionals).
+With x's file context (:mod:`.context`), its complete items (classes, helpers, constants, ``using`` lines)
+are built before every variant; parameters and results still use the types above.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _type(text: str) -> Type:
 
 def parse_cpp(source: str) -> Signature:
     """The :class:`Signature` of the first function defined in ``source``."""
-    ret, name, params_text = split_head(source)
+    ret, name, params_text = split_head(source, "cpp")
     if "::" in name or "template" in ret:
         raise Unsupported(f"{ret} {name}: templates and members")
     params = []

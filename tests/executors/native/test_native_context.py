@@ -139,3 +139,19 @@ def test_cpp_const_char_pointer_is_a_string():
     for row in result.inputs:  # the same count in Python, capped
         want = min(sum(ch in "aeiou" for ch in row.state["s"]), row.state["cap"])
         assert json.loads(row.output)["return"] == want, row.state
+
+
+def test_signatures_are_read_with_tree_sitter_and_misreadings_are_named():
+    from calib.executors.native.c import parse_c
+    from calib.executors.native.types import Unsupported
+
+    # comments and a pointer result in the head are read; the regular expression used to take the comment's
+    # parentheses or a for header for the signature
+    sig = parse_c("/* scale (x) by k */\nstatic inline const char *\npick (int k /* >= 0 */, int n)\n"
+                  "{ return k ? \"a\" : \"b\"; }")
+    assert sig.name == "pick" and [p.name for p in sig.params] == ["k", "n"] and sig.returns.kind == "str"
+    for source, why in [("int f (a, b)\n int a; int b;\n{ return a + b; }", "a K&R-style definition"),
+                        ("int f (int x ARG_UNUSED, int y) { return y; }", "a signature with a macro or syntax error"),
+                        ("int f (int (*cmp)(int, int), int n) { return n; }", "a function pointer parameter")]:
+        with pytest.raises(Unsupported, match=why):
+            parse_c(source)
