@@ -12,6 +12,7 @@ of its own (the harness); line coverage comes from JaCoCo (:mod:`.coverage_java`
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -41,13 +42,37 @@ _HEAD = re.compile(r"((?:(?:public|private|protected|static|final|synchronized|s
 _MODIFIERS = re.compile(r"^\s*(?:(?:public|private|protected|static|final|synchronized|strictfp|default|native)\s+)*")
 
 
+#: Boxed types: read as their primitive (autoboxed), and the big numbers from a long or a double
+_BOXED = {"Integer": "int", "Long": "long", "Short": "short", "Byte": "byte", "Character": "char",
+          "Double": "double", "Float": "float", "Boolean": "boolean"}
+_BIG = {"BigInteger": ("java.math.BigInteger.valueOf(CalibMain.i({}))", _PRIMS["long"]),
+        "BigDecimal": ("java.math.BigDecimal.valueOf(CalibMain.d({}))", _PRIMS["double"])}
+#: Collection parameters of boxed elements or strings: the class built (mutable, reported after the call)
+_COLLECTIONS = {"List": "java.util.ArrayList", "ArrayList": "java.util.ArrayList", "Collection": "java.util.ArrayList",
+                "Iterable": "java.util.ArrayList", "LinkedList": "java.util.LinkedList",
+                "Set": "java.util.LinkedHashSet", "HashSet": "java.util.LinkedHashSet",
+                "LinkedHashSet": "java.util.LinkedHashSet", "SortedSet": "java.util.TreeSet",
+                "TreeSet": "java.util.TreeSet"}
+
+
 def _param(name: str, typ: str) -> Param:
+    typ = re.sub(r"\s+", "", typ).removeprefix("java.util.").removeprefix("java.math.")
+    coll = re.fullmatch(r"(\w+)<(\w+)>", typ)
+    if coll and coll.group(1) in _COLLECTIONS:
+        elem = "String" if coll.group(2) == "String" else _BOXED.get(coll.group(2))
+        if elem is None:
+            raise Unsupported(typ)
+        return Param(name, Type("list", elem=_PRIMS[elem], native=f"{_COLLECTIONS[coll.group(1)]}<{coll.group(2)}>"),
+                     mutable=True)
+    if typ in _BIG:
+        return Param(name, dataclasses.replace(_BIG[typ][1], native=typ))
     base = typ.removesuffix("[]")
+    base = _BOXED.get(base, base) if typ == base else base
     if base not in _PRIMS or base.endswith("[]"):
         raise Unsupported(typ)
-    if typ != base:
+    if typ != base and typ.endswith("[]"):
         return Param(name, Type("list", elem=_PRIMS[base], native=typ), mutable=True)
-    return Param(name, _PRIMS[base])
+    return Param(name, _PRIMS[base] if typ == base else dataclasses.replace(_PRIMS[base], native=typ))
 
 
 def parse_java(source: str) -> Signature:
@@ -76,7 +101,12 @@ def _plan(sig: Signature) -> dict[str, str]:
 def _read(p: Param, src: str) -> str:
     if p.type.kind == "list":
         assert p.type.elem is not None
-        return f"CalibMain.{_READ_ARRAY[p.type.elem.native]}({src})"
+        array = f"CalibMain.{_READ_ARRAY[p.type.elem.native]}({src})"
+        return array
+    if p.type.native in _BIG:
+        return _BIG[p.type.native][0].format(src)
+    if p.type.native in _BOXED:
+        return _READ[_BOXED[p.type.native]].format(src)
     return _READ[p.type.native].format(src)
 
 
@@ -88,7 +118,11 @@ def java_glue(sig: Signature) -> str:
     arity = int(plan["arity"])
     lines = []
     for k, p in enumerate(sig.params):
-        lines.append(f"{p.type.native} a{k} = {_read(p, f'args.get({k})')};")
+        if "<" in p.type.native:  # a collection: filled from the array, boxed element by element
+            lines.append(f"{p.type.native} a{k} = new {p.type.native.split('<')[0]}<>();")
+            lines.append(f"for (var v : {_read(p, f'args.get({k})')}) a{k}.add(v);")
+        else:
+            lines.append(f"{p.type.native} a{k} = {_read(p, f'args.get({k})')};")
     call_args = ", ".join(f"a{k}" for k in range(arity))
     owner = plan["owner"]
     if plan["static"]:  # x alone: through an instance of Target, so an instance candidate compiles too
