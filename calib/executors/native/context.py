@@ -23,7 +23,7 @@ __all__ = ["function_head", "kept_items", "line_wrapped"]
 
 _KEEP = {
     "c": {"preproc_include", "preproc_def", "preproc_function_def", "type_definition", "struct_specifier",
-          "union_specifier", "enum_specifier", "declaration", "function_definition", "preproc_call"},
+          "union_specifier", "enum_specifier", "declaration", "function_definition"},
 }
 _KEEP["cpp"] = _KEEP["c"] | {"namespace_definition", "class_specifier", "template_declaration", "using_declaration",
                              "alias_declaration", "namespace_alias_definition", "static_assert_declaration",

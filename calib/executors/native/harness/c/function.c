@@ -7,10 +7,13 @@
  *                    writes the output object with the w_* helpers of calib_io.h.
  * Whatever this file defines or redefines reaches the harness (harness.c) only through calib_call. */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <ctype.h>
+#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
