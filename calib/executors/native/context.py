@@ -81,23 +81,31 @@ def line_wrapped(kept: str, context_name: str, unit: str, next_line: int) -> str
     return f'#line 1 "{context_name}"\n{kept}\n#line {next_line} "{unit}"\n'
 
 
-def _first_definition(node: Node) -> Node | None:
+def _definitions(node: Node) -> Iterator[Node]:
     for child in _top(node):
         if child.type == "function_definition":
-            return child
-        if child.type in ("template_declaration", "namespace_definition", "linkage_specification"):
-            inner = _first_definition(child.child_by_field_name("body") or child)
-            if inner is not None:
-                return inner
-    return None
+            yield child
+        elif child.type in ("template_declaration", "namespace_definition", "linkage_specification"):
+            yield from _definitions(child.child_by_field_name("body") or child)
+
+
+def _first_definition(node: Node, data: bytes) -> Node | None:
+    """x's definition: the first one not declared ``static`` (a static one before it is a file-local helper,
+    as C defines helpers before their use), else the first."""
+    found = list(_definitions(node))
+    for candidate in found:
+        storage = [c for c in candidate.children if c.type == "storage_class_specifier"]
+        if not any(data[c.start_byte:c.end_byte] == b"static" for c in storage):
+            return candidate
+    return found[0] if found else None
 
 
 def function_head(language: str, source: str) -> tuple[str, str, str] | str | None:
-    """(return type, name, parameter list) of the first function definition of C or C++ ``source`` read
-    with tree-sitter (comments left out); a string says why the signature cannot be read (a K&R
+    """(return type, name, parameter list) of x's definition in C or C++ ``source`` (the first not
+    ``static``, else the first) read with tree-sitter (comments left out); a string says why the signature cannot be read (a K&R
     definition, a macro or syntax error in it, a function pointer parameter); None: no definition found."""
     data = source.encode("utf-8")
-    node = _first_definition(parser(language).parse(data).root_node)
+    node = _first_definition(parser(language).parse(data).root_node, data)
     if node is None:
         return None
     if node.parent is not None and node.parent.type == "template_declaration":

@@ -125,7 +125,12 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
     executors = sorted(set(run.executions["executor"].drop_nulls().to_list()))
     samples = run.executions.group_by("executor").agg(pl.col("sample_id").n_unique().alias("n"))
     per_executor = dict(zip(samples["executor"].to_list(), samples["n"].to_list()))
-    criteria = {e: list(criteria_of(e)) for e in executors}
+    # an executor kind that measured no line coverage on any sample did not apply the criterion (a run made
+    # before the Java, Rust and Go executors measured it; or every sample's coverage unavailable)
+    cov = run.executions["coverage"].cast(pl.Float64).fill_nan(None) if "coverage" in run.executions.columns \
+        else pl.Series([None] * run.executions.height, dtype=pl.Float64)
+    measured = set(run.executions.filter(cov.is_not_null())["executor"].drop_nulls().to_list())
+    criteria = {e: [c for c in criteria_of(e) if c != "coverage" or e in measured] for e in executors}
     return {
         "study": study,
         "calib_version": manifest.get("calib_version"),
@@ -145,7 +150,7 @@ def methods_facts(run: RunData, analyze: dict[str, Any]) -> dict[str, Any]:
                  "dropped": _dropped(manifest)},
         "execution": {"executor": setting(spec, "execute.executor"), "executors_in_table": executors,
                       # the validity criteria each executor applied (calib.executors.validity), and the samples
-                      # judged without line coverage (native executors do not measure it), counted apart
+                      # judged without line coverage (an executor that measured it on none), counted apart
                       "criteria": [{"executor": e, "applied": c} for e, c in criteria.items()],
                       "samples_without_coverage": [{"executor": e, "samples": int(per_executor.get(e, 0))}
                                                    for e, c in criteria.items() if "coverage" not in c],
