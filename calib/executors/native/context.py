@@ -102,8 +102,9 @@ def _first_definition(node: Node, data: bytes) -> Node | None:
 
 def function_head(language: str, source: str) -> tuple[str, str, str] | str | None:
     """(return type, name, parameter list) of x's definition in C or C++ ``source`` (the first not
-    ``static``, else the first) read with tree-sitter (comments left out); a string says why the signature cannot be read (a K&R
-    definition, a macro or syntax error in it, a function pointer parameter); None: no definition found."""
+    ``static``, else the first) read with tree-sitter (comments left out); a string says why the signature
+    cannot be read (a K&R definition, a macro or syntax error in it, a function pointer parameter); None: no
+    definition found."""
     data = source.encode("utf-8")
     node = _first_definition(parser(language).parse(data).root_node, data)
     if node is None:
