@@ -135,3 +135,51 @@ def test_imports_inside_x_of_missing_modules_are_stand_ins_but_library_probes_ar
     # subprocess is real here: its own probe for the Windows-only msvcrt still fails as it should
     assert all('"subprocess"' in o for o in outputs if '"return":{"tuple"' in o)
     assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
+
+
+def test_module_state_left_by_one_run_does_not_reach_the_next() -> None:
+    # The search builds x's module once and restores it before each run (harness/reuse.py); a dict of
+    # the module that x fills is not restored. Python's reference: a fresh module per input (what the
+    # replay runs) never has the key, so x never returns "again" and never covers that line; the search
+    # must report that, not what its own earlier runs left in ``_seen``.
+    context = "_seen = {}\n\n"
+    truth = (
+        "def label(key, n):\n"
+        "    if key in _seen:\n"
+        "        return 'again'\n"
+        "    _seen[key] = n\n"
+        "    if n > 3:\n"
+        "        return 'big'\n"
+        "    return 'small'\n"
+    )
+    result = _compare(truth, [], context=context)
+    assert [i.reason for i in result.inputs if not i.valid] == []
+    assert all("again" not in (i.output or "") for i in result.inputs)
+    assert 3 in result.uncovered_lines  # ``return 'again'``, line 3 of the function
+    assert result.coverage == 5 / 6
+
+
+def test_the_search_stops_once_every_line_is_reached_and_the_outputs_all_differ() -> None:
+    # docs/executors.md, "Stopping rule": with every statement of x reached and N = 10 chosen inputs
+    # that all give different outputs, nothing is left to find. ``a + b`` on the walk's first inputs
+    # (each a different pair) gives 10 different outputs within about 15 runs; walking the pools to
+    # their end, as the search did before the rule held during the walk too, took 66.
+    result = _compare("def add(a, b):\n    return a + b\n", [])
+    assert result.conclusive and result.coverage == 1.0 and result.distinct_outputs == 10
+    assert result.runs < 30
+
+
+def test_the_harness_walk_finds_every_node_ast_walk_finds_but_contexts_and_operators() -> None:
+    # scaffold.walk replaces ast.walk where every batch walks its whole module (the stand-in names);
+    # the reference is ast.walk itself, on a large real module of the standard library.
+    import ast
+    import inspect
+    import tokenize
+
+    from calib.executors.sandbox.harness import scaffold
+
+    tree = ast.parse(inspect.getsource(tokenize) + inspect.getsource(ast))
+    leaves = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+    expected = {id(node) for node in ast.walk(tree) if not isinstance(node, leaves)}
+    found = [id(node) for node in scaffold.walk(tree)]
+    assert len(found) == len(set(found)) and set(found) == expected

@@ -85,6 +85,8 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         status, reason, out = runner.run(state)
         if runner.poisoned:
             _stop_poisoned(runner)
+        if runner.reuse is not None:
+            runner.reuse.settle()
         if pools is not None:
             pools.observe(cmplog.take())
         return Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
@@ -103,6 +105,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
             else:
                 records.append(run(state))
         chosen = records
+        runs = len(records)
     else:
         import random  # noqa: PLC0415
 
@@ -114,19 +117,43 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         runner.module.extra_globals[cmplog.NAME] = cmplog.compare
         runner.module.recompile()
 
-        pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info),
-                            init=runner.init, owner=placed.classes[-1] if placed.classes else None,
-                            vary_standins=bool(runner.module.standin_names or runner.module.warnings
-                                               or info.self_params))
-        records = synth.search(
-            pools, run, executable=runner.executable, n=n, min_valid=int(job.get("min_valid", 8)),
-            coverage=float(job.get("coverage", 0.8)), min_distinct=int(job.get("min_distinct", 2)),
-            budget_runs=int(job.get("budget_runs", 200)), budget_seconds=float(job.get("budget_seconds", 4.0)),
-            avoid=set(job.get("avoid", [])))
+        from .reuse import Reuse, verify  # noqa: PLC0415
+
+        vary_standins = bool(runner.module.standin_names or runner.module.warnings or info.self_params)
+        budget_seconds = float(job.get("budget_seconds", 4.0))
+        started = synth._real_monotonic()
+
+        def search(seconds: float) -> list[Any]:
+            nonlocal pools
+            pools = synth.Pools(info, random.Random(runner.seed), vary_seed=synth.varies_seed(placed.source, info),
+                                init=runner.init, owner=placed.classes[-1] if placed.classes else None,
+                                vary_standins=vary_standins)
+            return synth.search(
+                pools, run, executable=runner.executable, n=n, min_valid=int(job.get("min_valid", 8)),
+                coverage=float(job.get("coverage", 0.8)), min_distinct=int(job.get("min_distinct", 2)),
+                budget_runs=int(job.get("budget_runs", 200)), budget_seconds=seconds,
+                avoid=set(job.get("avoid", [])))
+
+        # one build of the module for the whole search; the chosen inputs run again on fresh builds
+        # (what is reported), and if one differs the module keeps state: search again, a build per run
+        runner.reuse = Reuse(runner.module)
+        records = search(budget_seconds)
+        runs = len(records)
+        reused = runner.reuse.usable
+        runner.reuse = None
         chosen = synth.select(records, n)
+        if reused:
+            chosen, kept = verify(chosen, run)
+            if not kept:
+                left = budget_seconds - (synth._real_monotonic() - started)
+                again = search(left) if left > 0 else []
+                runs += len(again)
+                keys = {repr(sorted(r.state.items())) for r in chosen}
+                records = chosen + [r for r in again if repr(sorted(r.state.items())) not in keys]
+                chosen = synth.select(records, n)
         if len(chosen) < n:  # pad with invalid inputs so the report shows what was tried
             chosen += [r for r in records if not r.valid][: n - len(chosen)]
-    runner.emit({"event": "explore", "runs": len(records), "executable": sorted(runner.executable),
+    runner.emit({"event": "explore", "runs": runs, "executable": sorted(runner.executable),
                  "first_line": placed.first_line,
                  "reached": sorted(frozenset().union(*(r.lines for r in records if r.valid))),
                  "warnings": runner.module.warnings,

@@ -13,7 +13,8 @@ Modes: ``explore`` (x only: choose input states by a coverage-guided search, or 
 and report the chosen states with their output states and the lines each covered) and ``replay`` (any
 variant: run the given input states in order). Before each input the harness writes a ``start`` line,
 so if the process dies (a crash, the wall clock) the host knows which input did it and restarts the
-batch after it. State is reset between inputs: a fresh module namespace built from the scaffold, a
+batch after it. State is reset between inputs: a fresh module namespace built from the scaffold (the
+search's own runs restore one build instead, :mod:`.reuse`; what it reports ran on fresh builds), a
 fresh working directory, environment variables and stdin, the clock and the random seed.
 
 The job is one JSON line; with ``"wait": true`` a second line follows later (``inputs``, ``skip``): the
@@ -118,6 +119,7 @@ class Runner:
         self.lines: set[int] = set()
         self.started = False
         self.poisoned = False  # an input left threads running: this process runs no further input
+        self.reuse: Any = None  # while searching: one build for all runs (:class:`.reuse.Reuse`)
         scratch = os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd")
         self.capture = env.FdCapture(scratch)
         self.ambient = ambient.Ambient(scratch + "_stdin")  # the input's environment variables and stdin
@@ -204,7 +206,7 @@ class Runner:
         try:
             sys.stdout, sys.stderr = stdout, stderr
             self.ambient.apply(state)  # before the module is built: its top level may read them too
-            ns = self.module.build()
+            ns = self.module.build() if self.reuse is None else self.reuse.build(stdout, stderr)
             call, instance = self._target(ns, state)
             args, kwargs = self._arguments(state, ns)
             before = canon.dumps(canon.canonical([args, kwargs]))

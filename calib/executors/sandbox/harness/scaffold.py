@@ -162,11 +162,40 @@ def _find(body: list[ast.stmt], line: int, classes: list[str]) -> tuple[Any, lis
 # --- free names -------------------------------------------------------------------------------------
 
 
+#: Per node type, the fields that can hold nodes with names (not ``ctx``, operators or plain values).
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "arg", "name", "attr", "module", "level",
+                          "kind", "is_async", "type_comment", "conversion", "lineno", "col_offset", "rest", "asname"})
+
+
+def walk(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` but the expression contexts and operators (what :func:`ast.walk` gives,
+    without them, in another order; several times faster, and every batch walks its whole module)."""
+    out: list[ast.AST] = []
+    stack = [tree]
+    fields = _CHILD_FIELDS
+    node_type, list_type = ast.AST, list
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        kind = type(node)
+        names = fields.get(kind)
+        if names is None:
+            names = fields[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        for name in names:
+            child = getattr(node, name, None)
+            if type(child) is list_type:
+                stack.extend(c for c in child if isinstance(c, node_type))
+            elif isinstance(child, node_type):
+                stack.append(child)
+    return out
+
+
 def unresolved_names(tree: ast.AST) -> set[str]:
     """Names the module reads but binds nowhere and that are not builtins."""
     loaded: set[str] = set()
     bound: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):

@@ -132,12 +132,15 @@ _MIXED_RETURNS: tuple[Any, ...] = (_STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_
 
 
 _EXCEPTION_NAME = re.compile(r"^([A-Z]\w*(Error|Exception|Warning|Exit|Interrupt|Timeout|Failure)|error)$")
+_EXCEPTION_ENDINGS = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Timeout", "Failure", "error")
 
 
 def standin_for(name: str) -> Any:
     """A stand-in for ``name``; names of exception classes (``requests.HTTPError``) get
     :class:`CalibStandInError` itself, so ``except``/``raise`` on them work and failing stand-ins are caught."""
-    last = name.rsplit(".", 1)[-1]
+    if not name.endswith(_EXCEPTION_ENDINGS):  # first: a name grown by a loop (``n<op><op>...``) is long
+        return CalibStandIn(name)
+    last = name[name.rfind(".") + 1:]
     if _EXCEPTION_NAME.match(last):
         return CalibStandInWarning if last.endswith("Warning") else CalibStandInError
     return CalibStandIn(name)

@@ -5,9 +5,10 @@ and one factor at a time around input 0, then mutates one or two values of a kep
 and keeps an input when it reaches new statements or a new output. An input that found something
 new also queues input-to-state replacements (:func:`replacements`): the comparisons x made on it,
 recorded by :mod:`.cmplog`, say which input value to rewrite into what. It stops once N inputs can be
-chosen with coverage ≥ C and at least N_out distinct outputs (and progress stops), after 60 runs
-without progress, or when the run or time budget is spent. Everything is drawn from one
-``random.Random(seed)``: same function, same seed, same inputs. The pools are in :mod:`.pools`.
+chosen with coverage ≥ C and at least N_out distinct outputs (and progress stops; during the
+diagonal walk too), after 60 runs without progress, or when the run or time budget is spent.
+Everything is drawn from one ``random.Random(seed)``: same function, same seed, same inputs. The pools
+are in :mod:`.pools`.
 """
 
 from __future__ import annotations
@@ -270,6 +271,24 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             values = {name: kept.get(name, KEEP) for name in names}
         return values
 
+    walk: dict[str, Any] = {"done_at": None, "reached": 0, "shown": 0, "records": 0, "valid": 0}
+
+    def walked(runs: int) -> bool:
+        """The stopping rule (below) during the walk too: once the criteria hold, it goes on only while
+        it progresses (or, all of x's lines reached, until the chosen inputs all give different outputs;
+        with lines left, the walk still reaches some of them). ``satisfied`` (which chooses the inputs
+        again) is asked only when what it needs can hold: enough valid inputs, outputs and lines reached."""
+        fresh = sum(1 for r in records[walk["records"]:] if r.valid)
+        progress = (len(reached) > walk["reached"] or len(shown) > walk["shown"]
+                    or (walk["done_at"] is None and fresh > 0))
+        walk.update(records=len(records), valid=walk["valid"] + fresh, reached=len(reached), shown=len(shown))
+        if (progress and walk["valid"] >= max(min_valid, n) and len(shown) >= min_distinct
+                and len(reached & executable) >= coverage * len(executable) and satisfied()):
+            walk["done_at"] = runs  # progress with the criteria met: the patience starts again
+        done_at = walk["done_at"]
+        return done_at is not None and (runs - done_at >= patience or executable <= reached
+                                        and len({r.output for r in select(records, n)}) >= n)
+
     runs = 0
     base = {name: pool[0] for name, pool in pools.by_param.items()}
     for i in range(longest + 2):  # the diagonal walk through the pools
@@ -278,7 +297,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         values = {name: pool[0 if i == 0 else (i + 3 * j) % len(pool)]
                   for j, (name, pool) in enumerate(pools.by_param.items())}
         runs += attempt(values)
-        if runs >= budget_runs or _real_monotonic() > deadline:
+        if runs >= budget_runs or _real_monotonic() > deadline or walked(runs):
             return records
         # ... and one factor at a time: input 0 with a single value changed. With many parameters, a
         # walk that changes all of them at once rarely gets every one right; this finds, per parameter,
@@ -287,6 +306,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             for name, pool in pools.by_param.items():
                 if i + 1 < len(pool):
                     runs += attempt({**base, name: pool[i + 1]})
+                    if walked(runs):
+                        return records
             if runs >= budget_runs or _real_monotonic() > deadline:
                 return records
     covered: set[int] = set()

@@ -90,12 +90,23 @@ def encode(value: Any) -> str:
     raise TypeError(f"cannot encode a {type(value).__name__} as an input value")
 
 
+#: Parsed input values by their text: the search decodes the same values again and again (each run
+#: builds its arguments afresh from the tree; the tree itself is only read)
+_PARSED: dict[str, ast.expr] = {}
+
+
 def decode(source: str) -> Any:
     """Evaluate an expression written by :func:`encode` (or by a user in an ``--inputs`` file)."""
-    try:
-        node = ast.parse(source, mode="eval").body
-    except SyntaxError as exc:
-        raise ValueError(f"input value {source!r} is not a Python expression: {exc.msg}") from None
+    node = _PARSED.get(source)
+    if node is None:
+        try:
+            node = ast.parse(source, mode="eval").body
+        except SyntaxError as exc:
+            raise ValueError(f"input value {source!r} is not a Python expression: {exc.msg}") from None
+        if len(source) <= 4096:
+            if len(_PARSED) >= 4096:
+                _PARSED.clear()
+            _PARSED[source] = node
     try:
         return _build(node, source)
     except (TypeError, RecursionError) as exc:  # {[1]: 2}, set(1), a value nested too deeply

@@ -384,7 +384,7 @@ def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...], keep: tupl
     tops = (tmpfs, keep)
     try:
         kernel = Kernel()
-        from . import cmplog, runner, synth, testcases  # noqa: F401, PLC0415 - every mode's modules, once
+        from . import cmplog, reuse, runner, synth, testcases  # noqa: F401, PLC0415 - every mode's modules, once
 
         modes = {top: stat.S_IMODE(os.stat(top).st_mode) for top in _TOPS}
         problem = _self_test(kernel, tops)
