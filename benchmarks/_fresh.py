@@ -34,7 +34,7 @@ from _functions import Function, package_functions, spread, stdlib_pool, third_p
 from calib.data.extract import Deduplicator
 
 __all__ = ["DEFAULT_CACHE", "DIST_PACKAGES", "LIST", "FreshError", "FreshPackage", "development_keys", "fetch",
-           "fresh_pools", "import_roots", "read_list", "sample_fresh"]
+           "fresh_pools", "import_roots", "read_list", "sample_fresh", "unpack"]
 
 LIST = Path(__file__).resolve().with_name("fresh-packages.txt")
 DEFAULT_CACHE = Path.home() / ".cache" / "calib-bench" / "fresh"
@@ -88,9 +88,10 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no message"
 
 
-def fetch(package: FreshPackage, cache: Path = DEFAULT_CACHE, *, list_path: Path = LIST) -> tuple[Path, str]:
-    """The unpacked ``dist-packages`` folder of ``package`` and its ``.deb``'s SHA-256 (downloaded and unpacked
-    into ``cache`` on first use, reused afterwards)."""
+def unpack(package: FreshPackage, cache: Path = DEFAULT_CACHE, *, list_path: Path = LIST,
+           architecture_all: bool = True) -> tuple[Path, str]:
+    """The unpacked ``.deb`` of ``package`` and its SHA-256 (downloaded and unpacked into ``cache`` on first
+    use, reused afterwards); ``architecture_all``: refuse a package built for one architecture."""
     target = Path(cache) / "unpacked" / f"{package.name}_{package.version.replace(':', '%3a')}"
     done = target / _DONE
     if not done.is_file():
@@ -105,7 +106,7 @@ def fetch(package: FreshPackage, cache: Path = DEFAULT_CACHE, *, list_path: Path
                     f"update its version in {list_path} to the Candidate of `apt-cache policy {package.name}` "
                     f"(after `apt-get update`) or drop the line")
             fields = _run(["dpkg-deb", "-f", str(debs[0]), "Version", "Architecture"]).stdout
-            if f"Version: {package.version}" not in fields or "Architecture: all" not in fields:
+            if f"Version: {package.version}" not in fields or (architecture_all and "Architecture: all" not in fields):
                 raise FreshError(f"{debs[0].name}: not {package.version} for architecture all ({fields.split()}); "
                                  f"list only pure-Python packages in {list_path}")
             digest = hashlib.sha256(debs[0].read_bytes()).hexdigest()
@@ -116,11 +117,17 @@ def fetch(package: FreshPackage, cache: Path = DEFAULT_CACHE, *, list_path: Path
             (unpacked / _DONE).write_text(digest + "\n", encoding="utf-8")
             shutil.rmtree(target, ignore_errors=True)
             unpacked.rename(target)
+    return target, done.read_text(encoding="utf-8").strip()
+
+
+def fetch(package: FreshPackage, cache: Path = DEFAULT_CACHE, *, list_path: Path = LIST) -> tuple[Path, str]:
+    """The unpacked ``dist-packages`` folder of ``package`` and its ``.deb``'s SHA-256 (:func:`unpack`)."""
+    target, digest = unpack(package, cache, list_path=list_path)
     root = target / DIST_PACKAGES
     if not root.is_dir():
         raise FreshError(f"{package.name}: no {DIST_PACKAGES} in the package (not a Python 3 library); "
                          f"drop it from {list_path}")
-    return root, done.read_text(encoding="utf-8").strip()
+    return root, digest
 
 
 def _tops(root: Path) -> list[str]:

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _fresh import _DONE, FreshError, FreshPackage, _last_line, _run  # noqa: E402
+from _fresh import _DONE, FreshError, FreshPackage, unpack  # noqa: E402
 from conclusive import _commit  # noqa: E402
 
 from calib.data.extract import DEFAULT_MAX_CONTEXT_CHARS, Deduplicator, extract_document  # noqa: E402
@@ -104,28 +104,8 @@ def _slug(package: FreshPackage) -> str:
 
 
 def fetch(package: FreshPackage, cache: Path = DEFAULT_CACHE, *, list_path: Path = LIST) -> tuple[Path, str]:
-    """The unpacked ``.deb`` of ``package`` and its SHA-256 (downloaded on first use, reused afterwards); like
-    ``_fresh.fetch`` but for any architecture and without a dist-packages folder."""
-    target = Path(cache) / "unpacked" / _slug(package)
-    done = target / _DONE
-    if not done.is_file():
-        (Path(cache) / "unpacked").mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
-            Path(tmp).chmod(0o755)  # apt's _apt user writes into it
-            got = _run(["apt-get", "download", "-q", f"{package.name}={package.version}"], cwd=Path(tmp))
-            debs = sorted(Path(tmp).glob("*.deb"))
-            if got.returncode != 0 or len(debs) != 1:
-                raise FreshError(f"{package.name}={package.version} is no longer downloadable "
-                                 f"({_last_line(got.stderr)}); update its version in {list_path} to the Candidate "
-                                 f"of `apt-cache policy {package.name}` (after `apt-get update`) or drop the line")
-            digest = hashlib.sha256(debs[0].read_bytes()).hexdigest()
-            unpacked = Path(tmp) / "root"
-            got = _run(["dpkg-deb", "-x", str(debs[0]), str(unpacked)])
-            if got.returncode != 0:
-                raise FreshError(f"dpkg-deb -x {debs[0].name}: {_last_line(got.stderr)}")
-            (unpacked / _DONE).write_text(digest + "\n", encoding="utf-8")
-            unpacked.rename(target)
-    return target, done.read_text(encoding="utf-8").strip()
+    """The unpacked ``.deb`` of ``package`` and its SHA-256 (``_fresh.unpack``, any architecture)."""
+    return unpack(package, cache, list_path=list_path, architecture_all=False)
 
 
 def extract_archive(package: FreshPackage, unpacked: Path, cache: Path) -> Path:

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from calib.executors.native.language import which_real
 
-__all__ = ["Decl", "Import", "blank", "declarations", "external", "needed", "package_refs"]
+__all__ = ["Decl", "Import", "blank", "declarations", "entries", "external", "needed", "package_refs"]
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _KEYWORDS = ("func", "type", "var", "const", "import", "package")
@@ -107,8 +107,9 @@ def _starts(code: str) -> list[tuple[int, str]]:
     return found
 
 
-def _entries(body: str) -> list[str]:
-    """The specs of a grouped declaration's ``( ... )`` body (blanked), split at depth-0 line ends and ``;``."""
+def entries(body: str) -> list[str]:
+    """The specs of a grouped declaration's ``( ... )`` body, or the fields of a struct's ``{ ... }`` body
+    (blanked), split at depth-0 line ends and ``;``."""
     out, depth, cur = [], 0, []
     for ch in body:
         if ch in "([{":
@@ -133,8 +134,8 @@ def _group(code: str) -> list[str] | None:
     for k, ch in enumerate(rest):
         depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(ch, 0)
         if depth == 0:
-            return _entries(rest[1:k])
-    return _entries(rest[1:])
+            return entries(rest[1:k])
+    return entries(rest[1:])
 
 
 _PKG_REF = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\.\s*[A-Za-z_]")

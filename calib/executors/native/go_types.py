@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from calib.executors.native.go_source import Decl, Import
+from calib.executors.native.go_source import Decl, Import, entries
 from calib.executors.native.types import Signature, Type, Unsupported
 
 __all__ = ["GoSignature", "go_type", "shapes", "type_table"]
@@ -51,27 +51,11 @@ def type_table(decls: list[Decl]) -> dict[str, str]:
     return out
 
 
-def _split_fields(body: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in body:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch in "\n;" and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    out.append("".join(cur).strip())
-    return [f for f in out if f]
-
-
 def _fields(name: str, definition: str, types: Mapping[str, str], seen: frozenset[str]) -> Type:
     """The struct type ``name`` (``definition``: ``struct { ... }``): fields of supported types, in order."""
     open_at, close_at = definition.find("{"), definition.rfind("}")
     fields: list[tuple[str, Type]] = []
-    for spec in _split_fields(definition[open_at + 1:close_at]):
+    for spec in entries(definition[open_at + 1:close_at]):
         spec = re.sub(r"\s*[`\"][^`\"]*[`\"]\s*$", "", spec)  # a tag (blanked)
         m = re.match(r"([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s+(\S.*)$", spec)
         if m:
