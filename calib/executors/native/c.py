@@ -3,7 +3,9 @@
 Supported parameters: integer types (``char`` is a character), ``float``/``double``, ``bool``/``_Bool``,
 ``char *``/``const char *`` strings (a non-const one is reported after the call), pointers or ``[]``
 arrays of numbers with their length in the next (or else the previous) integer parameter (a non-const
-array is reported after the call), and structs of scalars defined in the same source (``struct name``
+array is reported after the call), pointers to numbers without one (out-parameters such as ``int *result``:
+a zeroed buffer of :data:`POINTER_CAPACITY` elements holding the input's values first, all of it reported
+after the call unless const), and structs of scalars defined in the same source (``struct name``
 or a ``typedef``), by value or as a pointer to one struct (reported after the call unless const).
 Return types: ``void``, the scalars above, ``char *`` strings and such structs. A struct definition
 of x's source is prepended to a candidate that does not define it itself. With x's file context
@@ -31,15 +33,50 @@ _INTS = {
     "unsigned long": (64, False), "long long": (64, True), "long long int": (64, True),
     "unsigned long long": (64, False), "size_t": (64, False), "ssize_t": (64, True), "int8_t": (8, True),
     "int16_t": (16, True), "int32_t": (32, True), "int64_t": (64, True), "uint8_t": (8, False),
-    "uint16_t": (16, False), "uint32_t": (32, False), "uint64_t": (64, False), "long unsigned int": (64, False),
+    "uint16_t": (16, False), "uint32_t": (32, False), "uint64_t": (64, False),
+    # typedefs of the C library and POSIX (their glibc x86-64 widths)
+    "off_t": (64, True), "off64_t": (64, True), "ptrdiff_t": (64, True), "intptr_t": (64, True),
+    "uintptr_t": (64, False), "intmax_t": (64, True), "uintmax_t": (64, False), "time_t": (64, True),
+    "clock_t": (64, True), "pid_t": (32, True), "uid_t": (32, False), "gid_t": (32, False), "mode_t": (32, False),
+    "socklen_t": (32, False), "ino_t": (64, False), "dev_t": (64, False), "nlink_t": (64, False),
+    "wchar_t": (32, True), "wint_t": (32, False), "char16_t": (16, False), "char32_t": (32, False),
+    "u_char": (8, False), "u_short": (16, False), "u_int": (32, False), "u_long": (64, False),
+    "u_int8_t": (8, False), "u_int16_t": (16, False), "u_int32_t": (32, False), "u_int64_t": (64, False),
+    **{f"{kind}{bits}_t": (bits, kind.startswith("int")) for bits in (8, 16, 32, 64)
+       for kind in ("int_least", "uint_least")},
+    **{f"{kind}{bits}_t": (8 if bits == 8 else 64, kind.startswith("int")) for bits in (8, 16, 32, 64)
+       for kind in ("int_fast", "uint_fast")},  # glibc: the fast 16- and 32-bit types are 64 bits wide
 }
+_INT_WORDS = {"signed", "unsigned", "short", "long", "int"}
+
+
+def _int_spelling(base: str) -> tuple[int, bool] | None:
+    """(bits, signed) of an integer type spelled with its words in any order (``short unsigned int``,
+    ``long long unsigned``, ``unsigned char``); None for anything else."""
+    words = base.split()
+    if not words or not set(words) <= _INT_WORDS | {"char"}:
+        return None
+    signed = "unsigned" not in words
+    if "char" in words:
+        return (8, signed) if len(words) > 1 and words.count("char") == 1 and "short" not in words \
+            and "long" not in words and "int" not in words else None
+    longs = words.count("long")
+    if longs > 2 or ("short" in words and longs) or words.count("int") > 1 or words.count("short") > 1 \
+            or ("signed" in words and "unsigned" in words):
+        return None
+    return (16 if "short" in words else 64 if longs else 32), signed
+#: elements behind a pointer to numbers that has no length parameter (zeroed, the input's values first;
+#: all of them are reported after the call unless the pointer is to const)
+POINTER_CAPACITY = 64
+_LENGTH_NAME = re.compile(r"^(n|len|length|size|sz|count|cnt|num|nelem|nmemb|cap|capacity)$"
+                          r"|(_|^)(len|length|size|sz|count|cnt|num|n)$|^(n|num)_", re.IGNORECASE)
 _QUALIFIERS = {"const", "volatile", "restrict", "static", "inline", "extern", "register", "__restrict"}
 
 
 def scalar(base: str, *, bool_names: tuple[str, ...] = ("bool", "_Bool")) -> Type | None:
     """The protocol type of a C/C++ scalar spelled ``base`` (qualifiers removed), or None."""
-    if base in _INTS:
-        bits, signed = _INTS[base]
+    if (known := _INTS.get(base) or _int_spelling(base)) is not None:
+        bits, signed = known
         return Type("int", bits=bits, signed=signed, native=base)
     if base == "char":
         return Type("char", native=base)
@@ -169,11 +206,15 @@ def parse_c(source: str, context: str = "") -> Signature:
         elif depth == 1 and base == "char":
             params.append(Param(pname, Type("str", native="const char *" if const else "char *"), mutable=not const))
         elif depth == 1 and (elem := scalar(base)) is not None and elem.kind != "char":
+            # the length: the next integer parameter, else the previous one when its name says length
             j = next((k for k in (i + 1, i - 1) if 0 <= k < len(parsed) and k not in used_as_length
                       and parsed[k][2] == 0 and scalar(parsed[k][0]) is not None
-                      and scalar(parsed[k][0]).kind == "int"), None)  # type: ignore[union-attr]
-            if j is None:
-                raise Unsupported(f"{base} *{pname} (an array needs an integer length parameter next to it)")
+                      and scalar(parsed[k][0]).kind == "int"  # type: ignore[union-attr]
+                      and (k > i or _LENGTH_NAME.search(parsed[k][1]))), None)
+            if j is None:  # an out-parameter (``int *result``) or an array of a length x knows otherwise
+                params.append(Param(pname, Type("list", elem=elem, native=f"{base} *"), mutable=not const,
+                                    capacity=POINTER_CAPACITY))
+                continue
             used_as_length.add(j)
             if j < i:  # the length came first and was taken as a parameter of its own
                 params = [p for p in params if p.name != parsed[j][1]]
@@ -268,9 +309,13 @@ def c_glue(sig: Signature) -> str:
             assert t.elem is not None
             e = t.elem.native
             conv = "j_num" if t.elem.kind == "float" else "j_int"  # a JSON bool reads as 0/1
-            lines.append(f"long long {v}_n = args.a[{k}].n; {e} *{v} = malloc(sizeof({e}) * ({v}_n + 1));")
+            if p.capacity:  # no length parameter: the input's values at the front of a zeroed buffer
+                lines.append(f"long long {v}_n = args.a[{k}].n < {p.capacity} ? args.a[{k}].n : {p.capacity}; "
+                             f"{e} *{v} = calloc({p.capacity}, sizeof({e}));")
+            else:
+                lines.append(f"long long {v}_n = args.a[{k}].n; {e} *{v} = malloc(sizeof({e}) * ({v}_n + 1));")
+                local[p.length] = f"{v}_n"
             lines.append(f"for (long long _k = 0; _k < {v}_n; _k++) {v}[_k] = ({e}) {conv}(args.a[{k}].a[_k]);")
-            local[p.length] = f"{v}_n"
         local[p.name] = v
     call_args = ", ".join(local[n] for n in sig.raw_params)
     if sig.returns.kind == "void":
@@ -289,7 +334,7 @@ def c_glue(sig: Signature) -> str:
                 lines += _write(p.type, f"a{k}")
             else:
                 assert p.type.elem is not None
-                lines.append(f"W_ARRAY({_writer(p.type.elem)}, a{k}, a{k}_n);")
+                lines.append(f"W_ARRAY({_writer(p.type.elem)}, a{k}, {p.capacity or f'a{k}_n'});")
         lines.append('w("}");')
     return "\n  ".join(lines)
 

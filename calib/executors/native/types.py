@@ -52,6 +52,7 @@ class Param:
     mutable: bool = False  # report the argument's post-call state
     length: str = ""  # C: the name of the integer parameter that carries this array's length
     by_pointer: bool = False  # C: a struct passed as a pointer to one local struct
+    capacity: int = 0  # C: a pointer to numbers with no length parameter: a zeroed buffer this long
 
 
 @dataclass(frozen=True)

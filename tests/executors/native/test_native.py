@@ -379,8 +379,8 @@ def test_signature_parsers():
     assert [(p.name, p.type.kind, p.mutable, p.length) for p in c.params] == [
         ("xs", "list", False, "n"), ("buf", "str", True, ""), ("k", "int", False, "")]
     assert c.raw_params == ("xs", "n", "buf", "k") and c.returns.native == "long"
-    with pytest.raises(Unsupported, match="length parameter"):
-        parse_c("int f(int *a) { return 0; }")
+    out = parse_c("int f(int *a) { return 0; }").params[0]  # no length next to it: an out-parameter buffer
+    assert (out.type.kind, out.mutable, out.length, out.capacity) == ("list", True, "", 64)
     go = parse_go("func F(a, b int, s []string) (int, error) { return 0, nil }")
     assert [(p.name, p.type.native, p.mutable) for p in go.params] == [
         ("a", "int", False), ("b", "int", False), ("s", "[]string", True)]
