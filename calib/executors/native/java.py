@@ -55,8 +55,18 @@ _COLLECTIONS = {"List": "java.util.ArrayList", "ArrayList": "java.util.ArrayList
                 "TreeSet": "java.util.TreeSet"}
 
 
+#: Text parameters: a string read from the input state (``Object``: the method gets a ``String``);
+#: the builders are built from it, may be changed by x and are reported after the call
+_TEXT = {"CharSequence": "CalibMain.s({})", "Object": "CalibMain.s({})",
+         "StringBuilder": "new StringBuilder(CalibMain.s({}))", "StringBuffer": "new StringBuffer(CalibMain.s({}))"}
+
+
 def _param(name: str, typ: str) -> Param:
-    typ = re.sub(r"\s+", "", typ).removeprefix("java.util.").removeprefix("java.math.")
+    typ = re.sub(r"\s+", "", typ).removeprefix("java.util.").removeprefix("java.math.").removeprefix("java.lang.")
+    if typ.endswith("...") and "<" not in typ:  # varargs: an array of the element type
+        typ = typ[:-3] + "[]"
+    if typ in _TEXT:
+        return Param(name, dataclasses.replace(_PRIMS["String"], native=typ), mutable=typ.startswith("StringBu"))
     coll = re.fullmatch(r"(\w+)<(\w+)>", typ)
     if coll and coll.group(1) in _COLLECTIONS:
         elem = "String" if coll.group(2) == "String" else _BOXED.get(coll.group(2))
@@ -105,6 +115,8 @@ def _read(p: Param, src: str) -> str:
         return array
     if p.type.native in _BIG:
         return _BIG[p.type.native][0].format(src)
+    if p.type.native in _TEXT:
+        return _TEXT[p.type.native].format(src)
     if p.type.native in _BOXED:
         return _READ[_BOXED[p.type.native]].format(src)
     return _READ[p.type.native].format(src)

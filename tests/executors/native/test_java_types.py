@@ -50,3 +50,37 @@ def test_the_types_read():
     for bad in ("Map<String, Integer> m", "List<List<Integer>> m", "List<Object> m"):
         with pytest.raises(Unsupported):
             parse_java(f"static int f({bad}) {{ return 0; }}")
+
+
+TALLY = """public static int tally(CharSequence text, StringBuilder log, Object tag, String... words) {
+    int n = 0;
+    for (String w : words) if (text.toString().contains(w)) n++;
+    log.append(tag).append(':').append(n);
+    return n + text.length();
+}"""
+
+
+def utf16_len(text: str) -> int:
+    """Java's String.length(): UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+@needs("java")
+def test_text_builders_object_and_varargs_parameters():
+    result = compare("java", TALLY, [TALLY], context="public class Words {\n", input_timeout=5.0)
+    assert result.valid_inputs == 10, result.reason
+    for row in result.inputs:
+        s = row.state
+        n = sum(1 for w in s["words"] if w in s["text"])
+        out = json.loads(row.output)
+        assert out["return"] == n + utf16_len(s["text"]), s
+        # the builder x appended to is reported after the call (the Object parameter is a string)
+        assert out["args"]["log"] == f"{s['log']}{s['tag']}:{n}"
+        assert out["args"]["words"] == s["words"]  # a varargs array is an array: reported like one
+
+
+def test_text_and_varargs_types_read():
+    sig = parse_java("static void f(java.lang.CharSequence a, StringBuffer b, Object c, int... d) { }")
+    assert [(p.type.kind, p.type.native, p.mutable) for p in sig.params] == [
+        ("str", "CharSequence", False), ("str", "StringBuffer", True), ("str", "Object", False),
+        ("list", "int[]", True)]
