@@ -11,13 +11,17 @@ from __future__ import annotations
 import sys
 import types
 
-from . import env, hints, scaffold, standins
+from . import canon, env, hints, scaffold, standins
 from .standins import CalibStandIn
 from .values import New, Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
+
+#: An argument given as ``StandIn('<default>')`` is left out of the call: its default applies (a
+#: default no value can write, ``acc=EMPTY``); later positional arguments then go by keyword.
+DEFAULT_NAME = "<default>"
 
 _STANDIN_RETURNS = {"none": None, "zero": 0, "empty_str": "", "empty_list": [], "true": True, "false": False}
 
@@ -138,6 +142,7 @@ def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, 
 
     node = placed.node
     code = compile(ast.Module(body=[node], type_ignores=[]), scaffold.FILENAME, "exec")
+    canon.pin(code, scaffold.FILENAME)  # x as written, before the search rewrites its comparisons
     reportable: set[int] = set()
     stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
     while stack:
@@ -168,34 +173,182 @@ def _is_docstring(stmt: Any) -> bool:
     return type(stmt).__name__ == "Expr" and type(value).__name__ == "Constant" and isinstance(value.value, str)
 
 
+#: How many items a generator or iterator is run for; how many of those a returned tuple, list or
+#: dict holds are run too (``split`` returns two generators).
+MAX_DRAINED = 1000
+MAX_NESTED = 16
+
+
+def _iterator(value: Any) -> bool:
+    """A generator, or an iterator of the language's own (``map``, ``filter``, ``zip``, a list's, an
+    ``itertools`` one): its state is opaque (its ``repr`` is the same whatever it would yield)."""
+    if isinstance(value, types.GeneratorType):
+        return True
+    kind = type(value)
+    return kind.__module__ in ("builtins", "itertools") and hasattr(kind, "__next__")
+
+
+def _items(value: Any) -> Any:
+    items = []
+    for item in value:
+        items.append(item)
+        if len(items) >= MAX_DRAINED:
+            break
+    if isinstance(value, types.GeneratorType):
+        return canon.Ran({"generator": items})
+    return canon.Ran({"iterator": type(value).__name__, "items": items})
+
+
 def drain(value: Any) -> Any:
     """Generators and coroutines run to completion here: their items are the function's output; a
-    ``@contextmanager`` function's context is entered and left (its body is x's code)."""
+    ``@contextmanager`` function's context is entered and left (its body is x's code). The language's
+    own iterators are run too, and so are those a returned tuple, list or dict holds (in order)."""
     contextlib = sys.modules.get("contextlib")
     if contextlib is not None and isinstance(value, contextlib._GeneratorContextManager):
         with value as entered:
-            return {"context": entered}
+            return canon.Ran({"context": entered})
     if contextlib is not None and isinstance(value, contextlib._AsyncGeneratorContextManager):
         async def _enter() -> Any:
             async with value as entered:
-                return {"context": entered}
+                return canon.Ran({"context": entered})
         return _run_frozen(_enter())
-    if isinstance(value, types.GeneratorType):
-        items = []
-        for item in value:
-            items.append(item)
-            if len(items) >= 1000:
-                break
-        return {"generator": items}
+    if _iterator(value):
+        return _items(value)
     if isinstance(value, types.CoroutineType | types.AsyncGeneratorType):
 
         async def _collect() -> Any:
             if isinstance(value, types.AsyncGeneratorType):
-                return {"async_generator": [item async for item in value]}
+                return canon.Ran({"async_generator": [item async for item in value]})
             return await value
 
         return _run_frozen(_collect())
+    kind = type(value)
+    if (kind is tuple or kind is list) and 0 < len(value) <= MAX_NESTED * 4:
+        nested = [i for i, item in enumerate(value) if _iterator(item)][:MAX_NESTED]
+        if nested:
+            items = list(value)
+            for i in nested:
+                items[i] = _items(items[i])
+            return kind(items)
+    if kind is dict and 0 < len(value) <= MAX_NESTED * 4:
+        pairs = list(value.items())
+        nested = [i for i, (_, item) in enumerate(pairs) if _iterator(item)][:MAX_NESTED]
+        if nested:
+            for i in nested:
+                pairs[i] = (pairs[i][0], _items(pairs[i][1]))
+            return dict(pairs)
     return value
+
+
+#: Parameter names a returned closure is given the probe function for (a decorator's ``func``).
+_CALLABLE_NAMES = frozenset({"func", "function", "fn", "f", "fun", "method", "meth", "wrapped", "callback", "cb",
+                             "handler", "hook", "predicate", "decorated", "target", "view", "coro", "callable_"})
+#: A plain value for every other parameter of a probe call.
+PROBE_VALUE = 2
+MAX_PROBE_DEPTH = 3
+
+
+def probe_target(*args: Any, **kwargs: Any) -> Any:
+    """What a returned decorator is applied to: a plain function that answers with its arguments."""
+    return ["probe", list(args), sorted(kwargs.items())]
+
+
+def _fresh_target() -> Any:
+    """A new probe function each time (a decorator may set attributes on the function it wraps), in a
+    namespace of its own (not the harness's module: ``__module__`` is ``probe``)."""
+    namespace = {"__builtins__": __builtins__, "__name__": "probe"}
+    return types.FunctionType(probe_target.__code__, namespace, "probe_target")
+
+
+def _own(value: Any, lines: tuple[int, int, int]) -> bool:
+    """A function defined inside x's own body (a closure x made), not x itself."""
+    if not isinstance(value, types.FunctionType):
+        return False
+    code = value.__code__
+    first, def_line, last = lines
+    return code.co_filename == scaffold.FILENAME and def_line < code.co_firstlineno <= last
+
+
+def _probe_args(fn: Any) -> tuple[list[Any], dict[str, Any], str]:
+    """Arguments for a probe call: each required parameter gets the probe function (named like a
+    function: ``func``) or :data:`PROBE_VALUE`; a function with only ``*args`` gets one value."""
+    code = fn.__code__
+    required = code.co_argcount - len(fn.__defaults__ or ())
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+    def value(name: str) -> Any:
+        return _fresh_target() if name in _CALLABLE_NAMES or "decor" in code.co_name else PROBE_VALUE
+
+    args = [value(name) for name in names[:required]]
+    kwargs = {name: value(name) for name in names[code.co_argcount:] if name not in (fn.__kwdefaults__ or {})}
+    if not args and not kwargs and code.co_flags & 0x04:  # CO_VARARGS: wrapper(*args, **kwargs)
+        args = [PROBE_VALUE]
+    shown = [*("probe" if callable(a) else repr(a) for a in args),
+             *(f"{k}=" + ("probe" if callable(v) else repr(v)) for k, v in kwargs.items())]
+    return args, kwargs, "(" + ", ".join(shown) + ")"
+
+
+def probe(value: Any, lines: tuple[int, int, int]) -> list[Any] | None:
+    """When x returns a closure of its own (a decorator factory returns its decorator), what calling it
+    does is x's behaviour: it is called (twice, with the same arguments: a cache, a counter answers
+    differently the second time), a closure it returns in turn likewise, and the functions of x's own
+    set as its attributes (``wrapper.cache_clear``) that need no arguments once each. Each call's
+    result (canonical, generators run) or exception type enters the output state under ``probes``.
+    ``lines``: x's first line (decorators), ``def`` line and last line."""
+    if not _own(value, lines):
+        return None
+    out: list[Any] = []
+    todo = [(value, "r", 0)]
+    while todo:
+        fn, path, depth = todo.pop(0)
+        args, kwargs, shown = _probe_args(fn)
+        calls = [(fn, path + shown, args, kwargs), (fn, path + shown, args, kwargs)]
+        calls += [(attr, f"{path}.{name}()", [], {}) for name, attr in sorted(vars(fn).items())
+                  if _own(attr, lines) and attr.__code__.co_argcount == len(attr.__defaults__ or ())]
+        for i, (target, label, a, k) in enumerate(calls):
+            try:
+                result = drain(target(*a, **k))
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - what the closure does with the probe is its behaviour
+                out.append([label, {"exception": canon._qualname(type(exc))}])
+                continue
+            tracer = sys.gettrace()
+            sys.settrace(None)  # observing is not x's code: untraced (and faster)
+            try:
+                out.append([label, {"return": canon.canonical(result)}])
+            finally:
+                sys.settrace(tracer)
+            if i == 0 and depth + 1 < MAX_PROBE_DEPTH and _own(result, lines):
+                todo.append((result, label, depth + 1))
+    return out
+
+
+def sentinel_defaults(node: Any) -> frozenset[str]:
+    """Parameters whose default is no literal (a sentinel ``EMPTY``, ``keys.hashkey``): no value an input
+    can write is that default, so leaving the argument out is a value of its own."""
+    args = getattr(node, "args", None)
+    positional = [*args.posonlyargs, *args.args] if args is not None else []
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) if args else []
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None] if args else []
+    literal = ("Constant", "UnaryOp", "Tuple", "List", "Dict", "Set")
+    return frozenset(a.arg for a, d in pairs if type(d).__name__ not in literal)
+
+
+def literal_aliases(tree: Any) -> dict[str, list[Any]]:
+    """Names the module binds to ``Literal[...]`` (in ``Union``/``Optional`` too) and their values."""
+    import ast  # noqa: PLC0415
+
+    out: dict[str, list[Any]] = {}
+    for stmt in getattr(tree, "body", None) or []:
+        target = getattr(stmt, "target", None) or (getattr(stmt, "targets", None) or [None])[0]
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(target, ast.Name) and \
+                isinstance(stmt.value, ast.Subscript):
+            values = [i.value for n in ast.walk(stmt.value) if isinstance(n, ast.Subscript)
+                      and getattr(n.value, "id", getattr(n.value, "attr", "")) == "Literal"
+                      for i in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice])
+                      if isinstance(i, ast.Constant)]
+            if values:
+                out[target.id] = values[:24]
+    return out
 
 
 def by_position(params: list[hints.Param], given: dict[str, Any]) -> dict[str, Any]:

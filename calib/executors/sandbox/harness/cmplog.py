@@ -12,12 +12,21 @@ The recorder also keeps the operand *pairs*, of ``s.startswith(p)``/``s.endswith
 of chained comparisons (``"0" <= ch <= "9"``, each wrapped in ``__calib_cmp__.see``): when one side of
 a comparison is found in an input value, the search rewrites that input to the other side
 (:func:`.synth.replacements`), so ``if value[0] in "([":`` or ``if scheme == "data":`` is taken next.
+
+Beyond comparisons (issue 24): a ``pattern.match/search/fullmatch(s)`` (a compiled pattern, or
+``re.match(p, s)``) that found nothing keeps ``("regex", s, (pattern, flags))``, and the search writes a
+string the pattern matches in place of ``s`` (:mod:`.regexes`); ``len(e)``, ``ord(c)`` and ``int(s)`` in
+x are rewritten to ``__calib_cmp__.size/code/number`` so that a comparison on their result (``len(doi)
+!= 9``, ``ord(ch) < 0x80``) also keeps the text it came from (``len``, ``len_order``, ``ord``), and a
+text ``int()`` refused is kept (``number``); ``s.isdigit()`` and the other ``str.is*`` checks keep
+``("charclass", s, "isdigit")`` (``"!isdigit"`` when it held).
 """
 
 from __future__ import annotations
 
 import ast
 import operator
+import re as _re
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -30,7 +39,13 @@ PAIR_LIMIT = 400
 #: (kind, one side, other side) per comparison: ``eq`` (==, !=, an ``in`` container's members),
 #: ``order`` (<, <=, >, >=), ``prefix``/``suffix`` (startswith/endswith), ``contains`` (``sub in text``)
 PAIRS: list[tuple[str, Any, Any]] = []
-_METHODS = {"startswith": "prefix", "endswith": "suffix", "get": "eq", "pop": "eq"}
+_METHODS = {"startswith": "prefix", "endswith": "suffix", "get": "eq", "pop": "eq", "match": "regex",
+            "search": "regex", "fullmatch": "regex"}
+_CHECKS = frozenset({"isdigit", "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "isupper", "islower",
+                     "isascii", "isidentifier"})  # ``s.isdigit()``: the text kept, as ``charclass``
+_BUILTINS = {"len": "size", "ord": "code", "int": "number"}  # builtins whose argument is kept (see below)
+_SIZES: dict[int, Any] = {}  # length -> the text len() gave it for, this run
+_CODES: dict[int, str] = {}  # code point -> the character ord() gave it for, this run
 
 _OPS = {
     "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt,
@@ -52,6 +67,17 @@ def _pair(kind: str, a: Any, b: Any) -> None:
     if (type(a) in (str, bytes) and len(a) > 80) or (type(b) in (str, bytes) and len(b) > 80):
         return
     if type(a) is not type(b) or a != b:
+        PAIRS.append((kind, a, b))
+        if kind in ("eq", "order") and type(a) is int and type(b) is int:  # a length or a code point of a text
+            for this, other in ((a, b), (b, a)):
+                if this in _CODES:
+                    PAIRS.append(("ord", _CODES[this], other))
+                if this in _SIZES:
+                    PAIRS.append(("len" if kind == "eq" else "len_order", _SIZES[this], other))
+
+
+def _keep(kind: str, a: Any, b: Any) -> None:
+    if len(PAIRS) < PAIR_LIMIT and type(a) in (str, bytes) and len(a) <= 200:
         PAIRS.append((kind, a, b))
 
 
@@ -76,7 +102,15 @@ def compare(left: Any, right: Any, op: str) -> Any:
 
 def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     """``obj.name(*args, **kwargs)``, noting ``text.startswith(prefix)``/``endswith`` operands and the
-    key a mapping was asked for (``options.get("mode")``) against the keys it has."""
+    key a mapping was asked for (``options.get("mode")``) against the keys it has; the text a regular
+    expression did not match and the text a ``str.is*`` check was made on."""
+    if _METHODS.get(name) == "regex":
+        return _regex(obj, name, args, kwargs)
+    if name in _CHECKS and type(obj) is str and not args and not kwargs:
+        held = getattr(obj, name)()
+        if obj:
+            _keep("charclass", obj, "!" + name if held else name)
+        return held
     if type(obj) is dict and args and name in ("get", "pop"):
         _note(args[0])
         if type(args[0]) in _PRIMITIVE and args[0] not in obj:
@@ -89,6 +123,52 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
                 _note(item)
                 _pair(_METHODS[name], obj, item)
     return getattr(obj, name)(*args, **kwargs)
+
+
+def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``pattern.match(s)`` or ``re.match(pattern, s)``: when nothing matched, ``s`` and the pattern."""
+    found = getattr(obj, name)(*args, **kwargs)
+    if found is not None:
+        return found
+    if type(obj) is _re.Pattern and args:
+        pattern, flags, text = obj.pattern, obj.flags, args[0]
+    elif obj is _re and len(args) >= 2:
+        pattern, text = args[0], args[1]
+        flags = args[2] if len(args) > 2 else kwargs.get("flags", 0)
+        if type(pattern) is _re.Pattern:
+            pattern, flags = pattern.pattern, pattern.flags
+    else:
+        return found
+    if type(pattern) is type(text) and isinstance(flags, int):
+        _keep("regex", text, (pattern, int(flags)))
+    return found
+
+
+def size(value: Any) -> int:
+    """``len(value)``, keeping ``value`` (a non-empty text) under its length. (Sequences are left out:
+    their lengths vary in the pools already, and a length of 0 or 1 is compared everywhere.)"""
+    n = len(value)
+    if type(value) in (str, bytes) and 0 < n <= 200 and (n in _SIZES or len(_SIZES) < 32):
+        _SIZES[n] = value
+    return n
+
+
+def code(char: Any) -> int:
+    """``ord(char)``, keeping ``char`` under its code point."""
+    n = ord(char)
+    if len(_CODES) < 64 and type(char) is str:
+        _CODES[n] = char
+    return n
+
+
+def number(text: Any) -> Any:
+    """``int(text)``, keeping a text it refused."""
+    try:
+        return int(text)
+    except ValueError:
+        if type(text) is str:
+            _keep("number", text, "")
+        raise
 
 
 _CHAIN: list[Any] = [None]
@@ -107,12 +187,17 @@ def see(value: Any, position: int, op: str) -> Any:
 
 compare.method = method  # type: ignore[attr-defined] # reached as ``__calib_cmp__.method``
 compare.see = see  # type: ignore[attr-defined]
+compare.size = size  # type: ignore[attr-defined]
+compare.code = code  # type: ignore[attr-defined]
+compare.number = number  # type: ignore[attr-defined]
 
 
 def take_pairs() -> list[tuple[str, Any, Any]]:
     """The operand pairs noted since the last call, each once."""
     seen = list(dict.fromkeys((kind, type(a), a, type(b), b) for kind, a, b in PAIRS))
     PAIRS.clear()
+    _SIZES.clear()
+    _CODES.clear()
     return [(kind, a, b) for kind, _, a, _, b in seen]
 
 
@@ -124,6 +209,9 @@ def take() -> list[Any]:
 
 
 class _Instrument(ast.NodeTransformer):
+    def __init__(self, bound: set[str]) -> None:
+        self.bound = bound  # names x binds itself: a parameter called ``len`` is not the builtin
+
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
         op = type(node.ops[0]).__name__
@@ -144,7 +232,12 @@ class _Instrument(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in _METHODS or not node.args or any(
+        if (isinstance(func, ast.Name) and func.id in _BUILTINS and func.id not in self.bound
+                and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)):
+            recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=_BUILTINS[func.id], ctx=ast.Load())
+            return ast.copy_location(ast.Call(func=recorder, args=node.args, keywords=[]), node)
+        if not isinstance(func, ast.Attribute) or (func.attr not in _METHODS or not node.args) and not (
+                func.attr in _CHECKS and not node.args and not node.keywords) or any(
                 isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return node
         recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="method", ctx=ast.Load())
@@ -154,6 +247,9 @@ class _Instrument(ast.NodeTransformer):
 
 def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
     """Rewrite the comparisons in x's body in place (locations kept: coverage sees the same lines)."""
-    transformer = _Instrument()
+    bound = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+    bound |= {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(
+        n.ctx, ast.Load)}
+    transformer = _Instrument(bound)
     node.body = [transformer.visit(stmt) for stmt in node.body]
     ast.fix_missing_locations(node)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 
+from . import regexes
+
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
@@ -378,9 +380,13 @@ def constructor(placed: Any) -> list[Param] | None:
 
 def mine_module(tree: ast.Module, hints: Hints, limit: int = 30) -> None:
     """Literals of the module's constants (``LIMIT = 100``, ``MODES = ("r", "w")``), after x's own:
-    x often branches on them through a helper (``min(value, LIMIT)``)."""
+    x often branches on them through a helper (``min(value, LIMIT)``). Before them: strings the regular
+    expressions x uses match, and non-ASCII text where x handles encodings (:func:`.regexes.samples`)."""
     count = 0
     hints.tree = tree
+    if hints.node is not None:  # strings the patterns x uses match (and a near miss): .regexes, issue 24
+        at = min(len(hints.strings), 8)
+        hints.strings[at:at] = [s for s in regexes.samples(hints.node, tree) if s not in hints.strings]
     for stmt in tree.body:
         if count >= limit:
             return

@@ -112,12 +112,16 @@ class _Plain(ast.NodeTransformer):
                                 keywords=node.keywords)
             if func.attr == "see" and args:
                 return args[0]
+            if func.attr in _BUILTIN_RECORDERS and len(args) == 1:  # len(e), ord(e), int(e)
+                return ast.Call(func=ast.Name(id=_BUILTIN_RECORDERS[func.attr], ctx=ast.Load()), args=args,
+                                keywords=node.keywords)
         if isinstance(func, ast.Name) and func.id == cmplog.NAME and len(args) == 3 \
                 and isinstance(args[2], ast.Constant) and args[2].value in _COMPARE_OPS:
             return ast.Compare(left=args[0], ops=[_COMPARE_OPS[args[2].value]()], comparators=[args[1]])
         return node
 
 
+_BUILTIN_RECORDERS = {"size": "len", "code": "ord", "number": "int"}  # cmplog's recorders of builtin calls
 _COMPARE_OPS = {"Eq": ast.Eq, "NotEq": ast.NotEq, "Lt": ast.Lt, "LtE": ast.LtE, "Gt": ast.Gt, "GtE": ast.GtE,
                 "In": ast.In, "NotIn": ast.NotIn}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 
 from . import cmplog, inputs
+from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
 from .hints import Hints, Param
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .standins import CalibStandIn, is_mixed
@@ -65,6 +66,7 @@ STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str"
                         "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6"))
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
+DEFAULT = CalibStandIn(DEFAULT_NAME)  # as an argument: left out, its default applies (calls.DEFAULT_NAME)
 
 BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
 BASE_FLOATS = [0.0, 1.5, -2.25, 3.0, 0.1, 100.0, 0.001, -1.0]
@@ -100,6 +102,9 @@ class Pools:
                  vary_standins: bool = False, init: list[Param] | None = None, owner: str | None = None) -> None:
         self.hints = hints
         self.rng = rng
+        sentinels = sentinel_defaults(hints.node)  # x's own parameters only (not the constructor's)
+        self.sentinels = {id(p) for p in hints.params if p.name in sentinels}
+        self.literals = literal_aliases(hints.tree) if hints.params else {}
         defaults = [p.default for p in hints.params if isinstance(p.default, str) and inputs.looks_like_file(p.default)]
         self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
@@ -255,13 +260,16 @@ class Pools:
 
     def _pool(self, p: Param) -> list[Any]:
         types = self._types(p)
-        if p.kind == "vararg":
-            return [(), *[tuple(v[:3]) for v in self._values("list", p) if isinstance(v, list)][:6]]
+        if p.kind == "vararg":  # also some of iterables: ``nth_product(index, *args)`` maps tuple over them
+            lists = [tuple(v[:3]) for v in self._values("list", p) if isinstance(v, list)][:6]
+            return [(), *lists[:3], ([1, 2], [3, 4, 5]), ("ab", "cde"), ([0, 1],) * 3, *lists[3:]]
         if p.kind == "kwarg":
             return [{}, *[v for v in self._values("dict", p) if isinstance(v, dict) and all(
                 isinstance(k, str) and k.isidentifier() for k in v)][:6]]
         per_type = [self._values(t, p) for t in types]
         pool: list[Any] = [p.default] if p.has_default else []
+        if id(p) in self.sentinels:
+            pool.append(DEFAULT)  # left out: its default (``acc=EMPTY``, ``key=keys.hashkey``) applies
         pool += self._instances(p)
         for i in range(max(len(v) for v in per_type)):  # interleave the types
             for values in per_type:
@@ -276,10 +284,21 @@ class Pools:
         return pool
 
     def _instances(self, p: Param) -> list[Any]:
-        """Instances of the module's own classes the parameter is checked against or annotated with."""
+        """Instances of the module's own classes the parameter is checked against or annotated with: in
+        a list (or tuple) first when the annotation is one of them (``value: List[Item]``); the values
+        of a ``Literal[...]`` alias of the module (``TimeFrameLiteral = Literal["now", "second"]``)."""
         out: list[Any] = []
+        container = next((t for t in p.types if t in ("list", "tuple", "set")), None)
         for cls in p.classes[:2]:
-            out += [New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
+            literals = self.literals.get(cls)
+            if literals is not None:
+                out += literals
+                continue
+            made = [New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
+            if container is not None:  # not a set: instances need not be hashable
+                wrap = tuple if container == "tuple" else list
+                out += [wrap(made[:1]), wrap(made[1:3]), wrap(made[:4])]
+            out += made
         return out
 
     def _values(self, kind: str, p: Param) -> list[Any]:

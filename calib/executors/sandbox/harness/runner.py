@@ -35,14 +35,16 @@ from functools import partial
 from . import ambient, canon, env, hints, scaffold, standins
 from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
 from .calls import (
+    DEFAULT_NAME,
     by_position,
     drain,
     make_instance,
     materialize,
+    probe,
     standin_default,
     statement_lines,
 )
-from .standins import LOG, STANDIN_CLASS_NAME
+from .standins import LOG, STANDIN_CLASS_NAME, is_standin, standin_name
 from .values import New, Obj, decode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -200,23 +202,27 @@ class Runner:
         kwargs: dict[str, Any] = {}
         instance: Any = None
         before = self_before = None
-        returned, value = False, None
+        returned, value, probes = False, None, None
         threads_before = _threads()
         real = sys.stdout, sys.stderr
         try:
             sys.stdout, sys.stderr = stdout, stderr
             self.ambient.apply(state)  # before the module is built: its top level may read them too
             ns = self.module.build() if self.reuse is None else self.reuse.build(stdout, stderr)
+            # self and the arguments are built in the input's stand-in mode too (``isinstance(v, Null)``)
+            mode = standin_default(state.get("standins")), 2 if state.get("standins") == "items" else 0
+            LOG.reset(*mode)
             call, instance = self._target(ns, state)
             args, kwargs = self._arguments(state, ns)
             before = canon.dumps(canon.canonical([args, kwargs]))
             self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
-            LOG.reset(standin_default(state.get("standins")), items=2 if state.get("standins") == "items" else 0)
+            LOG.reset(*mode)  # what building them did with stand-ins is not x's
             sys.settrace(self._trace)
             standins.StandInFinder.active = True
             try:
                 value = call(*args, **kwargs)
                 value = drain(value)
+                probes = probe(value, (self.first, self.placed.node.lineno, self.last))  # a closure x made
             finally:
                 sys.settrace(None)
                 standins.StandInFinder.active = False
@@ -231,6 +237,8 @@ class Runner:
             sys.stdout, sys.stderr = real
         if returned:  # observed apart from the call: a value that cannot be observed is not an exception of x's
             out["return"] = canon.canonical(value)
+            if probes is not None:
+                out["probes"] = probes
         self._observe(out, args, kwargs, before, instance, self_before, stdout, stderr, files)
         if _stray_threads(threads_before):
             # threads of the code's (a pool's workers, a watcher) still run after it returned: the
@@ -347,11 +355,13 @@ class Runner:
         names = [p.name for p in self.params.params]
         if any(name not in names for name in given):
             given = by_position(self.params.params, given)
+        gap = False  # an argument left out (its default applies): later positional ones go by keyword
         for p in self.params.params:
-            if p.name not in given:
+            value = given.pop(p.name, DEFAULT)
+            if value is DEFAULT or is_standin(value) and standin_name(value) == DEFAULT_NAME:
+                gap = gap or p.kind == "positional"
                 continue
-            value = given.pop(p.name)
-            if p.kind == "positional":
+            if p.kind == "positional" and not gap:
                 args.append(value)
             elif p.kind == "vararg":
                 args.extend(value)
@@ -364,6 +374,7 @@ class Runner:
 
 
 INITIALISERS = ("__init__", "__post_init__")
+DEFAULT = object()  # an argument the input state leaves out
 HIGH_FD = 200  # the harness's own descriptors sit here, out of reach of open(3), os.write(4, ...)
 
 

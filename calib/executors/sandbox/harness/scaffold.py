@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import textwrap
+import types
 
 from . import standins
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
@@ -61,10 +62,9 @@ def reindent(function: str, indent: str) -> str:
 
 def _parses(source: str) -> bool:
     try:
-        ast.parse(source)
+        return bool(ast.parse(source))
     except (SyntaxError, ValueError):
         return False
-    return True
 
 
 def trim_context(context: str, function: str) -> str:
@@ -94,6 +94,7 @@ class Placed:
         self.classes = classes  # enclosing class names, outermost first
         self.first_line = first_line  # first line of the function text in ``source``
         self.warnings: list[str] = []
+        self.nested: Any = None  # x or its outermost class, when in a block of the module (:func:`place`)
 
     @property
     def qualname(self) -> str:
@@ -136,15 +137,18 @@ def place(context: str, function: str) -> Placed:
     found = _find(tree.body, first_line, [])
     if found is None:
         raise ScaffoldError("no function definition starts on the function's first line")
-    node, classes = found
-    return Placed(source=source, tree=tree, node=node, classes=classes, first_line=first_line)
+    node, classes, top = found
+    placed = Placed(source=source, tree=tree, node=node, classes=classes, first_line=first_line)
+    # in a block (``try: ... except ImportError: def x``) whose branch defining x the module may not take
+    placed.nested = None if any(stmt is top for stmt in tree.body) else top
+    return placed
 
 
-def _find(body: list[ast.stmt], line: int, classes: list[str]) -> tuple[Any, list[str]] | None:
+def _find(body: list[ast.stmt], line: int, classes: list[str], top: Any = None) -> tuple[Any, list[str], Any] | None:
+    """x's node, its classes and the outermost definition holding it (x or its outermost class)."""
     for stmt in body:
-        start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and start == line:
-            return stmt, classes
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and _start(stmt) == line:
+            return stmt, classes, top or stmt
         inner: list[tuple[list[ast.stmt], list[str]]] = []
         if isinstance(stmt, ast.ClassDef):
             inner.append((stmt.body, [*classes, stmt.name]))
@@ -153,10 +157,21 @@ def _find(body: list[ast.stmt], line: int, classes: list[str]) -> tuple[Any, lis
             blocks += [h.body for h in getattr(stmt, "handlers", [])]
             inner += [(b, classes) for b in blocks]
         for block, cls in inner:
-            hit = _find(block, line, cls)
+            hit = _find(block, line, cls, top or (stmt if isinstance(stmt, ast.ClassDef) else None))
             if hit is not None:
                 return hit
     return None
+
+
+def _start(stmt: Any) -> int:
+    return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+
+
+def _defined_by(obj: Any, stmt: Any) -> bool:
+    """Whether ``obj`` (a function, or a class by its methods) was made by the definition ``stmt``."""
+    functions = vars(obj).values() if isinstance(obj, type) else [obj]
+    return any(isinstance(f, types.FunctionType) and f.__code__.co_filename == FILENAME
+               and _start(stmt) <= f.__code__.co_firstlineno <= (stmt.end_lineno or stmt.lineno) for f in functions)
 
 
 # --- free names -------------------------------------------------------------------------------------
@@ -274,6 +289,9 @@ class Module:
                     or any(d.lineno >= self.placed.first_line for d in getattr(s, "decorator_list", []))]
         for stmt in body:
             self._run(stmt, ns)
+        nested = self.placed.nested  # in a branch not taken (or a block the bare build skipped): defined after it
+        if nested is not None and not _defined_by(ns.get(nested.name), nested):
+            self._run(nested, ns)
         if not self.bare:
             self._missing_methods(ns)
         return ns
@@ -371,9 +389,8 @@ def _standin_method(name: str) -> Any:
 
 
 def _forget_warnings() -> None:
-    """Which warnings were already shown is state too: with the default filters a warning is printed
-    once per code location, so the second input that warns would print nothing (and a replay in a
-    fresh process would differ). Every build starts with none shown."""
+    """Which warnings were shown is state too: a warning is printed once per code location, so the second
+    input that warns would print nothing (a replay in a fresh process would). Every build shows none."""
     import sys  # noqa: PLC0415
 
     warnings = sys.modules.get("warnings")
@@ -396,16 +413,8 @@ def _without_decorators(stmt: Any) -> Any:
 
 
 def _targets(stmt: ast.stmt) -> list[str]:
-    names: list[str] = []
-    targets: list[ast.expr] = []
-    if isinstance(stmt, ast.Assign):
-        targets = stmt.targets
-    elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
-        targets = [stmt.target]
-    elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return [stmt.name]
-    for target in targets:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                names.append(node.id)
-    return names
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+        stmt, ast.AnnAssign | ast.AugAssign) else []
+    return [node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)]

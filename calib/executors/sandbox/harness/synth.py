@@ -53,13 +53,36 @@ def select(records: list[Record], n: int) -> list[Record]:
     return chosen
 
 
-def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0) -> list[Any]:
+def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None) -> list[Any]:
     """New values for one input value ``v`` so that the comparison ``a`` vs ``b`` (``kind`` as in
-    :data:`.cmplog.PAIRS`) may go the other way: where ``v`` is (or contains) one side, put the other."""
+    :data:`.cmplog.PAIRS`) may go the other way: where ``v`` is (or contains) one side, put the other.
+    A text a regular expression did not match gets strings it matches (:func:`.regexes.rewrite`); a text
+    whose length, code point, character class or number x checked gets one that passes the check."""
+    from . import regexes  # noqa: PLC0415 - loaded with the hints already
+
     out: list[Any] = []
     t = type(v)
     if v is KEEP or t is bool:
         return out
+    if kind == "regex" and t in (str, bytes):
+        return regexes.rewrite(v, a, b, rng)
+    if kind in ("len", "len_order") and type(b) is int and t is type(a) and t in (str, bytes):
+        sizes = [b] if kind == "len" else [b, b + 1, b - 1]
+        if v == a or regexes.splice(v, a, a) is not None or len(v) == len(a):
+            inside = v != a and regexes.splice(v, a, a) is not None  # else the whole text (``len(s.strip())``)
+            return [regexes.splice(v, a, new) if inside else new for n in sizes
+                    for new in regexes.resize(a if inside else v, n)]
+    if kind in ("ord", "charclass", "number") and t is str and type(a) is str:
+        if kind == "ord" and type(b) is int:
+            news = [regexes.splice(v, a, chr(c)) for c in (b, b + 1, b - 1) if 0 <= c <= 0x10FFFF]
+        elif kind == "charclass" and type(b) is str:
+            news = [regexes.splice(v, a, regexes.recast(a, b))]
+        elif kind == "number" and not a:  # ``int("")`` of the empty field after a separator
+            news = [v + "1"] if v[-1:] in "/:=,-_ " else []
+        else:
+            news = [regexes.splice(v, a, n) for n in ("1", "24")]
+        if any(new is not None for new in news):
+            return [new for new in news if new is not None]
     if t in (int, float, str, bytes):
         for this, other in ((a, b), (b, a)):
             if type(this) is not t:
@@ -82,37 +105,39 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0) -> list[Any]:
                     out += [v + a, a + v]
                 elif this is a and v == this and other:  # the needle came from the input: take from the text
                     out += [other[:1], other]
+                elif this is a and other and v != other and (new := regexes.splice(v, a, other[:1])) is not None:
+                    out.append(new)  # ``text[0] in "+-"``: the part of the input, from the text
         return out
     if depth >= 2:
         return out
     if t in (list, tuple):
         for i, item in enumerate(v[:8]):
-            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
                 items = list(v)
                 items[i] = new
                 return [t(items)]
     elif t is dict:
         for key, item in list(v.items())[:8]:
-            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
                 return [{**v, key: new}]
             if type(key) in (str, int) and kind == "eq":
-                for new in _rewrite(kind, key, a, b, depth + 1)[:1]:
+                for new in _rewrite(kind, key, a, b, depth + 1, rng)[:1]:
                     if new not in v:
                         return [{(new if k == key else k): val for k, val in v.items()}]
     elif t is Obj:
         for attr, item in list(vars(v).items())[:8]:
-            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
                 return [Obj(**{**vars(v), attr: new})]
     elif is_standin(v) and standin_script(v):  # what a stand-in's calls return: rewrite those values
         script = standin_script(v) or []
         for i, item in enumerate(script[:8]):
-            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
                 items = list(script)
                 items[i] = new
                 return [CalibStandIn(standin_name(v), items)]
     elif t is New:
         for i, item in enumerate(v.args[:8]):
-            for new in _rewrite(kind, item, a, b, depth + 1)[:1]:
+            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
                 args = list(v.args)
                 args[i] = new
                 return [New(v.cls, *args, **v.attrs)]
@@ -138,17 +163,20 @@ def _numbers_in_text(kind: str, v: Any, a: Any, b: Any) -> list[Any]:
     return out
 
 
-def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limit: int = 8) -> list[dict[str, Any]]:
+def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limit: int = 8,
+                 rng: Any = None) -> list[dict[str, Any]]:
     """Input-to-state replacement (Redqueen): inputs like ``values`` with one value rewritten so that a
     comparison x made on it (:data:`.cmplog.PAIRS`) may go the other way. ``url = "abc:x"`` whose
-    ``scheme == "data"`` failed becomes ``"data:x"``; ``value[0] in "(["`` turns ``"abc"`` into ``"(bc"``."""
+    ``scheme == "data"`` failed becomes ``"data:x"``; ``value[0] in "(["`` turns ``"abc"`` into ``"(bc"``;
+    ``DATE.match(text)`` that failed on ``"abc"`` turns it into ``"2024-01-31"``. ``rng`` draws the strings
+    a pattern matches (the search's; without one, a generator seeded by the pattern and the value)."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for kind, a, b in pairs:
         for name, v in values.items():
             if name in (SEED, STANDINS):
                 continue
-            news = _rewrite(kind, v, a, b)
+            news = _rewrite(kind, v, a, b, 0, rng)
             if name.startswith(_AMBIENT):
                 news += _numbers_in_text(kind, v, a, b)
             for new in news:
@@ -231,8 +259,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         searched[id(state)] = values
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more
-            pending.extend(replacements(values, pools.pairs))
-            del pending[:-64]
+            # the oldest first (an early input's rewrite is not pushed out by later ones), at most 64
+            pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])
         if record.valid:
             reached.update(record.lines)
             shown.add(record.output)
