@@ -75,10 +75,10 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
     for i, item in enumerate(data):
         if not isinstance(item, dict) or not isinstance(item.get("args", {}), dict):
             raise InputError(f'input {i}: expected an object with "args": {{name: value}}', path=str(path))
-        unknown = set(item) - {"args", "self", "files", "seed", "standins", "env", "stdin"}
+        unknown = set(item) - {"args", "self", "files", "seed", "standins", "env", "stdin", "argv"}
         if unknown:
             raise InputError(f"input {i}: unknown key(s) {sorted(unknown)}; allowed: args, self, files, seed, "
-                             "standins, env, stdin", path=str(path))
+                             "standins, env, stdin, argv", path=str(path))
         args = {}
         for name, value in item.get("args", {}).items():
             source = value if isinstance(value, str) else encode(value)
@@ -113,13 +113,13 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
         if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
             raise InputError(f'input {i}: "files" must map file names to text', path=str(path))
         state["files"] = files
-        if "env" in item or "stdin" in item:
+        if "env" in item or "stdin" in item or "argv" in item:
             from calib.executors.sandbox.harness.ambient import check
 
-            problem = check(item.get("env"), item.get("stdin"))
+            problem = check(item.get("env"), item.get("stdin"), item.get("argv"))
             if problem:
                 raise InputError(f"input {i}: {problem}", path=str(path))
-            state.update({key: item[key] for key in ("env", "stdin") if key in item})
+            state.update({key: item[key] for key in ("env", "stdin", "argv") if key in item})
         states.append(state)
     return states
 
@@ -164,7 +164,7 @@ def _human(result: dict[str, Any], tau: float) -> str:
               help="Seconds per input state (wall clock).")
 @click.option("--budget-runs", type=click.IntRange(min=1), default=200, show_default=True,
               help="Most executions of TRUTH the input search may spend.")
-@click.option("--budget-seconds", type=click.FloatRange(min=0.01), default=4.0, show_default=True,
+@click.option("--budget-seconds", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Most seconds the input search may spend.")
 @click.option("--import-path", "import_paths", multiple=True, type=click.Path(file_okay=False, exists=True),
               help="Directory made importable (read-only) inside the sandbox; repeatable.")

@@ -44,13 +44,17 @@ class ExecutorConfig:
     seed: int = 0
     input_timeout: float = 1.0
     budget_runs: int = 200
-    budget_seconds: float = 4.0
+    budget_seconds: float = 2.0  # 4.0 before issue 24 §3: the same conclusive samples (benchmarks/conclusive.py)
     bare: bool = False
     import_paths: tuple[str, ...] = ()
     module_name: str | None = None
     workers: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
     memory_mb: int = 1024
     unsafe_no_sandbox: bool = False
+    #: False: when x's search already makes the sample inconclusive (its replay can only make fewer inputs
+    #: valid), the candidates are not run (``not_run``): two of a study case's four batches, for about half
+    #: the samples of benchmarks/executor.py
+    candidates_when_inconclusive: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_inputs", "min_valid", "min_distinct", "budget_runs", "workers", "memory_mb"):

@@ -7,7 +7,9 @@ process that runs one function variant on all its input states:
    (:mod:`calib.executors.sandbox.harness.synth`), or runs the ones the user gave;
 2. *replay* x on the chosen states in a fresh process: an input whose output state differs from the
    one seen while exploring is invalid (``nondeterministic``);
-3. *replay* each candidate, in x's place in the same scaffold, on the same states.
+3. *replay* each candidate, in x's place in the same scaffold, on the same states (with
+   ``candidates_when_inconclusive`` off, not when x's search already made the sample inconclusive: its
+   replay can only make fewer inputs valid, so no candidate could get a SIM_func; they are ``not_run``).
 
 Batches 2 and 3 run concurrently, at most ``workers`` at a time. Each is a child forked by one of the
 sandbox's fork servers (:mod:`calib.executors.sandbox.forkserver`); without fork servers, their processes are
@@ -92,11 +94,11 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 #: Keys of an input state (docs/executors.md, "Input states").
-_STATE_KEYS = frozenset({"args", "self", "files", "seed", "standins", "env", "stdin"})
+_STATE_KEYS = frozenset({"args", "self", "files", "seed", "standins", "env", "stdin", "argv"})
 
 
 def _state_problem(state: Any) -> str:
-    """What is wrong with an input state's shape ('' when nothing): JSON data only, env and stdin within
+    """What is wrong with an input state's shape ('' when nothing): JSON data only, env, stdin and argv within
     their bounds (the harness's own check, :func:`calib.executors.sandbox.harness.ambient.check`)."""
     if not isinstance(state, dict) or not set(state) <= _STATE_KEYS:
         return f"an input state is an object with the keys {', '.join(sorted(_STATE_KEYS))}"
@@ -105,7 +107,7 @@ def _state_problem(state: Any) -> str:
         return "args must map each parameter to a value written as text"
     if not (files is None or isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
         return "files must map each file name to its text"
-    return ambient.check(state.get("env"), state.get("stdin"))
+    return ambient.check(state.get("env"), state.get("stdin"), state.get("argv"))
 
 
 def _well_formed_state(state: Any) -> bool:
@@ -283,6 +285,22 @@ class SandboxExecutor:
                 result.outputs[index] = json.dumps({"outcome": why})
         return result
 
+    @staticmethod
+    def _coverage(chosen: list[dict[str, Any]], explored: dict[str, Any], valid: list[bool]) -> float:
+        """The share of x's executable lines that its inputs marked ``valid`` reach."""
+        executable = set(explored["executable"])
+        covered = set().union(*(set(item["lines"]) for item, ok in zip(chosen, valid) if ok))
+        return len(covered & executable) / len(executable) if executable else 1.0
+
+    def _verdict(self, chosen: list[dict[str, Any]], explored: dict[str, Any], valid: list[bool],
+                 invalid_reasons: list[str] | None = None) -> Any:
+        """The validity verdict on x's inputs marked ``valid`` (:func:`calib.executors.validity.validity`)."""
+        outputs = {item["output"] for item, ok in zip(chosen, valid) if ok}
+        reasons = invalid_reasons if invalid_reasons is not None else [
+            item["status"] for item, ok in zip(chosen, valid) if not ok]
+        return validity(self.config, valid_inputs=sum(valid), distinct_outputs=len(outputs),
+                        coverage=self._coverage(chosen, explored, valid), invalid_reasons=reasons)
+
     async def compare(self, truth: str, candidates: Sequence[str], *, context: str = "",
                       inputs: Sequence[Mapping[str, Any]] | None = None,
                       names: Sequence[str] | None = None) -> Comparison:
@@ -308,8 +326,10 @@ class SandboxExecutor:
             chosen = explored["chosen"]
             states = [item["state"] for item in chosen]
             wanted = {i for i, item in enumerate(chosen) if item["valid"]}
+            skip = not c.candidates_when_inconclusive and not self._verdict(
+                chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive
             replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
-                                             for variant, batch in zip(variants, ahead)))
+                                             for variant, batch in zip(variants[:1] if skip else variants, ahead)))
         finally:
             if not exploring.done():
                 exploring.cancel()
@@ -329,14 +349,16 @@ class SandboxExecutor:
         valid_rows = [r for r in rows if r.valid]
         executable = set(explored["executable"])
         covered = set().union(*(set(chosen[r.index]["lines"]) for r in valid_rows)) if valid_rows else set()
-        coverage = len(covered & executable) / len(executable) if executable else 1.0
         offset = (_index(explored.get("first_line"), 1 << 30) or 1) - 1
         uncovered = tuple(sorted(line - offset for line in executable - covered))
-        distinct = len({r.output for r in valid_rows})
-        verdict = validity(c, valid_inputs=len(valid_rows), distinct_outputs=distinct, coverage=coverage,
-                           invalid_reasons=[r.reason for r in rows if not r.valid])
+        valid = [r.valid for r in rows]
+        verdict = self._verdict(chosen, explored, valid, [r.reason for r in rows if not r.valid])
+        coverage, distinct = self._coverage(chosen, explored, valid), len({r.output for r in valid_rows})
         conclusive = verdict.conclusive
-        cand_results = []
+        # fewer results than candidates: none ran (candidates_when_inconclusive off, x's search inconclusive)
+        cand_results = [] if len(results) == len(names) else [
+            CandidateResult(n, (), None, "not_run", "the sample was inconclusive before the candidates ran")
+            for n in names]
         for name, res in zip(names, results):
             if res.error:
                 matches = tuple(False if r.valid else None for r in rows)

@@ -94,7 +94,7 @@ class ExecuteSection(Section):
     min_distinct: int = Field(default=2, ge=1, le=10_000)
     input_timeout: float = Field(default=1.0, gt=0.0, le=3_600.0)
     budget_runs: int = Field(default=200, ge=1, le=1_000_000)
-    budget_seconds: float = Field(default=4.0, gt=0.0, le=86_400.0)
+    budget_seconds: float = Field(default=2.0, gt=0.0, le=86_400.0)
     memory_mb: int = Field(default=1024, ge=64, le=1_048_576)
     workers: int = Field(default=0, ge=0, le=CONCURRENCY_MAX)
     unsafe_no_sandbox: bool = False

@@ -120,7 +120,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         from .reuse import Reuse, verify  # noqa: PLC0415
 
         vary_standins = bool(runner.module.standin_names or runner.module.warnings or info.self_params)
-        budget_seconds = float(job.get("budget_seconds", 4.0))
+        budget_seconds = float(job.get("budget_seconds", 2.0))
         started = synth._real_monotonic()
 
         def search(seconds: float) -> list[Any]:

@@ -5,6 +5,9 @@
 - environment variables named by a literal (or a module constant): ``os.environ["X"]``,
   ``os.environ.get("X")``, ``os.getenv("X")``, ``"X" in os.environ``, ``os.environ.setdefault/pop("X")``;
 - stdin: ``input()``, ``sys.stdin`` (``read``, ``readline``, ``readlines``, iteration), ``fileinput``;
+- the command line: ``sys.argv`` (``getopt`` on it too), ``parse_args()``/``parse_known_args()`` with no
+  arguments (or a parameter's, ``None`` by default), and the arguments the parser declares
+  (``add_argument``: option strings, positional names, ``choices``, ``type``, flag actions; ``add_parser``);
 - files opened by a literal name (``open("settings.json")``, ``Path("app.ini")``, ``config.read(...)``),
   folders listed by a literal name (``os.listdir``/``scandir``/``walk``, ``Path(...).iterdir()``/``glob``,
   ``glob.glob("data/*.csv")``) and how their contents are parsed: JSON (the keys x subscripts or gets
@@ -34,6 +37,7 @@ ENV_PREFIX = "env."  # search pseudo-parameters: an environment variable's value
 FILE_PREFIX = "file:"  # a file's content (None: absent)
 DIR_PREFIX = "dir:"  # a folder's files, name -> content (None: absent)
 STDIN = "<stdin>"  # stdin's text
+ARGV = "<argv>"  # the command line's arguments, sys.argv[1:]
 
 _ENV_METHODS = frozenset({"get", "setdefault", "pop"})
 _OPENERS = frozenset({"open", "Path", "PurePath", "exists", "isfile", "getsize", "read", "read_file", "load",
@@ -45,6 +49,8 @@ _BOOL_WORDS = ("debug", "enable", "enabled", "verbose", "active", "strict", "qui
 _INT_WORDS = ("port", "count", "size", "timeout", "retries", "limit", "max", "min", "level", "workers", "threads",
               "number", "age", "year", "id", "width", "height", "depth")
 MAX_FILES, MAX_DIRS, MAX_KEYS = 3, 2, 12
+_PARSE = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"})
+_FLAGS = frozenset({"store_true", "store_false", "store_const", "append_const", "count", "help", "version"})
 
 
 class Uses:
@@ -60,9 +66,13 @@ class Uses:
         self.keys: list[tuple[str, ...]] = []  # key paths subscripted on non-parameters (JSON objects, CSV rows)
         self.ini: dict[str, list[str]] = {}  # section -> keys
         self.ini_reads: list[tuple[str, str]] = []  # (section, key) of two-argument getters
+        self.argv = False
+        # the parser's arguments: (option strings or [name], kind: flag int float path str command, choices,
+        # required); kept only where x reads the command line
+        self.options: list[tuple[list[str], str, list[str], bool]] = []
 
     def __bool__(self) -> bool:
-        return bool(self.env or self.stdin or self.files or self.dirs)
+        return bool(self.env or self.stdin or self.files or self.dirs or self.argv)
 
 
 def _text(node: ast.AST | None, consts: dict[str, str]) -> str | None:
@@ -194,12 +204,21 @@ def scan(node: ast.AST, tree: ast.Module | None, params: set[str]) -> Uses:
                 uses.stdin = True
             elif isinstance(n, ast.Name) and n.id in ("stdin", "fileinput") and n.id not in params:
                 uses.stdin = True
+            elif isinstance(n, ast.Attribute) and n.attr == "argv" and isinstance(n.value, ast.Name) \
+                    and n.value.id == "sys":
+                uses.argv = True
             elif isinstance(n, ast.Call):
                 _call(n, uses, consts, params)
             if isinstance(n, ast.Subscript | ast.Call) and (path := _key_path(n, consts, params)) is not None:
                 paths.append(path)
             if isinstance(n, ast.Name) and n.id in ("json", "configparser", "ConfigParser", "csv", "DictReader"):
                 uses.formats.add({"json": "json", "csv": "csv", "DictReader": "csv"}.get(n.id, "ini"))
+    top = [s for s in tree.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)] \
+        if tree is not None and uses.argv else []  # a parser built at the module's top level
+    for n in (c for s in top for c in ast.walk(s) if isinstance(c, ast.Call) and _callee(c) == "add_argument"):
+        _option(n, uses, consts)
+    if not uses.argv:
+        uses.options = []
     # in source order, without the prefixes of longer paths: {"db": {"host": ...}} rather than {"db": ...}
     unique = list(dict.fromkeys(paths))
     uses.keys = [p for p in unique if not any(len(q) > len(p) and q[:len(p)] == p for q in unique)][:MAX_KEYS]
@@ -255,6 +274,14 @@ def _call(n: ast.Call, uses: Uses, consts: dict[str, str], params: set[str]) -> 
             uses.ini_reads.append((section, key))
     elif name in ("has_section", "add_section") and first is not None:
         uses.ini.setdefault(first, [])
+    elif name in _PARSE and isinstance(func, ast.Attribute) and (not n.args or isinstance(n.args[0], ast.Name)
+                                                                  and n.args[0].id in params
+                                                                  or _is_none(n.args[0])):
+        uses.argv = True
+    elif name == "add_argument" and isinstance(func, ast.Attribute):
+        _option(n, uses, consts)
+    elif name == "add_parser" and first is not None and len(uses.options) < 2 * MAX_KEYS:
+        uses.options.append(([first], "command", [], False))
     if name in _OPENERS and first is not None and looks_like_file(first) and len(uses.files) < MAX_FILES:
         _add(uses.files, first)
     elif name in _LISTERS and isinstance(func, ast.Attribute) and len(uses.dirs) < MAX_DIRS:
@@ -275,6 +302,31 @@ def _call(n: ast.Call, uses: Uses, consts: dict[str, str], params: set[str]) -> 
         folder = _text(func.value.args[0], consts)
         if folder is not None and (folder := _folder(folder)) is not None:
             uses.dirs.setdefault(folder, "")
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _option(n: ast.Call, uses: Uses, consts: dict[str, str]) -> None:
+    """One ``add_argument`` call: its option strings (or positional name), kind, choices, whether required."""
+    names = [s for a in n.args if (s := _text(a, consts)) is not None and s]
+    if not names or len(uses.options) >= 2 * MAX_KEYS:
+        return
+    kw = {k.arg: k.value for k in n.keywords if k.arg}
+    action, typ, nargs = kw.get("action"), kw.get("type"), _text(kw.get("nargs"), consts)
+    action = _text(action, consts) or (action.attr if isinstance(action, ast.Attribute) else "")
+    typ = typ.id if isinstance(typ, ast.Name) else typ.attr if isinstance(typ, ast.Attribute) else ""
+    box = kw.get("choices")
+    choices = [str(e.value) for e in box.elts if isinstance(e, ast.Constant)] \
+        if isinstance(box, ast.List | ast.Tuple | ast.Set) else []
+    label = (names[-1] + (_text(kw.get("dest"), consts) or "") + (_text(kw.get("metavar"), consts) or "")).lower()
+    kind = ("flag" if action in _FLAGS or action == "BooleanOptionalAction" else typ if typ in ("int", "float")
+            else "path" if typ in ("FileType", "Path", "open") or "file" in label or "path" in label else "str")
+    positional = not names[0].startswith("-")
+    required = nargs not in ("?", "*", "...") if positional else isinstance(kw.get("required"), ast.Constant) \
+        and kw["required"].value is True
+    uses.options.append((names, kind, choices, required))
 
 
 def _add(names: list[str], name: str | None) -> None:

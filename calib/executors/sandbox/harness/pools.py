@@ -130,7 +130,7 @@ class Pools:
     def _ambient(self, h: Hints) -> inputs.Uses:
         """Pseudo-parameters for what x reads besides its arguments (:mod:`.inputs`): each environment
         variable, stdin, each literal file (and, for a path parameter, the candidate files of the format
-        x parses) and each listed folder."""
+        x parses), each listed folder and the command line (:func:`.ambient.argv_pool`)."""
         uses = inputs.scan(h.node, h.tree, set(self.params)) if h.node is not None else inputs.Uses()
         names = {*uses.env, *uses.files, *uses.dirs, *(k for path in uses.keys for k in path), *uses.ini,
                  *(k for keys in uses.ini.values() for k in keys)}  # names, not values
@@ -148,7 +148,13 @@ class Pools:
             self.by_param[FILE_PREFIX + name] = [*(self.content(name, v) for v in range(4)), None]
         for folder, ext in uses.dirs.items():
             self.by_param[DIR_PREFIX + folder] = [inputs.folder(ext, v, self.content) for v in range(3)] + [None]
-        self.ambient = any(n.startswith((ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN)) for n in self.by_param)
+        self.argv_files: set[str] = set()  # file names on the command line the search writes (synth.ambient)
+        if uses.argv:
+            from . import ambient  # noqa: PLC0415 - the command line's pools live with its state
+            self.by_param[inputs.ARGV] = pool = ambient.argv_pool(uses, self.values, h.ints, self.rng)
+            self.argv_files = {a for argv in pool for a in argv if inputs.looks_like_file(a) and a != ambient.ABSENT}
+        self.ambient = any(n.startswith((ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN, inputs.ARGV))
+                           for n in self.by_param)
         return uses
 
     def content(self, name: str, variant: int, rng: random.Random | None = None) -> str:

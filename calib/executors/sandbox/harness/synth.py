@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from time import monotonic as _real_monotonic  # bound before env.freeze() patches time
 
-from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
+from .inputs import ARGV, DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used through this module
     INIT_PREFIX,
     KEEP,
@@ -144,7 +144,7 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
     return out
 
 
-_AMBIENT = (ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN)  # pseudo-parameters of the input's environment
+_AMBIENT = (ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN, ARGV)  # pseudo-parameters of the input's environment
 
 
 def _numbers_in_text(kind: str, v: Any, a: Any, b: Any) -> list[Any]:
@@ -204,8 +204,9 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     longest = max([len(v) for v in pools.by_param.values()] + [1])
 
     def make(values: dict[str, Any]) -> dict[str, Any]:
+        from .inputs import ARGV  # noqa: PLC0415 - the command line's pseudo-parameter
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
-                                          if not name.startswith((SELF_PREFIX, INIT_PREFIX, *_AMBIENT))
+                                          if not name.startswith((SELF_PREFIX, INIT_PREFIX, *_AMBIENT, ARGV))
                                           and name not in (SEED, STANDINS)}}
         if SEED in values:
             state["seed"] = values[SEED]
@@ -224,7 +225,9 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         return state
 
     def ambient(values: dict[str, Any], state: dict[str, Any]) -> None:
-        """The environment variables, stdin, files and folders of the search's values in ``state``."""
+        """The environment variables, stdin, command line, files and folders of the search's values in
+        ``state``."""
+        from .inputs import ARGV  # noqa: PLC0415 - the command line's pseudo-parameter
         written, env = state["files"], {}
         for name, v in values.items():
             if name.startswith(FILE_PREFIX):
@@ -241,6 +244,10 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             state["env"] = env
         if STDIN in values:
             state["stdin"] = values[STDIN] if isinstance(values[STDIN], str) else ""
+        if ARGV in values:  # sys.argv[1:]: texts (a rewrite may have put a number in); files it names written
+            argv = values[ARGV]
+            state["argv"] = argv = [str(a)[:4096] for a in argv][:64] if isinstance(argv, list | tuple) else []
+            written.update({a: pools.content(a, 0) for a in argv if a in pools.argv_files and a not in written})
 
     pending: list[dict[str, Any]] = []  # input-to-state replacements waiting for a run
     searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
@@ -314,7 +321,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                 and len(reached & executable) >= coverage * len(executable) and satisfied()):
             walk["done_at"] = runs  # progress with the criteria met: the patience starts again
         done_at = walk["done_at"]
-        return done_at is not None and (runs - done_at >= patience or executable <= reached
+        return done_at is not None and (runs - done_at >= patience or executable <= reached and len(shown) >= n
                                         and len({r.output for r in select(records, n)}) >= n)
 
     runs = 0
@@ -355,7 +362,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         if runs - last_progress >= stagnation:
             break
         # once the criteria hold, keep searching only while it still finds lines or outputs
-        if done_at is not None and (runs - done_at >= patience or len({r.output for r in select(records, n)}) >= n):
+        if done_at is not None and (runs - done_at >= patience
+                                    or len(shown) >= n and len({r.output for r in select(records, n)}) >= n):
             break
         if pending and rng.random() < 0.6:  # an input-to-state replacement first, most of the time
             values = pending.pop(0)
