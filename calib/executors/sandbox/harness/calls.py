@@ -59,13 +59,12 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
 
 
 def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: ignore[assignment]
-                  instance: Any = None) -> Any:
+                  instance: Any = None, skip: frozenset[str] = frozenset()) -> Any:
     """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``.
 
     Attributes the method reads (``reads``) that the instance lacks (set by code after x in the file, or
     by a constructor that did not run) start as stand-ins, and so do those the class's other methods
-    read (x calls them: ``self._check()`` reading ``self.closed``); the input state's attributes come on top.
-    """
+    read (``self._check()`` reading ``self.closed``), but not ``skip``; the input's attributes come on top."""
     if instance is None:
         try:
             instance = cls()
@@ -74,7 +73,7 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
                 instance = cls.__new__(cls)
             except Exception:  # noqa: BLE001
                 instance = CalibStandIn("self")
-    for name in [*reads, *class_reads(type(instance))]:
+    for name in [n for n in [*reads, *class_reads(type(instance))] if n not in skip]:
         try:
             if not hasattr(instance, name):
                 setattr(instance, name, CalibStandIn("self." + name))
@@ -246,6 +245,7 @@ _CALLABLE_NAMES = frozenset({"func", "function", "fn", "f", "fun", "method", "me
 #: A plain value for every other parameter of a probe call.
 PROBE_VALUE = 2
 MAX_PROBE_DEPTH = 3
+MAX_PASSED = 8  # x's own functions handed to stand-ins that are called after x (each twice)
 
 
 def probe_target(*args: Any, **kwargs: Any) -> Any:
@@ -306,19 +306,43 @@ def probe(value: Any, lines: tuple[int, int, int]) -> list[Any] | None:
         calls += [(attr, f"{path}.{name}()", [], {}) for name, attr in sorted(vars(fn).items())
                   if _own(attr, lines) and attr.__code__.co_argcount == len(attr.__defaults__ or ())]
         for i, (target, label, a, k) in enumerate(calls):
-            try:
-                result = drain(target(*a, **k))
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - what the closure does with the probe is its behaviour
-                out.append([label, {"exception": canon._qualname(type(exc))}])
-                continue
-            tracer = sys.gettrace()
-            sys.settrace(None)  # observing is not x's code: untraced (and faster)
-            try:
-                out.append([label, {"return": canon.canonical(result)}])
-            finally:
-                sys.settrace(tracer)
+            outcome, result = _outcome(target, a, k)
+            out.append([label, outcome])
             if i == 0 and depth + 1 < MAX_PROBE_DEPTH and _own(result, lines):
                 todo.append((result, label, depth + 1))
+    return out
+
+
+def _outcome(target: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """One probe call: ``{"return": canonical result}`` and the result, or ``{"exception": type}``."""
+    try:
+        result = drain(target(*args, **kwargs))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
+        return {"exception": canon._qualname(type(exc))}, None
+    tracer = sys.gettrace()
+    sys.settrace(None)  # observing is not x's code: untraced (and faster)
+    try:
+        return {"return": canon.canonical(result)}, result
+    finally:
+        sys.settrace(tracer)
+
+
+def probe_passed(lines: tuple[int, int, int]) -> list[Any]:
+    """x's own functions x handed to a stand-in (``_group(tlist, cls, match)``, ``@bus.on()`` on a nested
+    ``def``) are called twice each after x, in order, a stand-in (``_group:2.arg0``: call, position) for
+    each required parameter, as the dependency would with its objects; entries as :func:`probe`'s."""
+    out: list[Any] = []
+    done: list[Any] = []
+    for where, fn in standins.LOG.passed:  # grows while it runs: a callback may hand over another
+        if len(done) < MAX_PASSED and _own(fn, lines) and not any(fn is d for d in done):
+            done.append(fn)
+            code, kwdefaults = fn.__code__, fn.__kwdefaults__ or {}
+            names = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+            n = code.co_argcount - len(fn.__defaults__ or ()) or (1 if code.co_flags & 0x04 else 0)  # *args
+            args = [CalibStandIn(f"{where}.arg{j}") for j in range(n)]
+            kwargs = {k: CalibStandIn(f"{where}.{k}") for k in names if k not in kwdefaults}
+            shown = ", ".join([*(f"arg{j}" for j in range(n)), *(f"{k}={k}" for k in kwargs)])
+            out += [[f"{where}({shown})", _outcome(fn, args, kwargs)[0]] for _ in range(2)]  # as :func:`probe`
     return out
 
 

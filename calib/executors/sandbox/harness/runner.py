@@ -41,6 +41,7 @@ from .calls import (
     make_instance,
     materialize,
     probe,
+    probe_passed,
     standin_default,
     statement_lines,
 )
@@ -77,6 +78,25 @@ def _on_alarm(signum: int, frame: Any) -> None:
     if _alarm["armed"]:  # not once the input is over: the harness's own code is never interrupted
         _alarm["fired"] = True
         raise _Timeout()
+
+
+def _guarded_reads(node: Any) -> frozenset[str]:
+    """``self.attr`` read inside a ``try:`` whose handlers catch ``AttributeError`` (``try: engine =
+    self._engine except AttributeError: ...``): x expects the attribute may be missing, so it is not
+    pre-filled with a stand-in (:func:`.calls.make_instance`); an input's own ``self`` attributes still set it."""
+    import ast  # noqa: PLC0415
+
+    args = getattr(node, "args", None)
+    me = args.args[0].arg if args is not None and args.args else None
+    out: set[str] = set()
+    for t in ast.walk(node) if me else ():
+        if isinstance(t, ast.Try) and any(
+                "AttributeError" in {getattr(n, "id", getattr(n, "attr", None)) for n in ast.walk(h.type)}
+                for h in t.handlers if h.type is not None):
+            out.update(sub.attr for stmt in t.body for sub in ast.walk(stmt)
+                       if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load)
+                       and isinstance(sub.value, ast.Name) and sub.value.id == me)
+    return frozenset(out)
 
 
 def _threads() -> set[Any]:
@@ -118,6 +138,7 @@ class Runner:
         self.init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None
         self.init_fields = [p.name for p in self.init or []]
+        self.guarded = _guarded_reads(node)  # ``self.attr`` x expects may be missing: not pre-filled
         self.lines: set[int] = set()
         self.started = False
         self.poisoned = False  # an input left threads running: this process runs no further input
@@ -202,7 +223,7 @@ class Runner:
         kwargs: dict[str, Any] = {}
         instance: Any = None
         before = self_before = None
-        returned, value, probes = False, None, None
+        returned, value, probes, passed = False, None, None, []
         threads_before = _threads()
         real = sys.stdout, sys.stderr
         try:
@@ -219,10 +240,16 @@ class Runner:
             LOG.reset(*mode)  # what building them did with stand-ins is not x's
             sys.settrace(self._trace)
             standins.StandInFinder.active = True
+            lines = (self.first, self.placed.node.lineno, self.last)
             try:
-                value = call(*args, **kwargs)
-                value = drain(value)
-                probes = probe(value, (self.first, self.placed.node.lineno, self.last))  # a closure x made
+                try:
+                    value = call(*args, **kwargs)
+                    value = drain(value)
+                    probes = probe(value, lines)  # a closure x made
+                except Exception:
+                    passed = probe_passed(lines)  # functions x handed to stand-ins: also when x raised
+                    raise
+                passed = probe_passed(lines)
             finally:
                 sys.settrace(None)
                 standins.StandInFinder.active = False
@@ -237,8 +264,8 @@ class Runner:
             sys.stdout, sys.stderr = real
         if returned:  # observed apart from the call: a value that cannot be observed is not an exception of x's
             out["return"] = canon.canonical(value)
-            if probes is not None:
-                out["probes"] = probes
+        if probes is not None or passed:
+            out["probes"] = [*(probes or []), *passed]
         self._observe(out, args, kwargs, before, instance, self_before, stdout, stderr, files)
         if _stray_threads(threads_before):
             # threads of the code's (a pool's workers, a watcher) still run after it returned: the
@@ -339,9 +366,9 @@ class Runner:
                 instance = None  # arguments of annotated fields become those attributes
                 if self.init_fields:
                     attrs = {**dict(zip(self.init_fields, args)), **attrs}
-            instance = make_instance(owner, Obj(**attrs), reads, instance)
+            instance = make_instance(owner, Obj(**attrs), reads, instance, self.guarded)
         else:
-            instance = make_instance(owner, spec, reads)
+            instance = make_instance(owner, spec, reads, skip=self.guarded)
         if isinstance(raw, property):
             return (lambda: raw.fget(instance)), instance  # type: ignore[misc]
         if isinstance(raw, types.FunctionType):

@@ -42,12 +42,27 @@ class CallLog:
         self.agree = False
         self.mixed: int | None = None
         self.counts: dict[str, int] = {}
+        self.seen: set[str] = set()
+        self.fresh = REPEAT_FROM
+        self.passed: list[tuple[str, Any]] = []  # (call:position, function) handed to stand-in calls
 
     def record(self, kind: str, name: str, *payload: Any) -> None:
         self.ops += 1
         if self.ops > self.budget:
             raise StandInLoop(f"{STANDIN_CLASS_NAME} {name}: more than {self.budget} stand-in operations in one input")
+        # functions handed to a stand-in: x's own are called after x (calls.probe_passed)
+        if kind == "call" and len(payload) == 2 and len(self.passed) < MAX_PASSED_KEPT:
+            for pos, arg in [*enumerate(payload[0]), *payload[1].items()]:
+                if type(arg) is _FUNCTION and not any(arg is f for _, f in self.passed):
+                    self.passed.append((f"{name}:{pos}", arg))
         entry = [kind, name, *[self.canon(p) for p in payload]]
+        if self.ops > REPEAT_FROM:  # a long log that only repeats itself: the code turns on stand-ins
+            key = repr(entry)
+            if key not in self.seen:
+                self.seen.add(key)
+                self.fresh = self.ops
+            elif self.ops - self.fresh > REPEAT_LIMIT:
+                raise StandInLoop(f"{STANDIN_CLASS_NAME} {name}: {REPEAT_LIMIT} stand-in operations repeating the log")
         # past the limit the entries are kept aside (at most ``budget``): the output state shows their
         # number and digest, so two logs that differ only there still differ
         (self.entries if len(self.entries) < self.limit else self.overflow).append(entry)
@@ -55,7 +70,10 @@ class CallLog:
     def reset(self, default: Any = _STANDIN_DEFAULT, items: int = 0) -> None:
         self.entries = []
         self.overflow = []
+        self.passed = []
         self.ops = 0
+        self.seen: set[str] = set()  # log entries past REPEAT_FROM operations
+        self.fresh = REPEAT_FROM  # the operation that last added an entry not in ``seen``
         # the ``mixedK`` modes: what each call returns, and how each stand-in behaves, is drawn per name
         self.mixed = default.variant if isinstance(default, Mixed) else None
         self.counts = {}
@@ -101,6 +119,12 @@ RAISE = object()
 #: stand-in index that always reads as 0) never ends by itself; this ends it in a fraction of the
 #: ``input_timeout`` it would otherwise hold a worker for (the input is invalid either way).
 OPS_BUDGET = 10_000
+#: Past ``REPEAT_FROM`` operations, ``REPEAT_LIMIT`` operations in a row that add no log entry not seen
+#: since (arithmetic adds none) end the input the same way, sooner: ``while True: line = fp.readline()``
+#: on a stand-in ``fp`` repeats the same entries; a loop over the input's own data (``dep.send(i)``) does not.
+REPEAT_FROM = 1_000
+REPEAT_LIMIT = 1_000
+MAX_PASSED_KEPT = 32
 
 
 class StandInLoop(BaseException):
@@ -326,7 +350,7 @@ class CalibStandIn:
         # counted like a call: ``while src[pos] in chars: pos += 1`` on a stand-in ``pos`` (always read as
         # 0) logs nothing, and would otherwise run until the input's timeout
         LOG.ops += 1
-        if LOG.ops > LOG.budget:
+        if LOG.ops > LOG.budget or LOG.ops - LOG.fresh > REPEAT_LIMIT:
             raise StandInLoop(f"{STANDIN_CLASS_NAME}: more than {LOG.budget} stand-in operations in one input")
         return _child(self, "<op>")
 
@@ -342,7 +366,8 @@ class CalibStandIn:
     __divmod__ = __rdivmod__ = _divmod
 
 
-_DECORATABLE = (type, type(lambda: None), staticmethod, classmethod, property)
+_FUNCTION = type(lambda: None)
+_DECORATABLE = (type, _FUNCTION, staticmethod, classmethod, property)
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
 
