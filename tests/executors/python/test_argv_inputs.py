@@ -10,30 +10,15 @@ from __future__ import annotations
 
 import argparse
 import ast
-import asyncio
 import contextlib
 import io
 import json
 import random
-import shutil
 import sys
 
-import pytest
-
-from calib.executors.base import ExecutorConfig
-from calib.executors.python import SandboxExecutor, _well_formed_state
+from calib.executors.python import _well_formed_state
 from calib.executors.sandbox.harness import ambient, inputs
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-
-
-def _compare(truth: str, candidates: list[str], context: str = "", inputs_=None, **config: object):
-    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0, **config))  # type: ignore[arg-type]
-    try:
-        return asyncio.run(executor.compare(truth, candidates, context=context, inputs=inputs_))
-    finally:
-        executor.close()
-
+from tests.executors.python.test_env_stdin_inputs import _compare, needs_bwrap
 
 CONVERT = """\
 def main():

@@ -17,17 +17,9 @@ import pytest
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness.values import decode
+from tests.executors.python.test_result_shapes import _compare, _outputs
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-
-
-def _compare(truth: str, candidates: list[str], context: str = ""):
-    executor = SandboxExecutor(ExecutorConfig(budget_seconds=2.0))
-    return asyncio.run(executor.compare(truth, candidates, context=context))
-
-
-def _outputs(result):
-    return [(i.state, json.loads(i.output)) for i in result.inputs if i.valid]
 
 
 WIRE = (
