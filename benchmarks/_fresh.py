@@ -166,13 +166,24 @@ def fresh_pools(roots: dict[str, Path], min_lines: int = 10, max_lines: int = 50
 
 
 def sample_fresh(n: int, seed: int, *, list_path: Path = LIST, cache: Path = DEFAULT_CACHE, min_lines: int = 10,
-                 max_lines: int = 50) -> tuple[list[Function], dict[str, Any]]:
+                 max_lines: int = 50, exclude: frozenset[str] = frozenset(),
+                 ) -> tuple[list[Function], dict[str, Any]]:
     """``n`` fresh functions (spread over the listed packages, shuffled) and the sample's description:
-    the list, the seed, every package's version, ``.deb`` SHA-256, pool size and share of the sample."""
+    the list, the seed, every package's version, ``.deb`` SHA-256, pool size and share of the sample.
+    ``exclude``: function ids left out of the pools before drawing (the functions of tuning samples, so
+    that a held-out sample shares none of them)."""
     packages = read_list(list_path)
     fetched = {p.name: fetch(p, cache, list_path=list_path) for p in packages}
     pools, dropped = fresh_pools({name: root for name, (root, _) in fetched.items()}, min_lines, max_lines,
                                  development_keys(min_lines, max_lines))
+    excluded = 0
+    for name in list(pools) if exclude else ():
+        kept = [fn for fn in pools[name] if fn.function_id not in exclude]
+        excluded += len(pools[name]) - len(kept)
+        if kept:
+            pools[name] = kept
+        else:
+            del pools[name]
     rng = random.Random(seed)
     picked = spread(rng, pools, n)
     rng.shuffle(picked)
@@ -183,6 +194,7 @@ def sample_fresh(n: int, seed: int, *, list_path: Path = LIST, cache: Path = DEF
         "kind": "fresh", "seed": seed, "list": str(list_path),
         "list_sha256": hashlib.sha256(Path(list_path).read_bytes()).hexdigest(), "cache": str(cache),
         "pool": sum(len(v) for v in pools.values()), "dropped_seen_in_development": dropped,
+        "excluded": excluded,
         "packages": [{"name": p.name, "version": p.version, "deb_sha256": fetched[p.name][1],
                       "pool": len(pools.get(p.name, [])), "drawn": drawn.get(p.name, 0)} for p in packages],
     }

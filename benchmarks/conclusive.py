@@ -37,7 +37,9 @@ third-party one; in ``own_package`` the unpacked packages and site-packages are 
 Run: ``python benchmarks/conclusive.py [--n 300] [--seed 0] [--workers 2] [--json] [--out results.jsonl]``
 (``--budget-runs``/``--budget-seconds`` change the input-search budget; ``--conditions``/``--setups``
 run a subset; ``--limit-seconds`` starts nothing new after that long;
-``--fresh [--fresh-seed 1] [--fresh-list FILE] [--fresh-cache DIR]`` the fresh sample).
+``--fresh [--fresh-seed 1] [--fresh-list FILE] [--fresh-cache DIR]`` the fresh sample;
+``--exclude FILE.jsonl`` (repeatable) leaves the functions of earlier ``--out`` files out of the fresh pools,
+so that a held-out sample shares no function with the samples the search was tuned on).
 """
 
 from __future__ import annotations
@@ -264,7 +266,8 @@ def describe(sample: dict[str, Any]) -> str:
                         for p in sample["packages"])
         return (f"fresh sample, seed {sample['seed']}: {len(sample['packages'])} Debian packages of "
                 f"{sample['list']} (sha256 {sample['list_sha256'][:12]}), pool {sample['pool']} functions "
-                f"({sample['dropped_seen_in_development']} dropped as seen in development); "
+                f"({sample['dropped_seen_in_development']} dropped as seen in development, "
+                f"{sample.get('excluded', 0)} excluded by --exclude); "
                 f"python3-PACKAGE=VERSION(drawn): {pkgs}")
     pkgs = " ".join(f"{name}={version}" for name, version in sample["packages"].items())
     return (f"default sample, seed {sample['seed']}: standard library of Python {sample['python']} and "
@@ -324,6 +327,25 @@ def _versions(packages: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def _excluded(paths: list[Path]) -> frozenset[str]:
+    """The function ids of earlier ``--out`` files (one JSON object per line, key ``function_id``)."""
+    ids: set[str] = set()
+    for path in paths:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            sys.exit(f"conclusive.py --exclude {path}: cannot read it ({exc.strerror}); give an --out file of an "
+                     "earlier run")
+        for number, line in enumerate(lines, 1):
+            try:
+                ids.add(str(json.loads(line)["function_id"]))
+            except (ValueError, KeyError, TypeError):
+                if line.strip():
+                    sys.exit(f"conclusive.py --exclude {path}: line {number} is not a JSON object with a "
+                             "function_id; give an --out file of an earlier run")
+    return frozenset(ids)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300,
@@ -335,6 +357,9 @@ def main() -> None:
     parser.add_argument("--fresh-list", type=Path, default=LIST, help="pinned package list of --fresh")
     parser.add_argument("--fresh-cache", type=Path, default=DEFAULT_CACHE,
                         help="where --fresh keeps the downloaded, unpacked packages")
+    parser.add_argument("--exclude", type=Path, action="append", default=[], metavar="JSONL",
+                        help="--fresh: leave out the functions of an earlier --out file (a tuning sample), so the "
+                             "sample is held out from it; repeatable")
     parser.add_argument("--workers", type=int, default=2, help="sandboxes at once")
     parser.add_argument("--min-lines", type=int, default=10)
     parser.add_argument("--max-lines", type=int, default=50)
@@ -354,11 +379,13 @@ def main() -> None:
     if args.n < 1:
         parser.error(f"--n {args.n}: need at least 1 function")
     started = time.perf_counter()
+    if args.exclude and not args.fresh:
+        parser.error("--exclude leaves functions out of a --fresh sample: add --fresh")
     if args.fresh:
         try:
             functions, sample = sample_fresh(args.n, args.fresh_seed, list_path=args.fresh_list,
                                              cache=args.fresh_cache, min_lines=args.min_lines,
-                                             max_lines=args.max_lines)
+                                             max_lines=args.max_lines, exclude=_excluded(args.exclude))
         except FreshError as exc:
             sys.exit(f"conclusive.py --fresh: {exc}")
     else:

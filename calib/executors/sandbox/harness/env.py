@@ -266,6 +266,25 @@ def _is_empty(root: str) -> bool:
         return False
 
 
+def own_workdir(path: str, environ: Any = os.environ, mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether the harness may empty ``path`` before each input: the host named it (``CALIB_WORKDIR``: a
+    folder of its own, without a sandbox), or it is a tmpfs mount point (the sandbox's ``/work``). Run
+    by hand outside a sandbox, the harness would otherwise empty the machine's own ``/work``."""
+    if environ.get("CALIB_WORKDIR"):
+        return True
+    top = None  # the last mount on ``path`` is the one seen there
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if len(fields) > 4 and fields[4] == path and right:
+                    top = right.split()[0]
+    except OSError:
+        return False
+    return top == "tmpfs"
+
+
 def prepare_workdir(root: str, files: dict[str, str]) -> None:
     """Empty the working directory and write the input state's files.
 

@@ -432,6 +432,10 @@ def main() -> None:
     job = _read_part(source)
     nonce = job.pop("nonce", None)
     channel = Channel(channel_fd, nonce if isinstance(nonce, str) else None)
+    if not env.own_workdir(workdir()):  # never empty a folder that is not the sandbox's (or the host's temp one)
+        channel.emit({"event": "error", "reason": "setup", "message": f"{workdir()} is not the sandbox's working "
+                      "directory (a tmpfs mount) and CALIB_WORKDIR is not set: the harness runs only in the sandbox"})
+        os._exit(2)
     if job.get("mode") == "tests":  # a program and its assert tests (calib/probes/testrun.py)
         from . import testcases  # noqa: PLC0415
 
