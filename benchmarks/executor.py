@@ -10,7 +10,10 @@ paper's setting (file context only, stand-ins for what it cannot import), line t
    ``python -I -S -c pass``, so the cost of starting a batch each way is visible;
 2. *study case*: ``compare(x, [target, reference])`` as a study runs it, with two candidates: x itself
    and a near-copy of x with one small change (:func:`mutant`: the first comparison operator flipped,
-   else the first integer constant plus one): explore x (input search), replay x, replay both;
+   else the first integer constant plus one): explore x (input search), replay x, replay the near-copy
+   (a candidate with x's own source shares x's replay batch); ``--target copy``: the target is x with a
+   trailing comment instead (the same behaviour in other text), which replays in a batch of its own, as
+   a target that does not reproduce x verbatim does;
 3. *x alone*: ``compare(x, [])``: the search and x's replay (what ``benchmarks/conclusive.py`` runs);
 4. *given inputs*: ``compare(x, [], inputs=...)`` with the states pass 2 chose: x run on the given
    inputs, then replayed (no search).
@@ -28,7 +31,7 @@ in it). Target (issue, 2-core machine):
 >= 20 functions/s.
 
 Run: ``python benchmarks/executor.py [--n 100] [--seed 0] [--workers 2] [--in-flight 2] [--no-fork-server]
-[--budget-seconds S] [--budget-runs N] [--skip-inconclusive-candidates] [--json]``
+[--budget-seconds S] [--budget-runs N] [--skip-inconclusive-candidates] [--target x|copy] [--json]``
 """
 
 from __future__ import annotations
@@ -212,7 +215,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ex.sandbox.forks = ex.sandbox.forks and not args.no_fork_server
     in_flight = args.in_flight or args.workers
     report: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "workers": args.workers,
-                              "in_flight": in_flight, "n": len(functions), "seed": args.seed,
+                              "in_flight": in_flight, "n": len(functions), "seed": args.seed, "target": args.target,
                               "fork_servers": ex.sandbox.forks, "budget_seconds": ex.config.budget_seconds,
                               "budget_runs": ex.config.budget_runs,
                               "candidates_when_inconclusive": ex.config.candidates_when_inconclusive}
@@ -220,8 +223,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     report["background_busy_cpus"] = round(background(args.probe_seconds), 2)
 
     mutants = [mutant(fn.text) for fn in functions]
+    # the target: x verbatim (a memorizing model; it shares x's replay batch), or x with a trailing
+    # comment (the same behaviour in other text: a batch of its own, as any target that is not x verbatim)
+    targets = [fn.text if args.target == "x" else fn.text.rstrip("\n") + "  # target\n" for fn in functions]
     study = await timed(functions, in_flight,
-                        lambda i, fn: ex.compare(fn.text, [fn.text, mutants[i]], context=fn.context))
+                        lambda i, fn: ex.compare(fn.text, [targets[i], mutants[i]], context=fn.context))
     chosen = [[dict(inp.state) for inp in r.inputs] if r is not None else [] for r in study.pop("_results")]
     alone = await timed(functions, in_flight, lambda i, fn: ex.compare(fn.text, [], context=fn.context))
     alone.pop("_results")
@@ -267,6 +273,9 @@ def main() -> None:
                         help="input-search budget in runs of x (default: ExecutorConfig's)")
     parser.add_argument("--skip-inconclusive-candidates", action="store_true",
                         help="candidates_when_inconclusive=False: no candidate runs once x's search is inconclusive")
+    parser.add_argument("--target", choices=("x", "copy"), default="x",
+                        help="the study case's target: x verbatim (shares x's replay batch) or x with a trailing "
+                             "comment (a replay batch of its own)")
     parser.add_argument("--startup-repeats", type=int, default=20)
     parser.add_argument("--probe-seconds", type=float, default=3.0,
                         help="seconds to measure other load on the machine before and after")
@@ -291,7 +300,8 @@ def main() -> None:
           + ("" if report["cpu_reliable"] else "; too much other load: CPU figures left out") + ")")
     print(f"{'pass':<32} {'fn/s':>6} {'median s':>9} {'p90 s':>6} {'max s':>6} {'wall s':>6} {'CPU s':>6} "
           f"{'CPU s/fn':>8} {'host CPU s':>10} {'CPU ms/fn':>9} {'runs':>5} {'conclusive':>10}")
-    for name, key in (("compare(x, [x, x']): study case", "study_compare_x_vs_2"),
+    study_name = "compare(x, [x, x']): study case" if args.target == "x" else "compare(x, [x#, x']): study case"
+    for name, key in ((study_name, "study_compare_x_vs_2"),
                       ("compare(x, []): search + replay", "x_alone_search"),
                       ("x on given inputs + replay", "x_on_given_inputs")):
         r = report[key]

@@ -10,6 +10,8 @@ process that runs one function variant on all its input states:
 3. *replay* each candidate, in x's place in the same scaffold, on the same states (with
    ``candidates_when_inconclusive`` off, not when x's search already made the sample inconclusive: its
    replay can only make fewer inputs valid, so no candidate could get a SIM_func; they are ``not_run``).
+   A candidate with x's own source (or the same source as an earlier candidate) gets that variant's
+   replay instead of a batch of its own.
 
 Batches 2 and 3 run concurrently, at most ``workers`` at a time. Each is a child forked by one of the
 sandbox's fork servers (:mod:`calib.executors.sandbox.forkserver`); without fork servers, their processes are
@@ -312,10 +314,15 @@ class SandboxExecutor:
         settings = {k: v for k, v in asdict(c).items() if k not in ("workers", "unsafe_no_sandbox")}
         settings["sandbox"] = "bubblewrap" if self.sandbox.isolated else "none (--unsafe-no-sandbox)"
         variants = [truth, *(scaffold.reindent(cand, indent) for cand in candidates)]
+        # a variant with the same source as an earlier one (a candidate that is x verbatim, two equal
+        # samples) shares that one's replay batch: the same code on the same states in a fresh process
+        first: dict[str, int] = {}
+        owner = [first.setdefault(variant, i) for i, variant in enumerate(variants)]
+        unique = [variants[i] for i in sorted(set(owner))]
         exploring = asyncio.ensure_future(self._explore(ctx, truth, inputs))
         ahead: list[Batch | None] = []
         try:
-            for variant in variants:  # x's replay first: it is the one every sample needs
+            for variant in unique:  # x's replay first: it is the one every sample needs
                 ahead.append(await self._start_ahead(ctx, variant))
             explored, why = await exploring
             if explored is None:
@@ -329,14 +336,15 @@ class SandboxExecutor:
             skip = not c.candidates_when_inconclusive and not self._verdict(
                 chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive
             replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
-                                             for variant, batch in zip(variants[:1] if skip else variants, ahead)))
+                                             for variant, batch in zip(unique[:1] if skip else unique, ahead)))
         finally:
             if not exploring.done():
                 exploring.cancel()
                 await asyncio.gather(exploring, return_exceptions=True)
             for batch in ahead:  # those never given their states (x unusable, no valid input)
                 await self._release(batch)
-        again, results = replays[0], replays[1:]
+        ran = dict(zip(sorted(set(owner)), replays))
+        again, results = replays[0], ([] if skip else [ran[i] for i in owner[1:]])
         rows: list[InputResult] = []
         for i, item in enumerate(chosen):
             status = item["status"] if item["valid"] else "invalid"
