@@ -260,8 +260,16 @@ def _sequence(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[
         out["type"] = _qualname(kind)
         if hasattr(value, "_fields"):
             out["fields"] = list(value._fields)
+        _attributes(out, value, depth, seen)
     _tail(out, items)
     return out
+
+
+def _attributes(out: dict[str, Any], value: Any, depth: int, seen: frozenset[int]) -> None:
+    """A subclass of list, tuple or dict keeps attributes besides its items: they are its state too."""
+    attrs = getattr(value, "__dict__", None)
+    if type(attrs) is dict and attrs:
+        out["state"] = [[k, canonical(attrs[k], depth + 1, seen)] for k in sorted(attrs, key=str)]
 
 
 def _mapping(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
@@ -271,6 +279,7 @@ def _mapping(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[s
     out: dict[str, Any] = {"dict": items[:MAX_ITEMS]}
     if kind is not dict:
         out["type"] = _qualname(kind)
+        _attributes(out, value, depth, seen)
     _tail(out, items)
     return out
 
