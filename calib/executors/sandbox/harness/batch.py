@@ -113,7 +113,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
 
         # comparison feedback while searching (the chosen inputs are measured again, uninstrumented,
         # in the replay batch)
-        cmplog.instrument(placed.node)
+        cmplog.instrument(placed.node, placed.tree)
         runner.module.extra_globals[cmplog.NAME] = cmplog.compare
         runner.module.recompile()
 

@@ -1,17 +1,16 @@
 """Calling x: building self and arguments, draining what x returns, and what coverage counts.
 
-Helpers of :mod:`.runner` (inside the sandbox; stdlib only): stand-in modes per input, ``New(...)``
-placeholders made into instances of the module's classes, instances of the context class, the
-statements coverage counts (as coverage.py does), generators/coroutines/context managers run to the
-end on the frozen clock, and arguments re-keyed for a candidate that renamed its parameters.
-"""
+Helpers of :mod:`.runner` (inside the sandbox; stdlib only): stand-in modes per input, ``New(...)`` made
+into instances of the module's classes, instances of the context class, the statements coverage counts (as
+coverage.py does), generators/coroutines/context managers run to the end on the frozen clock, and
+arguments re-keyed for a candidate that renamed its parameters."""
 
 from __future__ import annotations
 
 import sys
 import types
 
-from . import canon, env, hints, scaffold, standins
+from . import canon, env, hints, mutators, scaffold, standins
 from .standins import CalibStandIn
 from .values import New, Obj
 
@@ -48,9 +47,10 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
             return CalibStandIn(value.cls)
         args = [materialize(a, ns, depth + 1) for a in value.args]
         try:
-            return cls(*args)
+            made = cls(*args)
         except Exception:  # noqa: BLE001 - the constructor wants something else: build it bare
             return make_instance(cls, Obj(**value.attrs)) if not args else cls.__new__(cls)
+        return mutators.apply(made, value.attrs.get(mutators.CALLS))  # its mutators' calls (:mod:`.mutators`)
     if depth < 3 and isinstance(value, list | tuple):
         return type(value)(materialize(v, ns, depth + 1) for v in value)
     if depth < 3 and isinstance(value, dict):
@@ -62,9 +62,12 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
                   instance: Any = None, skip: frozenset[str] = frozenset()) -> Any:
     """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``.
 
-    Attributes the method reads (``reads``) that the instance lacks (set by code after x in the file, or
-    by a constructor that did not run) start as stand-ins, and so do those the class's other methods
-    read (``self._check()`` reading ``self.closed``), but not ``skip``; the input's attributes come on top."""
+    Attributes the method reads (``reads``; ``self.__x`` is ``_Cls__x``) that the instance lacks (set by
+    code after x, or by a constructor that did not run) start as stand-ins, as do those the class's other
+    methods read (``self._check()`` reading ``self.closed``), not ``skip``; then the input's calls of the
+    class's mutators (:mod:`.mutators`) are made, and its attributes set."""
+    attrs = vars(attrs).copy() if attrs is not None else {}
+    calls = attrs.pop(mutators.CALLS, None)
     if instance is None:
         try:
             instance = cls()
@@ -75,12 +78,14 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
                 instance = CalibStandIn("self")
     for name in [n for n in [*reads, *class_reads(type(instance))] if n not in skip]:
         try:
-            if not hasattr(instance, name):
-                setattr(instance, name, CalibStandIn("self." + name))
+            if not hasattr(instance, key := (mutators.mangle(cls, name) if name[:2] == "__" else name)):
+                setattr(instance, key, CalibStandIn("self." + name))
         except Exception:  # noqa: BLE001
             pass
-    for name, value in (vars(attrs).items() if attrs is not None else ()):
+    mutators.apply(instance, calls)
+    for name, value in attrs.items():
         try:
+            name = mutators.mangle(cls, name) if name[:2] == "__" else name
             # methods, properties and class-level constants belong to the context, not to the input
             if hasattr(type(instance), name) and name not in getattr(instance, "__dict__", {}):
                 continue
@@ -108,15 +113,12 @@ def class_reads(cls: type) -> list[str]:
         todo: list[Any] = list(placed.tree.body)
         while todo:  # class statements, also nested in classes and blocks (not inside functions)
             stmt = todo.pop()
-            if isinstance(stmt, ast.ClassDef):
-                classes.append(stmt)
+            classes += [stmt] if isinstance(stmt, ast.ClassDef) else []
             if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
                 for block in ("body", "orelse", "finalbody", "handlers"):
                     todo.extend(c for c in getattr(stmt, block, ()) if isinstance(c, ast.stmt | ast.excepthandler))
         for node in classes:
-            if node.name not in names:
-                continue
-            for method in node.body:
+            for method in node.body if node.name in names else ():
                 if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) or not method.args.args:
                     continue
                 me = method.args.args[0].arg
@@ -168,8 +170,7 @@ def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, 
 
 
 def _is_docstring(stmt: Any) -> bool:
-    value = getattr(stmt, "value", None)
-    return type(stmt).__name__ == "Expr" and type(value).__name__ == "Constant" and isinstance(value.value, str)
+    return type(stmt).__name__ == "Expr" and isinstance(getattr(stmt.value, "value", None), str)  # a Constant
 
 
 #: How many items a generator or iterator is run for; how many of those a returned tuple, list or

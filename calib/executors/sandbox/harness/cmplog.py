@@ -1,25 +1,21 @@
 """Comparison feedback for the input search (runs inside the sandbox; stdlib only).
 
-While x is explored (never while it is measured), its two-operand comparisons are rewritten to
-``__calib_cmp__(left, right, "Eq")``, which evaluates the comparison exactly as Python would and notes
-the primitive operands it saw. The search adds them to its pools: a branch such as
-``if key == self.name:`` or ``if size > len(buf):`` compares with values computed at run time, which no
-literal in the source reveals (the idea of input-to-state correspondence in fuzzers such as
-Redqueen, Aschermann et al., NDSS 2019). Replays run the code as written.
+While x is explored (never while it is measured; replays run the code as written), its two-operand
+comparisons are rewritten to ``__calib_cmp__(left, right, "Eq")``, which evaluates them as Python would
+and notes the primitive operands: values computed at run time, which no literal reveals, join the pools
+(input-to-state correspondence, as in Redqueen, Aschermann et al., NDSS 2019). The operand *pairs* are
+kept too, of ``s.startswith(p)``, ``d.get(k)`` (``__calib_cmp__.method(s, "startswith", p)``) and chained
+comparisons (``__calib_cmp__.see``): when one side is found in an input value, the search rewrites it to
+the other side (:func:`.synth.replacements`). The module's functions x calls (:func:`helpers`) are
+rewritten too (their first :data:`CALLS` comparisons per run recorded), so a check in ``parse(text)``
+guides the search as one in x does.
 
-The recorder also keeps the operand *pairs*, of ``s.startswith(p)``/``s.endswith(p)`` and
-``d.get(k)``/``d.pop(k)`` too (rewritten to ``__calib_cmp__.method(s, "startswith", p)``), and the operands
-of chained comparisons (``"0" <= ch <= "9"``, each wrapped in ``__calib_cmp__.see``): when one side of
-a comparison is found in an input value, the search rewrites that input to the other side
-(:func:`.synth.replacements`), so ``if value[0] in "([":`` or ``if scheme == "data":`` is taken next.
-
-Beyond comparisons (issue 24): a ``pattern.match/search/fullmatch(s)`` (a compiled pattern, or
-``re.match(p, s)``) that found nothing keeps ``("regex", s, (pattern, flags))``, and the search writes a
-string the pattern matches in place of ``s`` (:mod:`.regexes`); ``len(e)``, ``ord(c)`` and ``int(s)`` in
-x are rewritten to ``__calib_cmp__.size/code/number`` so that a comparison on their result (``len(doi)
-!= 9``, ``ord(ch) < 0x80``) also keeps the text it came from (``len``, ``len_order``, ``ord``), and a
-text ``int()`` refused is kept (``number``); ``s.isdigit()`` and the other ``str.is*`` checks keep
-``("charclass", s, "isdigit")`` (``"!isdigit"`` when it held).
+Beyond comparisons (issue 24): a failed ``pattern.match/search/fullmatch(s)`` or ``re.match(p, s)`` keeps
+``("regex", s, (pattern, flags))`` (:mod:`.regexes`); ``len``, ``ord`` and ``int`` become
+``__calib_cmp__.size/code/number``, so a comparison on their result (``len(doi) != 9``, ``ord(ch) < 0x80``,
+``len(ip.split(".")) == 4``) keeps the text it came from (``len``, ``len_order``, ``ord``, ``parts``), and
+a text ``int()`` refused is kept (``number``); ``s.isdigit()`` and the other ``str.is*`` checks keep
+``("charclass", s, "isdigit")`` (``"!isdigit"`` when it held), ``s.encode("ascii")`` ``"!isascii"``.
 """
 
 from __future__ import annotations
@@ -36,21 +32,24 @@ NAME = "__calib_cmp__"
 LIMIT = 2000
 OBSERVED: list[Any] = []
 PAIR_LIMIT = 400
+CALLS = 120  # comparisons in helpers recorded per run: later ones (a loop over a text) are only evaluated
+_SPENT = [0]  # comparisons in helpers recorded this run
 #: (kind, one side, other side) per comparison: ``eq`` (==, !=, an ``in`` container's members),
 #: ``order`` (<, <=, >, >=), ``prefix``/``suffix`` (startswith/endswith), ``contains`` (``sub in text``)
 PAIRS: list[tuple[str, Any, Any]] = []
 _METHODS = {"startswith": "prefix", "endswith": "suffix", "get": "eq", "pop": "eq", "match": "regex",
-            "search": "regex", "fullmatch": "regex"}
+            "search": "regex", "fullmatch": "regex", "split": "parts", "rsplit": "parts", "encode": "encode"}
+_ASCII = frozenset({"ascii", "us-ascii", "ASCII", "US-ASCII"})  # ``s.encode("ascii")`` is recorded
 _CHECKS = frozenset({"isdigit", "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "isupper", "islower",
                      "isascii", "isidentifier"})  # ``s.isdigit()``: the text kept, as ``charclass``
 _BUILTINS = {"len": "size", "ord": "code", "int": "number"}  # builtins whose argument is kept (see below)
 _SIZES: dict[int, Any] = {}  # length -> the text len() gave it for, this run
 _CODES: dict[int, str] = {}  # code point -> the character ord() gave it for, this run
+_SPLITS: dict[int, tuple[Any, Any, Any]] = {}  # id of a list s.split(sep) gave -> (the list, s, sep), this run
+_PARTS: dict[int, tuple[Any, Any]] = {}  # length -> (s, sep) of a split list len() was taken of, this run
 
-_OPS = {
-    "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt,
-    "GtE": operator.ge, "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b,
-}
+_OPS = {"Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt,
+        "GtE": operator.ge, "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b}
 _PRIMITIVE = (int, float, str, bytes)
 
 
@@ -74,6 +73,9 @@ def _pair(kind: str, a: Any, b: Any) -> None:
                     PAIRS.append(("ord", _CODES[this], other))
                 if this in _SIZES:
                     PAIRS.append(("len" if kind == "eq" else "len_order", _SIZES[this], other))
+                if this in _PARTS:  # ``len(ip.split(".")) == 4``: the text, its separator and the count wanted
+                    text, sep = _PARTS[this]
+                    PAIRS.append(("parts" if kind == "eq" else "parts_order", text, (sep, other)))
 
 
 def _keep(kind: str, a: Any, b: Any) -> None:
@@ -104,8 +106,13 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     """``obj.name(*args, **kwargs)``, noting ``text.startswith(prefix)``/``endswith`` operands and the
     key a mapping was asked for (``options.get("mode")``) against the keys it has; the text a regular
     expression did not match and the text a ``str.is*`` check was made on."""
-    if _METHODS.get(name) == "regex":
+    kind = _METHODS.get(name)
+    if kind == "regex":
         return _regex(obj, name, args, kwargs)
+    if kind == "parts":
+        return _split(obj, name, args, kwargs)
+    if kind == "encode":
+        return _encode(obj, args, kwargs)
     if name in _CHECKS and type(obj) is str and not args and not kwargs:
         held = getattr(obj, name)()
         if obj:
@@ -144,10 +151,38 @@ def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return found
 
 
+def _split(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``s.split(sep)``: the list remembered with ``s`` and ``sep``, for a ``len()`` of it (:func:`size`)."""
+    parts = getattr(obj, name)(*args, **kwargs)
+    if type(obj) in (str, bytes) and type(parts) is list and len(_SPLITS) < 16 and len(obj) <= 200:
+        sep = args[0] if args else kwargs.get("sep")
+        if sep is None or type(sep) is type(obj) and sep:
+            _SPLITS[id(parts)] = (parts, obj, sep)
+    return parts
+
+
+def _encode(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``s.encode("ascii")``: an ASCII text that passed is kept as ``!isascii`` (a non-ASCII one takes the
+    ``except UnicodeEncodeError`` branch), one that failed as ``isascii``."""
+    try:
+        out = obj.encode(*args, **kwargs)
+    except UnicodeEncodeError:
+        _keep("charclass", obj, "isascii")
+        raise
+    if type(obj) is str and obj.isascii():
+        _keep("charclass", obj, "!isascii")
+    return out
+
+
 def size(value: Any) -> int:
-    """``len(value)``, keeping ``value`` (a non-empty text) under its length. (Sequences are left out:
-    their lengths vary in the pools already, and a length of 0 or 1 is compared everywhere.)"""
+    """``len(value)``, keeping ``value`` (a non-empty text) under its length, and the text and separator of a
+    list ``s.split(sep)`` gave (other sequences' lengths vary in the pools already)."""
     n = len(value)
+    if type(value) is list and _SPLITS:
+        split = _SPLITS.get(id(value))
+        if split is not None and split[0] is value and (n in _PARTS or len(_PARTS) < 16):
+            _PARTS[n] = (split[1], split[2])
+        return n
     if type(value) in (str, bytes) and 0 < n <= 200 and (n in _SIZES or len(_SIZES) < 32):
         _SIZES[n] = value
     return n
@@ -174,9 +209,20 @@ def number(text: Any) -> Any:
 _CHAIN: list[Any] = [None]
 
 
+def inner(left: Any, right: Any, op: str) -> Any:
+    """:func:`compare` in a helper x calls: past :data:`CALLS` in one run, only evaluated."""
+    if _SPENT[0] >= CALLS:
+        return _OPS[op](left, right)
+    _SPENT[0] += 1
+    return compare(left, right, op)
+
+
 def see(value: Any, position: int, op: str) -> Any:
     """An operand of a chained comparison (``a < b < c``), evaluated: noted, and paired with the one
-    before it (Python evaluates the chain left to right and stops early, so the pairs are the ones made)."""
+    before it (Python evaluates the chain left to right and stops early, so the pairs are the ones made).
+    Not noted once the helpers' comparisons spent this run's :data:`CALLS`."""
+    if _SPENT[0] >= CALLS:
+        return value
     _note(value)
     if position:
         kind = "order" if op in ("Lt", "LtE", "Gt", "GtE") and type(value) in (int, float) else "eq"
@@ -185,19 +231,19 @@ def see(value: Any, position: int, op: str) -> Any:
     return value
 
 
-compare.method = method  # type: ignore[attr-defined] # reached as ``__calib_cmp__.method``
-compare.see = see  # type: ignore[attr-defined]
-compare.size = size  # type: ignore[attr-defined]
-compare.code = code  # type: ignore[attr-defined]
-compare.number = number  # type: ignore[attr-defined]
+for _recorder in (method, see, size, code, number, inner):  # reached as ``__calib_cmp__.method`` ...
+    setattr(compare, _recorder.__name__, _recorder)
 
 
 def take_pairs() -> list[tuple[str, Any, Any]]:
     """The operand pairs noted since the last call, each once."""
     seen = list(dict.fromkeys((kind, type(a), a, type(b), b) for kind, a, b in PAIRS))
     PAIRS.clear()
+    _SPENT[0] = 0
     _SIZES.clear()
     _CODES.clear()
+    _SPLITS.clear()
+    _PARTS.clear()
     return [(kind, a, b) for kind, _, a, _, b in seen]
 
 
@@ -209,8 +255,9 @@ def take() -> list[Any]:
 
 
 class _Instrument(ast.NodeTransformer):
-    def __init__(self, bound: set[str]) -> None:
+    def __init__(self, bound: set[str], helper: bool) -> None:
         self.bound = bound  # names x binds itself: a parameter called ``len`` is not the builtin
+        self.compare = "inner" if helper else None
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
@@ -225,8 +272,10 @@ class _Instrument(ast.NodeTransformer):
             return node
         if op not in _OPS:
             return node
-        call = ast.Call(func=ast.Name(id=NAME, ctx=ast.Load()),
-                        args=[node.left, node.comparators[0], ast.Constant(op)], keywords=[])
+        func: ast.expr = ast.Name(id=NAME, ctx=ast.Load())
+        if self.compare:
+            func = ast.Attribute(value=func, attr=self.compare, ctx=ast.Load())
+        call = ast.Call(func=func, args=[node.left, node.comparators[0], ast.Constant(op)], keywords=[])
         return ast.copy_location(call, node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -236,20 +285,133 @@ class _Instrument(ast.NodeTransformer):
                 and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=_BUILTINS[func.id], ctx=ast.Load())
             return ast.copy_location(ast.Call(func=recorder, args=node.args, keywords=[]), node)
-        if not isinstance(func, ast.Attribute) or (func.attr not in _METHODS or not node.args) and not (
-                func.attr in _CHECKS and not node.args and not node.keywords) or any(
-                isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        if not isinstance(func, ast.Attribute) or any(isinstance(a, ast.Starred) for a in node.args) or any(
+                k.arg is None for k in node.keywords):
+            return node
+        if func.attr == "encode":  # only ``s.encode("ascii")``: other encodings are left alone
+            wanted = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "encoding"), None)
+            if not (isinstance(wanted, ast.Constant) and wanted.value in _ASCII):
+                return node
+        elif func.attr not in ("split", "rsplit") and (func.attr not in _METHODS or not node.args) and not (
+                func.attr in _CHECKS and not node.args and not node.keywords):
             return node
         recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="method", ctx=ast.Load())
         call = ast.Call(func=recorder, args=[func.value, ast.Constant(func.attr), *node.args], keywords=node.keywords)
         return ast.copy_location(call, node)
 
 
-def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-    """Rewrite the comparisons in x's body in place (locations kept: coverage sees the same lines)."""
+def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | None = None) -> None:
+    """Rewrite the comparisons in x's body in place (locations kept: coverage sees the same lines), and in
+    the module's functions x calls (:func:`helpers`; ``tree``: x's module, by default the one x was placed in)."""
+    if tree is None:
+        from . import scaffold  # noqa: PLC0415 - loaded already (the module was built from it)
+
+        placed = scaffold.LAST[0]
+        tree = placed.tree if placed is not None and placed.node is node else None
+    found = helpers(node, tree) if tree is not None else []
+    for helper, owner in found:  # their code as written, for outputs that hold them (canon.PINNED)
+        _pin(helper, owner)
+    _rewrite(node, False)
+    for helper, _ in found:
+        _rewrite(helper, True)
+
+
+def _rewrite(node: ast.FunctionDef | ast.AsyncFunctionDef, helper: bool) -> None:
     bound = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
     bound |= {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(
         n.ctx, ast.Load)}
-    transformer = _Instrument(bound)
+    transformer = _Instrument(bound, helper)
     node.body = [transformer.visit(stmt) for stmt in node.body]
     ast.fix_missing_locations(node)
+
+
+#: Names :func:`.inputs.scan` reads in helpers (environment, files, stdin ...): such a helper is left as written
+_SCANNED = frozenset({"os", "sys", "open", "io", "fileinput", "Path", "pathlib", "shutil", "glob", "json", "csv",
+                      "configparser", "ConfigParser", "DictReader", "environ", "getenv", "stdin", "argv", "input"})
+HELPER_LIMIT = 6  # helpers instrumented at most
+HELPER_LINES = 120  # longer helpers are left as written
+
+
+def helpers(node: ast.AST, tree: ast.Module, limit: int = HELPER_LIMIT) -> list[tuple[Any, Any]]:
+    """(definition, its class or None) of the module's functions x calls, two calls deep: functions by
+    name, methods of x's class (and of its bases in the module) through ``self.``/``cls.``, a module
+    class's methods through ``Class.method(...)`` and its ``__init__`` through ``Class(...)``."""
+    funcs: dict[str, Any] = {}  # the module's functions and classes by name (also in ``if``/``try`` blocks)
+    classes: dict[str, Any] = {}
+    todo: list[Any] = list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            funcs[stmt.name] = stmt
+        elif isinstance(stmt, ast.ClassDef):
+            classes[stmt.name] = stmt
+        elif isinstance(stmt, ast.If | ast.Try):
+            todo += [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", []),
+                     *(c for h in getattr(stmt, "handlers", []) for c in h.body)]
+    memo: dict[str, dict[str, Any]] = {}
+
+    def methods(cls: Any, depth: int = 0) -> dict[str, Any]:
+        if cls.name not in memo:
+            out: dict[str, Any] = {}
+            for base in reversed(cls.bases):
+                if isinstance(base, ast.Name) and base.id in classes and base.id != cls.name and depth < 4:
+                    out.update(methods(classes[base.id], depth + 1))
+            out.update({m.name: (m, cls) for m in cls.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)})
+            memo[cls.name] = out
+        return memo[cls.name]
+
+    owner = next((c for c in classes.values() if any(m is node for m in c.body)), None)
+    found: list[tuple[Any, Any]] = []
+    level: list[tuple[Any, Any]] = [(node, owner)]
+    for _ in range(2):
+        nxt = []
+        for body, cls in level:
+            for call in ast.walk(body):
+                if not isinstance(call, ast.Call):
+                    continue
+                f, hit = call.func, None
+                if isinstance(f, ast.Name):
+                    made = classes.get(f.id) or (cls if f.id == "cls" else None)  # ``Class(...)``, ``cls(...)``
+                    hit = (funcs[f.id], None) if f.id in funcs else methods(made).get("__init__") if made else None
+                elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                    if f.value.id in ("self", "cls") and cls is not None:
+                        hit = methods(cls).get(f.attr)
+                    elif f.value.id in classes:
+                        hit = methods(classes[f.value.id]).get(f.attr)
+                if hit is None or hit[0] is node or any(hit[0] is h for h, _ in found) or not _fits(hit[0]):
+                    continue
+                found.append(hit)
+                nxt.append(hit)
+                if len(found) >= limit:
+                    return found
+        level = nxt
+    return found
+
+
+def _fits(node: Any) -> bool:
+    """A helper small enough to instrument, which reads nothing :func:`.inputs.scan` looks for."""
+    if (node.end_lineno or node.lineno) - node.lineno > HELPER_LINES:
+        return False
+    return not any(isinstance(n, ast.Name) and n.id in _SCANNED or isinstance(n, ast.Attribute) and n.attr in _SCANNED
+                   for n in ast.walk(node))
+
+
+def _pin(node: Any, owner: Any) -> None:
+    """Digests of a helper's code as written (``canon.PINNED``, as for x): a function of it in x's output
+    is then the same value here as in the replay."""
+    from . import canon, scaffold  # noqa: PLC0415
+
+    extra = {"type_params": []} if "type_params" in ast.ClassDef._fields else {}
+    stmt = node if owner is None else ast.copy_location(
+        ast.ClassDef(name=owner.name, bases=[], keywords=[], body=[node], decorator_list=[], **extra), owner)
+    try:  # a method inside a class of its name: the same code as in the module
+        code = compile(ast.fix_missing_locations(ast.Module(body=[stmt], type_ignores=[])), scaffold.FILENAME, "exec")
+    except (SyntaxError, ValueError, TypeError):
+        return
+    todo = [code]
+    while todo:
+        item = todo.pop()
+        todo.extend(c for c in item.co_consts if type(c) is type(code))
+        if item.co_flags & 1:  # CO_OPTIMIZED: a function's code (not the module's or a class body's)
+            key = canon._pin_key(item)
+            canon.PINNED[key] = None if key in canon.PINNED else canon._code(item, 1, frozenset())

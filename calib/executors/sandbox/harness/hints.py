@@ -12,33 +12,30 @@ from __future__ import annotations
 import ast
 
 from . import regexes
+from .trees import last_class
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
 
 STR_METHODS = frozenset({
-    "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
-    "replace", "format", "encode", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "title",
-    "capitalize", "casefold", "partition", "rpartition", "zfill", "center", "ljust", "rjust", "expandtabs",
-    "isidentifier", "isnumeric", "isdecimal", "swapcase", "removeprefix", "removesuffix", "format_map",
-})
+    "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "replace",
+    "format", "encode", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "title", "capitalize",
+    "casefold", "partition", "rpartition", "zfill", "center", "ljust", "rjust", "expandtabs", "isidentifier",
+    "isnumeric", "isdecimal", "swapcase", "removeprefix", "removesuffix", "format_map"})
 LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"})
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
 SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
-BYTES_METHODS = frozenset({"decode", "hex"})
-SEQ_METHODS = frozenset({"index", "count", "copy"})
-
+BYTES_METHODS, SEQ_METHODS = frozenset({"decode", "hex"}), frozenset({"index", "count", "copy"})
 TYPE_NAMES = {
     "int": "int", "float": "float", "str": "str", "bool": "bool", "bytes": "bytes", "bytearray": "bytes",
     "list": "list", "List": "list", "Sequence": "list", "MutableSequence": "list", "Iterable": "list",
     "Iterator": "list", "Collection": "list", "dict": "dict", "Dict": "dict", "Mapping": "dict",
     "MutableMapping": "dict", "OrderedDict": "dict", "defaultdict": "dict", "set": "set", "Set": "set",
-    "frozenset": "set", "FrozenSet": "set", "AbstractSet": "set", "tuple": "tuple", "Tuple": "tuple",
-    "None": "none", "NoneType": "none", "Path": "path", "PathLike": "path", "PurePath": "path",
-    "Callable": "callable", "complex": "float", "Decimal": "float", "Number": "float", "Real": "float",
-    "Integral": "int", "Text": "str", "AnyStr": "str", "bytes_or_str": "str",
-}
+    "frozenset": "set", "FrozenSet": "set", "AbstractSet": "set", "tuple": "tuple", "Tuple": "tuple", "None": "none",
+    "NoneType": "none", "Path": "path", "PathLike": "path", "PurePath": "path", "Callable": "callable",
+    "complex": "float", "Decimal": "float", "Number": "float", "Real": "float", "Integral": "int", "Text": "str",
+    "AnyStr": "str", "bytes_or_str": "str"}
 
 
 class Param:
@@ -73,7 +70,7 @@ class Hints:
         self.params = params
         self.ints: list[int] = []
         self.floats: list[float] = []
-        self.strings: list[str] = []
+        self.strings: list[str] = []  # the texts, most plausible first
         self.files: list[str] = []
         self.self_params: list[Param] = []  # self.attr the method reads, as parameters
         self.node: Any = None  # x's definition, and its module (mine_module): for inputs.scan
@@ -101,13 +98,9 @@ def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
         outer = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if outer in ("Optional", "Union"):
-            types: list[str] = ["none"] if outer == "Optional" else []
-            elements: list[str] = []
-            for arg in args:
-                t, e = annotation_types(arg)
-                types += t
-                elements += e
-            return types, elements
+            found = [annotation_types(arg) for arg in args]
+            return (["none"] if outer == "Optional" else []) + [t for f in found for t in f[0]], [
+                e for f in found for e in f[1]]
         base, _ = annotation_types(node.value)
         element = annotation_types(args[-1] if base == ["dict"] else args[0])[0]
         return base, element
@@ -115,10 +108,8 @@ def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
 
 
 def _literal(node: ast.expr | None) -> tuple[bool, Any]:
-    if node is None:
-        return False, None
     try:
-        return True, ast.literal_eval(node)
+        return (False, None) if node is None else (True, ast.literal_eval(node))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False, None
 
@@ -168,12 +159,12 @@ def _class_names(node: ast.expr) -> list[str]:
             and n.id[:1].isupper() and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
 
 
+_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"), (list, "list"),
+          (dict, "dict"), (tuple, "tuple"), (set, "set"), (frozenset, "set"))
+
+
 def _type_of(value: Any) -> str:
-    for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"),
-                    (list, "list"), (dict, "dict"), (tuple, "tuple"), (set, "set"), (frozenset, "set")):
-        if isinstance(value, t):
-            return name
-    return "any"
+    return next((name for t, name in _TYPES if isinstance(value, t)), "any")
 
 
 class _Subjects:
@@ -217,6 +208,8 @@ def _plain_attribute(attr: str) -> bool:
 def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
     subject = _Subjects(params, hints, self_name)
     body_nodes = [n for stmt in func.body for n in ast.walk(stmt)]  # type: ignore[attr-defined]
+    looped = {n.target.id: _literal(n.iter)[1] for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
+              and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Tuple | ast.List)}
     for node in body_nodes:
         if isinstance(node, ast.Attribute):
             subject(node)  # registers self.attr
@@ -224,11 +217,12 @@ def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str
             if p is not None:
                 _attribute_use(p, node.attr)
         elif isinstance(node, ast.Subscript) and (p := subject(node.value)) is not None:
-            ok, key = _literal(node.slice)
-            if ok and isinstance(key, str):
+            ok, key = _literal(node.slice)  # ``d["key"]``, or ``d[k] for k in ("host", "port")``
+            keys = [key] if ok and isinstance(key, str) else [
+                k for k in looped.get(getattr(node.slice, "id", None)) or [] if isinstance(k, str)]
+            if keys:
                 _add(p.types, "dict")
-                if key not in p.keys:
-                    p.keys.append(key)
+                _add_all(p.keys, keys)
             else:
                 _add(p.types, "list")
                 if isinstance(node.slice, ast.Slice):  # ``value[1:]``: text is sliced as often as lists
@@ -351,21 +345,19 @@ def _add(types: list[str], kind: str) -> None:
 
 
 def _add_all(types: list[str], kinds: list[str]) -> None:
-    for kind in kinds:
-        _add(types, kind)
+    types += [kind for kind in dict.fromkeys(kinds) if kind not in types]
 
 
 def constructor(placed: Any) -> list[Param] | None:
     """Parameters of the enclosing class's constructor, when the file context shows it: its
     ``__init__`` (self skipped), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
-    classes = [n for n in ast.walk(placed.tree) if isinstance(n, ast.ClassDef) and n.name == placed.classes[-1]]
-    if not classes:
+    name = placed.classes[-1]
+    cls = last_class(placed.tree, name)
+    if cls is None:
         return None
-    cls = classes[-1]
     for stmt in cls.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
-            found = analyse(stmt, skip_first=True).params
-            return [p for p in found if p.kind == "positional"]
+            return [p for p in analyse(stmt, skip_first=True).params if p.kind == "positional"]
     fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
     if not fields:
         return None
@@ -378,12 +370,35 @@ def constructor(placed: Any) -> list[Param] | None:
     return out
 
 
+#: Texts in the shape a word of a parameter's name says (``ip_string``, ``uri_component``)
+SHAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("url uri href link endpoint", ("https://user@example.com:8080/a/b?q=1&r=x%20y#top", "http://example.com/")),
+    ("host hostname domain netloc authority", ("example.com", "user@example.org:8080")),
+    ("ip addr address ipaddr cidr subnet network", ("192.168.1.10", "10.0.0.0/8", "fe80::1")),
+    ("mac eui", ("00-1B-77-49-54-FD", "00:1b:77:49:54:fd")), ("email mail", ("user@example.com",)),
+    ("encoding charset codec", ("utf-8", "latin-1", "ascii")), ("version ver", ("1.2.3", "2.0.0-rc.1+build.5")),
+    ("component quoted query percent", ("a%20b%2Fc", "x=1&y=%C3%A9")), ("date", ("2024-01-31",)),
+    ("datetime timestamp iso", ("2024-01-31T12:34:56",)), ("time clock", ("12:34:56",)))
+
+
+def shaped(hints: Hints) -> list[str]:
+    """:data:`SHAPES` texts for x's parameters and the attributes of ``self`` it reads, in their order."""
+    out: list[str] = []
+    for p in [*hints.params, *hints.self_params]:
+        if p.types and not {"str", "any", "none"} & set(p.types):
+            continue  # a number, a list, an object ...: not a text whatever its name
+        out += [t for names, texts in SHAPES if set(p.name.lower().split("_")) & set(names.split()) for t in texts
+                if t not in out]
+    return out[:8]
+
+
 def mine_module(tree: ast.Module, hints: Hints, limit: int = 30) -> None:
-    """Literals of the module's constants (``LIMIT = 100``, ``MODES = ("r", "w")``), after x's own:
-    x often branches on them through a helper (``min(value, LIMIT)``). Before them: strings the regular
-    expressions x uses match, and non-ASCII text where x handles encodings (:func:`.regexes.samples`)."""
+    """Literals of the module's constants (``LIMIT = 100``), after x's own: x often branches on them
+    through a helper. Before them, strings the regular expressions x uses match and non-ASCII text
+    (:func:`.regexes.samples`); first, texts in the shape x's parameters' names say (:func:`shaped`)."""
     count = 0
     hints.tree = tree
+    hints.strings[:0] = [t for t in shaped(hints) if t not in hints.strings]
     if hints.node is not None:  # strings the patterns x uses match (and a near miss): .regexes, issue 24
         at = min(len(hints.strings), 8)
         hints.strings[at:at] = [s for s in regexes.samples(hints.node, tree) if s not in hints.strings]

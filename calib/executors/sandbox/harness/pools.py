@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from . import cmplog, inputs
+from . import cmplog, inputs, mutators
 from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
 from .hints import Hints, Param
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
@@ -120,6 +120,8 @@ class Pools:
             self.params[INIT_PREFIX + p.name] = p
             self.by_param[INIT_PREFIX + p.name] = self._pool(p)
             self.init_names.append(INIT_PREFIX + p.name)
+        if owner and (init is not None or hints.self_params) and (calls := mutators.pool(self, owner)):
+            self.by_param[SELF_PREFIX + mutators.CALLS] = [KEEP, *calls]  # the class's own mutators build self
         self.uses = self._ambient(hints)  # environment variables, stdin, files and folders x reads
         if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))

@@ -5,18 +5,15 @@ strings almost never are. :func:`generate` walks the pattern as Python's own par
 (``re._parser``, ``sre_parse`` before 3.11) and writes strings it matches: a choice per alternation,
 a few repetitions of each repeat (bounded), every group filled in one of them (named groups too), a
 back-reference repeating what its group took; :func:`near_misses` changes such a string a little
-(one character of another class, one less, one more) so the branch on the other side is taken too.
-Strings are checked against the compiled pattern itself (where the pattern could backtrack
-catastrophically, a repeat inside an unbounded repeat, only strings of up to 10 characters are
-checked, and longer near misses are dropped); a pattern it cannot read gives nothing,
-never an exception, and the work per pattern is bounded (steps and length, not the clock: the harness
-freezes it).
+(one character of another class, one less, one more). Strings are checked against the compiled
+pattern itself (a pattern that could backtrack catastrophically only on strings of up to 10
+characters); a pattern it cannot read gives nothing, never an exception, and the work per pattern is
+bounded by steps and length, not the clock (the harness freezes it).
 
-Two sources (:func:`samples`, :func:`rewrite`): the patterns x's source names (``re.match(r"...",
-s)``, or a module constant ``NAME = re.compile(r"...")`` x refers to) give extra string candidates
-(:func:`.hints.mine_module`); and a ``pattern.match(s)`` that failed on a text found in an input
-(recorded by :mod:`.cmplog`) rewrites that part of the input into a matching string
-(:func:`.synth.replacements`). Also here: non-ASCII samples for code that handles text encodings.
+Two sources: the patterns x's source names (:func:`samples`, for :func:`.hints.mine_module`), and a
+failed ``pattern.match(s)`` on part of an input, recorded by :mod:`.cmplog` (:func:`rewrite`, for
+:func:`.synth.replacements`). Also here: texts rewritten to pass a check on their length, characters
+or number of parts (:func:`resize`, :func:`recast`, :func:`parts`), and non-ASCII samples.
 """
 
 from __future__ import annotations
@@ -224,10 +221,7 @@ def generate(pattern: Any, flags: int = 0, rng: random.Random | None = None, cou
 
 
 def _encode(text: str) -> Any:
-    try:
-        return text.encode("latin-1")
-    except UnicodeEncodeError:
-        return text.encode("utf-8")
+    return text.encode("latin-1" if all(ord(c) < 256 for c in text) else "utf-8")
 
 
 def near_misses(pattern: Any, flags: int = 0, rng: random.Random | None = None, count: int = 2) -> list[Any]:
@@ -410,3 +404,16 @@ def resize(text: Any, n: int) -> list[Any]:
     fill = text or digits
     out = [(fill * (n // len(fill) + 1))[:n], (text + digits * (n // 10 + 1))[:n]]
     return list(dict.fromkeys(out))
+
+
+def parts(text: Any, sep: Any, n: int) -> list[Any]:
+    """``text`` rewritten to split into ``n`` parts at ``sep`` (None: whitespace): its own parts, the
+    last repeated or the extra ones dropped, and ``n`` numbered parts (``"1.2.3.4"``)."""
+    if type(text) not in (str, bytes) or not 1 <= n <= 32 or sep is not None and type(sep) is not type(text):
+        return []
+    is_bytes, pieces = type(text) is bytes, text.split(sep)
+    joiner = sep if sep is not None else (b" " if is_bytes else " ")
+    fill = pieces[-1] if pieces and pieces[-1] else (b"a" if is_bytes else "a")
+    numbered = [str(i + 1).encode() if is_bytes else str(i + 1) for i in range(n)]
+    out = [joiner.join((pieces + [fill] * n)[:n]), joiner.join(numbered)]
+    return [p for p in dict.fromkeys(out) if len(p) <= 4 * MAX_LENGTH]

@@ -32,7 +32,7 @@ import sys
 import types
 from functools import partial
 
-from . import ambient, canon, env, hints, scaffold, standins
+from . import ambient, canon, env, fixups, hints, scaffold, standins
 from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
 from .calls import (
     DEFAULT_NAME,
@@ -45,6 +45,8 @@ from .calls import (
     standin_default,
     statement_lines,
 )
+from .probes import NAME as PROBE
+from .probes import Probes
 from .standins import LOG, STANDIN_CLASS_NAME, is_standin, standin_name
 from .values import New, Obj, decode
 
@@ -78,25 +80,6 @@ def _on_alarm(signum: int, frame: Any) -> None:
     if _alarm["armed"]:  # not once the input is over: the harness's own code is never interrupted
         _alarm["fired"] = True
         raise _Timeout()
-
-
-def _guarded_reads(node: Any) -> frozenset[str]:
-    """``self.attr`` read inside a ``try:`` whose handlers catch ``AttributeError`` (``try: engine =
-    self._engine except AttributeError: ...``): x expects the attribute may be missing, so it is not
-    pre-filled with a stand-in (:func:`.calls.make_instance`); an input's own ``self`` attributes still set it."""
-    import ast  # noqa: PLC0415
-
-    args = getattr(node, "args", None)
-    me = args.args[0].arg if args is not None and args.args else None
-    out: set[str] = set()
-    for t in ast.walk(node) if me else ():
-        if isinstance(t, ast.Try) and any(
-                "AttributeError" in {getattr(n, "id", getattr(n, "attr", None)) for n in ast.walk(h.type)}
-                for h in t.handlers if h.type is not None):
-            out.update(sub.attr for stmt in t.body for sub in ast.walk(stmt)
-                       if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load)
-                       and isinstance(sub.value, ast.Name) and sub.value.id == me)
-    return frozenset(out)
 
 
 def _threads() -> set[Any]:
@@ -138,35 +121,30 @@ class Runner:
         self.init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None
         self.init_fields = [p.name for p in self.init or []]
-        self.guarded = _guarded_reads(node)  # ``self.attr`` x expects may be missing: not pre-filled
+        self.guarded = fixups.guarded_reads(node)  # ``self.attr`` x expects may be missing: not pre-filled
+        # x's statements reached (by first line), filled by the probes compiled into x (.probes); x has
+        # started when one is there
         self.lines: set[int] = set()
-        self.started = False
+        self.seen: frozenset[int] | None = None  # the lines when the call ended (not those observing ran)
+        self.calling = False  # x was called (the lines before are the build's)
+        self.module.extra_globals[PROBE] = self.lines.add
+        self.module.rewrite = Probes(self.placed.tree, node).rewrite
         self.poisoned = False  # an input left threads running: this process runs no further input
         self.reuse: Any = None  # while searching: one build for all runs (:class:`.reuse.Reuse`)
         scratch = os.environ.get("CALIB_CAPTURE", "/tmp/.calib_fd")
         self.capture = env.FdCapture(scratch)
+        self.null = high_fd(os.open(os.devnull, os.O_RDONLY))
         self.ambient = ambient.Ambient(scratch + "_stdin")  # the input's environment variables and stdin
 
     def covered(self) -> frozenset[int]:
         """x's statements (by first line) the last input reached."""
-        return frozenset(self.owner[line] for line in self.lines if line in self.owner)
+        lines = self.lines if self.seen is None else self.seen
+        return frozenset(self.owner[line] for line in lines if line in self.owner)
 
     def emit(self, event: dict[str, Any]) -> None:
         self.channel.emit(event)
 
     # --- one input ---------------------------------------------------------------------------------
-    def _trace(self, frame: Any, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code.co_filename == scaffold.FILENAME and self.first <= code.co_firstlineno <= self.last:
-            self.started = True
-            return self._line
-        return None
-
-    def _line(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            self.lines.add(frame.f_lineno)
-        return self._line
-
     def run(self, state: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
         """Run one input state; returns (status, reason, canonical output state).
 
@@ -177,12 +155,18 @@ class Runner:
         :mod:`.canon` hit, an exception while observing) makes the input ``unobservable``: invalid
         for x, a non-match for a candidate, never equal to anything."""
         files = state.get("files") or {}
+        # descriptors 0-2 back in place: code may close them (``open(2)`` for a file name of 2 or of True
+        # closes descriptor 2 with the file), and the next inputs would write nowhere or reopen them
+        os.dup2(self.null, 0)
+        os.dup2(self.capture.fd, 1)
+        os.dup2(self.capture.fd, 2)
         env.prepare_workdir(self.workdir, files)
         env.reset(int(state.get("seed", self.seed)))
         self.ambient.reset()
         LOG.reset()
         canon.CAPS.clear()
-        self.lines, self.started = set(), False
+        self.lines.clear()
+        self.seen, self.calling = None, False
         self.capture.take()
         out: dict[str, Any] = {}
         status, reason = "ok", ""
@@ -238,7 +222,8 @@ class Runner:
             before = canon.dumps(canon.canonical([args, kwargs]))
             self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
             LOG.reset(*mode)  # what building them did with stand-ins is not x's
-            sys.settrace(self._trace)
+            self.lines.clear()  # nor the lines building them ran (a constructor calling x)
+            self.calling = True
             standins.StandInFinder.active = True
             lines = (self.first, self.placed.node.lineno, self.last)
             try:
@@ -251,7 +236,8 @@ class Runner:
                     raise
                 passed = probe_passed(lines)
             finally:
-                sys.settrace(None)
+                sys.settrace(None)  # a trace function the code set
+                self.seen = frozenset(self.lines)
                 standins.StandInFinder.active = False
             returned = True
         except _Timeout:
@@ -315,7 +301,7 @@ class Runner:
             return "invalid", "recursion"
         if isinstance(exc, env.SandboxDenied):
             return "invalid", "sandbox_denied"
-        if not self.started:
+        if not (self.calling and self.lines):  # x's first statement never ran
             return "invalid", "call_failed"
         if isinstance(exc, NameError) and not isinstance(exc, UnboundLocalError):
             return "invalid", "missing_name"

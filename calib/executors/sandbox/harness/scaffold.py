@@ -22,7 +22,7 @@ import builtins
 import textwrap
 import types
 
-from . import standins
+from . import fixups, standins
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -262,6 +262,10 @@ class Module:
         self._compiled: dict[int, Any] = {}
         self.warnings: list[str] = []
         self.extra_globals: dict[str, Any] = {}  # names the harness adds (the comparison recorder)
+        self.rewrite: Any = None  # what a statement is compiled as (x with coverage probes: .probes)
+        if fixups.is_test(placed.node, placed.classes, placed.tree):  # checks go on after a failure
+            fixups.soften_assertions(placed.node)
+            self.extra_globals[fixups.FAILED] = fixups.assertion_failed
 
     def recompile(self) -> None:
         """Forget compiled statements (after the tree was rewritten)."""
@@ -270,7 +274,8 @@ class Module:
     def _code(self, stmt: ast.stmt) -> Any:
         key = id(stmt)
         if key not in self._compiled:
-            self._compiled[key] = compile(ast.Module(body=[stmt], type_ignores=[]), FILENAME, "exec")
+            node = stmt if self.rewrite is None else self.rewrite(stmt)
+            self._compiled[key] = compile(ast.Module(body=[node], type_ignores=[]), FILENAME, "exec")
         return self._compiled[key]
 
     def build(self) -> dict[str, Any]:
@@ -297,31 +302,25 @@ class Module:
         return ns
 
     def _missing_methods(self, ns: dict[str, Any]) -> None:
-        """An initialiser (``__init__``) that calls ``self.parse(...)``, a method defined after it in the
-        file (so not in its context), gets a stand-in method: the call is logged, as a call to a helper
-        missing from the context is. (Other methods get such attributes as stand-ins on the instance.)"""
+        """An initialiser (``__init__``) that calls ``self.parse(...)`` or reads ``self._pass``, methods
+        defined after it in the file (so not in its context), gets stand-ins for them
+        (:func:`.fixups.missing_methods`). (Other methods get such attributes as stand-ins on the instance.)"""
         placed = self.placed
         if not placed.classes or placed.node.name not in ("__init__", "__post_init__") or not placed.node.args.args:
             return
         owner = ns.get(placed.classes[0])
         for name in placed.classes[1:]:
             owner = getattr(owner, name, None)
-        if not isinstance(owner, type):
-            return
-        me = placed.node.args.args[0].arg
-        for node in ast.walk(placed.node):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == me):
-                attr = node.func.attr
-                if not hasattr(owner, attr) and not (attr.startswith("__") and attr.endswith("__")):
-                    try:
-                        setattr(owner, attr, _standin_method("self." + attr))
-                    except Exception:  # noqa: BLE001 - a class that refuses new attributes keeps failing
-                        pass
+        if isinstance(owner, type):
+            fixups.missing_methods(placed.node, owner, _standin_method)
 
     def _run(self, stmt: ast.stmt, ns: dict[str, Any]) -> None:
         if isinstance(stmt, ast.Import | ast.ImportFrom) and self._mocked(stmt):
             self._standins_for_import(stmt, ns, "mocked")
+            return
+        if not self.bare and fixups.optional_import(stmt):  # the body as top-level statements, no handler
+            for inner in stmt.body:  # type: ignore[attr-defined]
+                self._run(inner, ns)
             return
         try:
             exec(self._code(stmt), ns)  # noqa: S102 - the whole point: untrusted code, inside the sandbox
@@ -343,7 +342,7 @@ class Module:
         elif isinstance(stmt, ast.ClassDef):
             self._rebuild_class(stmt, ns, error)
         else:
-            names = _targets(stmt)
+            names = _targets(stmt) or fixups.bound_names(stmt)  # a block's names too (a data file it reads)
             for name in names:
                 ns.setdefault(name, standin_for(name))
             bound = f" ({', '.join(names)} stand-ins)" if names else ""

@@ -45,6 +45,8 @@ class CallLog:
         self.seen: set[str] = set()
         self.fresh = REPEAT_FROM
         self.passed: list[tuple[str, Any]] = []  # (call:position, function) handed to stand-in calls
+        self.held: dict[tuple[int, str], Any] = {}  # class attributes reached through a withheld base, this input
+        self.last: dict[str, tuple[int, str, Any]] = {}  # mixed modes, per name: (log length, asked, answer)
 
     def record(self, kind: str, name: str, *payload: Any) -> None:
         self.ops += 1
@@ -71,6 +73,8 @@ class CallLog:
         self.entries = []
         self.overflow = []
         self.passed = []
+        self.held = {}
+        self.last = {}
         self.ops = 0
         self.seen: set[str] = set()  # log entries past REPEAT_FROM operations
         self.fresh = REPEAT_FROM  # the operation that last added an entry not in ``seen``
@@ -99,12 +103,20 @@ class CallLog:
             h ^= h >> 16
         return h % n
 
-    def mixed_return(self, name: str, asked: str) -> Any:
+    def mixed_return(self, name: str, asked: str, args: tuple[Any, ...] = ()) -> Any:
         """What the k-th call of the stand-in ``name`` returns in a mixed mode, given what it was asked
-        (``asked``: its logged arguments): a mocked dependency answers according to the question."""
+        (``asked``: its logged arguments): a mocked dependency answers according to the question. Half
+        the calls with several arguments that would return a stand-in hand them back instead, as a tuple
+        (``start, end = cls.range_check(start, end)``: a checker that passes them through), so what x
+        does next turns on its own input. (Not a call with one: ``pre, post = split(number)`` could not
+        unpack ``number``.) Nothing here depends on how x uses the answer: a candidate that stores it
+        before unpacking it gets the same one."""
         k = self.counts[name] = self.counts.get(name, 0) + 1
-        choice = _MIXED_RETURNS[self.draw(f"{name}{asked}#{k}", len(_MIXED_RETURNS))]
+        key = f"{name}{asked}#{k}"
+        choice = _MIXED_RETURNS[self.draw(key, len(_MIXED_RETURNS))]
         if choice is _STANDIN_DEFAULT:
+            if len(args) > 1 and self.draw(key + "?echo", 2, spread=True) == 0:
+                return args
             return CalibStandIn(name + "()")
         if choice is RAISE:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} failed (input state: this call fails)")
@@ -159,6 +171,7 @@ def is_mixed(mode: object) -> bool:
 
 
 #: What a call returns in a mixed mode, drawn per stand-in name and per call: mostly another stand-in
+#: (``RAISE`` last: the items of an unpacked stand-in are drawn from the others)
 _MIXED_RETURNS: tuple[Any, ...] = (_STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_DEFAULT, None, False,
                                    True, 0, 1, "", [], RAISE)
 
@@ -220,14 +233,13 @@ class CalibStandIn:
         if len(args) == 1 and not kwargs and isinstance(args[0], _DECORATABLE):
             return args[0]
         script = object.__getattribute__(self, "_calib_script")
+        if LOG.mixed is not None:
+            return _mixed_call(name, script, args, kwargs)
         if script:
             value = script.pop(0)
             return list(value) if isinstance(value, list) else value
         if LOG.default is RAISE:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} failed (input state: dependencies fail)")
-        if LOG.mixed is not None:  # plain arguments by value, the rest by type
-            asked = ",".join(repr(a)[:40] if type(a) in _PLAIN else type(a).__name__ for a in (*args, *kwargs.values()))
-            return LOG.mixed_return(name, f"({asked})")
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
         return CalibStandIn(name + "()")
@@ -251,14 +263,19 @@ class CalibStandIn:
         return _is_kind(object.__getattribute__(self, "_calib_name"), cls, cls if isinstance(cls, type) else None)
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
-        # ``class Foo(unresolvable.Base):`` gets a base class of the same name that stands in for it.
-        return (base_class(object.__getattribute__(self, "_calib_name")),)
+        # ``class Foo(unresolvable.Base):`` gets a base class of the same name that stands in for it
+        # (with a metaclass of its own unless another base brings one: ``class A(withheld.B, abc.ABC)``)
+        own = all(type(b) in (type, _WithheldBase) for b in bases if isinstance(b, type))
+        return (base_class(object.__getattribute__(self, "_calib_name"), own),)
 
     # --- behaving like an empty, truthy value --------------------------------------------------------
     def __iter__(self) -> Any:
         name = object.__getattribute__(self, "_calib_name")
         # ``a, b, c = dependency()`` unpacks exactly as many items as the code asks for
         width = _unpack_width(sys._getframe(1))
+        if width is not None and LOG.mixed is not None and name.endswith(")"):  # a call's answer (``start, end =
+            # parse(text)``: ``end`` None in some inputs); an input's stand-in keeps its stand-in items
+            return iter([_unpacked_item(f"{name}[{i}]") for i in range(width)])
         return iter([CalibStandIn(f"{name}[{i}]") for i in range(len(self) if width is None else width)])
 
     def __len__(self) -> int:
@@ -352,7 +369,10 @@ class CalibStandIn:
         LOG.ops += 1
         if LOG.ops > LOG.budget or LOG.ops - LOG.fresh > REPEAT_LIMIT:
             raise StandInLoop(f"{STANDIN_CLASS_NAME}: more than {LOG.budget} stand-in operations in one input")
-        return _child(self, "<op>")
+        # one ``<op>`` however many: a loop's running total (``n<op><op>...``) grew its name, and so the
+        # cost of every operation on it, with each step (netaddr's IPSet.__contains__ timed out)
+        name = object.__getattribute__(self, "_calib_name")
+        return standin_for(name if name.endswith("<op>") else name + "<op>")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
     __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _arith
@@ -364,6 +384,33 @@ class CalibStandIn:
         return self._arith(), _child(self, "<op>")
 
     __divmod__ = __rdivmod__ = _divmod
+
+
+def _mixed_call(name: str, script: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What a call of the stand-in ``name`` returns in a mixed mode: the next scripted answer, else a
+    drawn one (:meth:`CallLog.mixed_return`). For half the names (drawn per name) a query asked again
+    at once, with the same arguments and no other entry of the call log in between, gets the same answer:
+    a token stream's ``tokens.current()``, checked at four sites before ``tokens.move()``, stays ``'--'``
+    at all four (else each call takes the next answer, as outside the mixed modes)."""
+    asked = ",".join(repr(a)[:40] if type(a) in _PLAIN else type(a).__name__ for a in (*args, *kwargs.values()))
+    logged = len(LOG.entries) + len(LOG.overflow)  # this call's entry included: "in between" is what the log shows
+    last = LOG.last.get(name)
+    if last is not None and last[0] == logged - 1 and last[1] == asked and LOG.draw(name + "?same", 2) == 0:
+        value = last[2]
+    elif script:
+        value = script.pop(0)
+    else:  # plain arguments by value, the rest by type
+        value = LOG.mixed_return(name, f"({asked})", args)
+    LOG.last[name] = (logged, asked, value)
+    return list(value) if isinstance(value, list) else value
+
+
+def _unpacked_item(name: str) -> Any:
+    """An item of a stand-in unpacked in a mixed mode (``a, b = dep(x)``): drawn per name like a call's
+    answer (a stand-in, None, False, True, 0, 1, "", []; never an exception), so ``if end is None:`` after
+    ``start, end = parse(text)`` goes both ways; the same whether x unpacks at once or keeps the answer."""
+    value = _MIXED_RETURNS[LOG.draw(name, len(_MIXED_RETURNS) - 1, spread=True)]
+    return CalibStandIn(name) if value is _STANDIN_DEFAULT else list(value) if isinstance(value, list) else value
 
 
 _FUNCTION = type(lambda: None)
@@ -397,16 +444,23 @@ def _is_kind(kind: str, obj: Any, cls: type | None) -> bool:
 def _holds(standin: CalibStandIn, op: str, other: Any) -> bool:
     """Whether ``standin <op> other`` holds in a mixed mode: drawn per name, operator and plain value or
     other stand-in's name (one time in three for ``==``, half the time for the others: ``if token.type
-    == self.NL_type``, ``if exclude.last < target.first`` both go either way); never against other objects."""
+    == self.NL_type``, ``if exclude.last < target.first`` both go either way), or a short list of plain
+    values (:data:`_SHORT`); never against other objects."""
     name = object.__getattribute__(standin, "_calib_name")
     if is_standin(other):
         a, b = name, object.__getattribute__(other, "_calib_name")
         if op == "==" and a > b or op == ">":  # ``a == b`` and ``b == a`` agree; so do ``a < b`` and ``b > a``
             a, b = b, a
         return LOG.draw(f"{a}{'<' if op == '>' else op}{b}", 3 if op == "==" else 2, spread=True) == 0
-    if type(other) not in _PLAIN:
+    if type(other) not in _PLAIN and not (type(other) in (list, tuple) and len(other) <= _SHORT
+                                          and all(type(v) in _PLAIN for v in other)):
         return False
     return LOG.draw(f"{name}{op}{other!r:.40}", 3 if op == "==" else 2) == 0
+
+
+#: A list or tuple of at most this many plain values compares like a plain value in the mixed modes:
+#: ``if function.argument_types() not in (["STRING"], ["IDENT"]):`` goes either way.
+_SHORT = 4
 
 
 #: ``UNPACK_SEQUENCE``/``UNPACK_EX`` opcodes of this interpreter (filled on first use).
@@ -447,12 +501,29 @@ def super_names() -> set[str]:
     return SUPER_SOURCE[1]
 
 
-def base_class(name: str) -> type:
+class _WithheldBase(type):
+    """The metaclass of :func:`base_class`: while x runs, an attribute its classes lack is one the withheld
+    base would have, a stand-in named after the base (``cls.range_check(start, end)``, a classmethod of
+    the base, is a logged call of ``withheld.Base.range_check``; ``cls.LIMIT`` a stand-in), the same one
+    for the whole input. Outside x (building self, the output state) the class has only what it has."""
+
+    def __getattr__(cls, attr: str) -> Any:
+        if not StandInFinder.active or attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        key = (id(cls), attr)
+        if key not in LOG.held:
+            base = next(k.__dict__["_calib_base"] for k in cls.__mro__ if "_calib_base" in k.__dict__)
+            LOG.held[key] = standin_for(f"{base}.{attr}")
+        return LOG.held[key]
+
+
+def base_class(name: str, own_meta: bool = True) -> type:
     """A base class standing in for the unresolvable base ``name`` (``class Foo(withheld.Base):``).
 
     Its constructor accepts any arguments, and ``super().__init__(...)`` or ``super().method(...)``
     called from x are logged as calls of ``name.__init__``/``name.method`` (calls to a mocked
-    dependency); attributes the base would have set (``self._extra``) read as stand-ins."""
+    dependency); attributes the base would have set (``self._extra``, ``cls.build_time``) read as
+    stand-ins (on the class through :class:`_WithheldBase`, unless ``own_meta`` is false)."""
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         LOG.record("call", name + ".__init__", list(args), kwargs)
@@ -471,7 +542,7 @@ def base_class(name: str) -> type:
     for attr in sorted(super_names()):
         if attr not in ns and not hasattr(object, attr):
             ns[attr] = _forward(f"{name}.{attr}")
-    return type(name.rsplit(".", 1)[-1] or "Base", (), ns)
+    return (_WithheldBase if own_meta else type)(name.rsplit(".", 1)[-1] or "Base", (), ns)
 
 
 def _forward(name: str) -> Any:

@@ -39,16 +39,31 @@ if TYPE_CHECKING:
 
 
 def select(records: list[Record], n: int) -> list[Record]:
-    """Choose up to n inputs: greedy on new lines covered, then new outputs, returns before raises."""
+    """Choose up to n inputs: greedy on new lines covered, then new outputs, returns before raises (the
+    first record in order with the greatest key)."""
     pool = [r for r in records if r.valid]
     chosen: list[Record] = []
     covered: set[int] = set()
     outputs: set[str] = set()
-    while pool and len(chosen) < n:
+    union = frozenset().union(*(r.lines for r in pool)) if pool else frozenset()
+    while pool and len(chosen) < n and not covered >= union:
         best = max(pool, key=lambda r: (len(r.lines - covered), r.output not in outputs, r.status == "ok"))
         pool.remove(best)
         chosen.append(best)
         covered |= best.lines
+        outputs.add(best.output)
+    # every line covered (the search asks this after nearly every run): no record adds lines, so the key
+    # is (a new output, ran without raising); one pass finds the first record of the best key
+    while pool and len(chosen) < n:
+        first = [-1, -1, -1, -1]  # the first record of each key, best first
+        for i, r in enumerate(pool):
+            rank = (r.output in outputs) * 2 + (r.status != "ok")
+            if first[rank] < 0:
+                first[rank] = i
+                if rank == 0:
+                    break
+        best = pool.pop(next(i for i in first if i >= 0))
+        chosen.append(best)
         outputs.add(best.output)
     return chosen
 
@@ -72,6 +87,11 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
             inside = v != a and regexes.splice(v, a, a) is not None  # else the whole text (``len(s.strip())``)
             return [regexes.splice(v, a, new) if inside else new for n in sizes
                     for new in regexes.resize(a if inside else v, n)]
+    if kind in ("parts", "parts_order") and t is type(a) and t in (str, bytes) and type(b) is tuple and len(b) == 2:
+        inside = v != a and regexes.splice(v, a, a) is not None  # ``len(host.split(":"))`` of part of the input
+        if (v == a or inside) and type(b[1]) is int:  # ``len(ip.split(".")) == 4``: a text of four parts
+            counts = [b[1]] if kind == "parts" else [b[1], b[1] + 1, b[1] - 1]
+            return [regexes.splice(v, a, new) if inside else new for n in counts for new in regexes.parts(a, b[0], n)]
     if kind in ("ord", "charclass", "number") and t is str and type(a) is str:
         if kind == "ord" and type(b) is int:
             news = [regexes.splice(v, a, chr(c)) for c in (b, b + 1, b - 1) if 0 <= c <= 0x10FFFF]
@@ -87,7 +107,9 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
         for this, other in ((a, b), (b, a)):
             if type(this) is not t:
                 continue
-            if kind == "eq" and type(other) is t:
+            if kind == "eq" and type(other) in (str, bytes) and t in (int, float) and v == this:
+                out.append(other)  # an int where x compares with a text (``tag in EMPTY_TAGS``): the text
+            elif kind == "eq" and type(other) is t:
                 if v == this:
                     out.append(other)
                 elif t in (str, bytes) and this and this in v:
@@ -103,6 +125,8 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
             elif kind == "contains" and type(other) is t:
                 if this is b and v == this:  # the text came from the input: put the needle in it
                     out += [v + a, a + v]
+                elif this is b and this and (new := regexes.splice(v, b, b + a)) is not None:
+                    out.append(new)  # ``"netscape" in doctype.lower()``: in the part of the input it came from
                 elif this is a and v == this and other:  # the needle came from the input: take from the text
                     out += [other[:1], other]
                 elif this is a and other and v != other and (new := regexes.splice(v, a, other[:1])) is not None:

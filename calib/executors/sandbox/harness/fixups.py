@@ -1,0 +1,194 @@
+"""What the scaffold does when the file context fails for reasons outside x (runs inside the sandbox;
+stdlib only). Helpers of :mod:`.scaffold` and :mod:`.runner`:
+
+- **Optional imports.** ``try: import numpy`` / ``except ImportError: numpy = None`` is how a module
+  says a dependency is optional. The sandbox has no third-party packages, so the handler would always
+  run and x would only ever see ``numpy = None`` (textdistance's ``NeedlemanWunsch.__call__`` starts
+  with ``if not numpy: raise ImportError``: every input invalid). When the handler only binds
+  constants (or does nothing), the ``try`` body runs statement by statement instead, so a failing
+  import binds stand-ins as it does at the top of the file; a handler that does work (``import json``
+  after ``import ujson as json``, a fallback ``def``) keeps Python's behaviour.
+- **Names a failing block would bind.** A module-level ``for`` / ``with`` / ``if`` / ``try`` that fails
+  (``for name in os.listdir(DATA_DIR)``, ``with open(TABLE_PATH) as f: TABLE = json.load(f)``: a
+  package data file that is not in the sandbox) binds the names it would have bound, and did not, to
+  stand-ins, as a failing assignment does: x reading ``TABLE`` is then not a ``NameError``.
+- **Test methods.** In a test (``test*`` methods of a class named ``*Test*`` or built on ``TestCase``,
+  module-level ``test_*`` functions) the first failing assertion would end the run, and every line
+  after it stays uncovered. Each ``assert`` statement, and each statement that calls
+  ``self.assert*``/``self.fail*`` (``with self.assertRaises(E):`` included), is made to record its
+  ``AssertionError`` in the output state's ``calls`` (``["failed", "AssertionError", message]``) and
+  go on: the test's output is every check it made, in order, with the calls between them.
+- **Methods read before they are defined.** ``__init__`` reading ``self._pass`` (a method that stands
+  after it in the file, so outside its context) gets a stand-in there, as a call to such a method does.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import canon
+from .standins import LOG, CalibStandIn
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
+#: The module global through which a test method's assertions report their failures.
+FAILED = "_calib_assertion_failed"
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def _names(expr: Any) -> set[str]:
+    """Class names an ``except`` clause catches (``ImportError``, ``(ImportError, OSError)``, ``x.Error``)."""
+    return {n.id if isinstance(n, ast.Name) else n.attr
+            for n in ast.walk(expr) if isinstance(n, ast.Name | ast.Attribute)}
+
+
+def _constant_only(body: list[ast.stmt]) -> bool:
+    """A handler that binds constants or does nothing (``x = None``, ``HAS_X = False``, ``pass``)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Pass) or isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
+        if value is None or not isinstance(value, ast.Constant):
+            return False
+    return True
+
+
+def optional_import(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` is ``try: import x ... except ImportError: x = None`` (see the module's doc)."""
+    if not isinstance(stmt, ast.Try) or stmt.finalbody or stmt.orelse:
+        return False
+    if not any(isinstance(s, ast.Import | ast.ImportFrom) for s in stmt.body):
+        return False
+    if any(isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for s in stmt.body):
+        return False  # a definition in the body (x itself, funcy's ``reductions``) stays Python's choice
+    return any(h.type is not None and _names(h.type) & _IMPORT_ERRORS and _constant_only(h.body)
+               for h in stmt.handlers)
+
+
+def bound_names(stmt: ast.stmt) -> list[str]:
+    """The global names a compound statement binds (targets, loop variables, ``as`` names, definitions
+    and imports), not those of functions or classes defined in it."""
+    out: list[str] = []
+    todo: list[Any] = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out.append(node.id)
+        elif isinstance(node, ast.alias):
+            out.append((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            if node is not stmt and not isinstance(node, ast.Lambda):
+                out.append(node.name)
+            continue
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.append(node.name)
+        todo.extend(ast.iter_child_nodes(node))
+    return [n for i, n in enumerate(out) if n != "*" and n not in out[:i]]
+
+
+# --- test methods -------------------------------------------------------------------------------------
+
+
+def is_test(node: Any, classes: list[str], tree: ast.Module) -> bool:
+    """A test: ``test*`` in a class named ``*Test*`` or built on ``...TestCase``, or a module-level ``test_*``."""
+    if not node.name.startswith("test"):
+        return False
+    if not classes:
+        return node.name.startswith("test_")
+    if "test" in classes[-1].lower():
+        return True
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and cls.name == classes[-1]:
+            return any(name.endswith("TestCase") for base in cls.bases for name in _names(base))
+    return False
+
+
+def _checks(stmt: ast.stmt, me: str | None) -> bool:
+    """An ``assert``, or a statement whose call is ``self.assert*(...)`` / ``self.fail*(...)`` (a
+    ``with self.assertRaises(E):`` fails when its block leaves)."""
+    if isinstance(stmt, ast.Assert):
+        return True
+    calls = [stmt.value] if isinstance(stmt, ast.Expr) else [i.context_expr for i in stmt.items] \
+        if isinstance(stmt, ast.With) else []
+    return me is not None and any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)
+        and c.func.value.id == me and c.func.attr.startswith(("assert", "fail")) for c in calls)
+
+
+def soften_assertions(node: Any) -> None:
+    """Rewrite ``node`` (a test) so that each check records its ``AssertionError`` and the test goes on."""
+    me = node.args.args[0].arg if node.args.args else None
+
+    def wrap(stmt: ast.stmt) -> ast.stmt:
+        # the new nodes stand on the check's first line only: coverage maps each line to one statement
+        at = {"lineno": stmt.lineno, "col_offset": stmt.col_offset, "end_lineno": stmt.lineno,
+              "end_col_offset": stmt.col_offset}
+        report = ast.Expr(ast.Call(ast.Name(FAILED, ast.Load(), **at), [ast.Name("_calib_e", ast.Load(), **at)], [],
+                                   **at), **at)
+        handler = ast.ExceptHandler(type=ast.Name("AssertionError", ast.Load(), **at), name="_calib_e", body=[report],
+                                    **at)
+        return ast.copy_location(ast.Try(body=[stmt], handlers=[handler], orelse=[], finalbody=[]), stmt)
+
+    todo: list[Any] = [node]
+    while todo:
+        item = todo.pop()
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(item, field, None)
+            if isinstance(block, list):
+                todo.extend(s for s in block if isinstance(s, ast.stmt))  # a check's own block too
+                block[:] = [wrap(s) if isinstance(s, ast.stmt) and _checks(s, me) else s for s in block]
+        todo.extend(getattr(item, "handlers", []))
+        todo.extend(getattr(item, "cases", []))
+
+
+def assertion_failed(exc: BaseException) -> None:
+    """What a softened check does with its failure: one entry in the call log."""
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a message that cannot be shown is still a failure
+        message = "<unprintable>"
+    LOG.record("failed", type(exc).__name__, canon.scrub(message))
+
+
+# --- self attributes -----------------------------------------------------------------------------------
+
+
+def guarded_reads(node: Any) -> frozenset[str]:
+    """``self.attr`` read inside a ``try:`` whose handlers catch ``AttributeError`` (``try: engine =
+    self._engine except AttributeError: ...``): x expects the attribute may be missing, so it is not
+    pre-filled with a stand-in (:func:`.calls.make_instance`); an input's own ``self`` attributes still set it."""
+    args = getattr(node, "args", None)
+    me = args.args[0].arg if args is not None and args.args else None
+    out: set[str] = set()
+    for t in ast.walk(node) if me else ():
+        if isinstance(t, ast.Try) and any("AttributeError" in _names(h.type) for h in t.handlers if h.type is not None):
+            out.update(sub.attr for stmt in t.body for sub in ast.walk(stmt)
+                       if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load)
+                       and isinstance(sub.value, ast.Name) and sub.value.id == me)
+    return frozenset(out)
+
+
+def missing_methods(node: Any, owner: type, method: Any) -> None:
+    """On ``owner`` (x's class, x an initialiser): a stand-in method for each ``self.name(...)`` x calls
+    and a stand-in for each ``self.name`` x only reads, when the class has no such attribute, x never
+    sets it and does not expect it missing (:func:`guarded_reads`); a call is logged either way."""
+    me = node.args.args[0].arg
+    called: set[str] = set()
+    read: set[str] = set()
+    stored: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Name) \
+                and sub.func.value.id == me:
+            called.add(sub.func.attr)
+        elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == me:
+            (read if isinstance(sub.ctx, ast.Load) else stored).add(sub.attr)
+    skip = stored | guarded_reads(node)
+    for attr in sorted(called | read):
+        if hasattr(owner, attr) or attr.startswith("__") and attr.endswith("__") or attr not in called and attr in skip:
+            continue
+        try:
+            setattr(owner, attr, method("self." + attr) if attr in called else CalibStandIn("self." + attr))
+        except Exception:  # noqa: BLE001 - a class that refuses new attributes keeps failing
+            pass
