@@ -198,8 +198,9 @@ class LLMExecutor:
         self.chat_params = chat_params or ChatParams(max_tokens=4096, temperature=0.0)
         self.prompts_version = prompts_version
         self.strict = strict
-        self._bare = SandboxExecutor(dataclasses.replace(self.config, bare=True))
-        self._scaffolded = SandboxExecutor(dataclasses.replace(self.config, bare=False))
+        # as one script would run: no scaffold fix-ups (an optional import's handler runs, as in Python)
+        self._bare = SandboxExecutor(dataclasses.replace(self.config, bare=True), fixups=False)
+        self._scaffolded = SandboxExecutor(dataclasses.replace(self.config, bare=False), fixups=False)
 
     # --- chat ----------------------------------------------------------------------------------------
     async def _ask(self, prompt_name: str, transcript: list[Exchange], **values: str) -> str:

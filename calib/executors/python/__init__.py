@@ -142,8 +142,12 @@ class SandboxExecutor:
 
     kind = "sandbox"
 
-    def __init__(self, config: ExecutorConfig | None = None) -> None:
+    def __init__(self, config: ExecutorConfig | None = None, *, fixups: bool = True) -> None:
+        """``fixups`` False: the context runs as one Python script would, without the scaffold's fix-ups
+        (an optional import's handler runs, a test's failed assertion ends it: docs/executors.md,
+        "Scaffolding"); the LLM and agent executors' strict levels ([FM] App. C)."""
         self.config = config or ExecutorConfig()
+        self._fixups = fixups
         limits = Limits(memory_bytes=self.config.memory_mb << 20)
         self.sandbox = Sandbox(limits=limits, unsafe=self.config.unsafe_no_sandbox,
                                read_only=self.config.import_paths)
@@ -159,7 +163,7 @@ class SandboxExecutor:
         c = self.config
         return {"mode": mode, "context": context, "function": function, "seed": c.seed,
                 "input_timeout": c.input_timeout, "bare": c.bare, "module_name": c.module_name,
-                "import_paths": list(c.import_paths), **extra}
+                "import_paths": list(c.import_paths), **({} if self._fixups else {"fixups": False}), **extra}
 
     async def _run(self, job: dict[str, Any], wall: float) -> SandboxRun:
         async with self._slots:

@@ -224,3 +224,19 @@ def test_a_path_that_names_a_standard_descriptor_runs_the_same_in_every_process(
     outs = [json.loads(i.output) for i in result.inputs]
     assert outs[3]["return"] == {"dict": [["A", "1"], ["B", "two"]]}
     assert outs[0] == outs[4]  # the same input, before and after descriptors were closed
+
+
+@needs_bwrap
+def test_without_fix_ups_the_context_runs_as_one_script_would() -> None:
+    """The LLM and agent executors' levels run the preamble and x as one script ([FM] App. C):
+    ``SandboxExecutor(fixups=False)`` keeps Python's choice, the handler binds ``fastmatrix = None``, and
+    every input raises x's own ImportError, as ``python script.py`` would."""
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0), fixups=False)
+    try:
+        result = asyncio.run(executor.compare(GRID, [], context=OPTIONAL,
+                                              inputs=[{"args": {"rows": "2", "cols": "3"}}]))
+    finally:
+        executor.close()
+    assert not any("stand-ins" in w for w in result.warnings)
+    (row,) = result.inputs
+    assert json.loads(row.output)["exception"] == "ImportError"

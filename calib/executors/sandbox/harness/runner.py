@@ -110,7 +110,7 @@ class Runner:
         self.workdir = workdir()
         self.placed = scaffold.place(job.get("context", ""), job["function"])
         self.module = scaffold.Module(self.placed, module_name=job.get("module_name") or "calib_scaffold",
-                                      bare=bool(job.get("bare")))
+                                      bare=bool(job.get("bare")), fix_ups=job.get("fixups") is not False)
         self.module.extra_globals["id"] = env.stable_id  # the module's id(): see env.ID_BASE
         node = self.placed.node
         self.first = min([node.lineno, *(d.lineno for d in node.decorator_list)])

@@ -250,8 +250,8 @@ class Module:
     """A module built from placed source; :meth:`build` executes it into a fresh namespace."""
 
     def __init__(self, placed: Placed, *, module_name: str, bare: bool = False,
-                 mocked: frozenset[str] = MOCKED_MODULES) -> None:
-        self.placed = placed
+                 mocked: frozenset[str] = MOCKED_MODULES, fix_ups: bool = True) -> None:
+        self.placed, self.fixups = placed, fix_ups  # off: optional imports and tests run as Python runs them
         self.module_name = module_name
         self.bare = bare
         self.mocked = mocked
@@ -263,7 +263,7 @@ class Module:
         self.warnings: list[str] = []
         self.extra_globals: dict[str, Any] = {}  # names the harness adds (the comparison recorder)
         self.rewrite: Any = None  # what a statement is compiled as (x with coverage probes: .probes)
-        if fixups.is_test(placed.node, placed.classes, placed.tree):  # checks go on after a failure
+        if self.fixups and fixups.is_test(placed.node, placed.classes, placed.tree):  # checks go on after a failure
             fixups.soften_assertions(placed.node)
             self.extra_globals[fixups.FAILED] = fixups.assertion_failed
 
@@ -318,7 +318,7 @@ class Module:
         if isinstance(stmt, ast.Import | ast.ImportFrom) and self._mocked(stmt):
             self._standins_for_import(stmt, ns, "mocked")
             return
-        if not self.bare and fixups.optional_import(stmt):  # the body as top-level statements, no handler
+        if not self.bare and self.fixups and fixups.optional_import(stmt):  # the body as top-level statements
             for inner in stmt.body:  # type: ignore[attr-defined]
                 self._run(inner, ns)
             return
