@@ -150,7 +150,7 @@ def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, 
         item = stack.pop()
         reportable.update(line for _, _, line in item.co_lines() if line is not None)
         stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
-    body = node.body[1:] if len(node.body) > 1 and _is_docstring(node.body[0]) else node.body
+    body = node.body[1:] if len(node.body) > 1 and is_docstring(node.body[0]) else node.body
     owner: dict[int, int] = {}
     statements: set[int] = set()
     todo: list[Any] = list(body)
@@ -169,7 +169,7 @@ def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, 
     return frozenset(statements), owner
 
 
-def _is_docstring(stmt: Any) -> bool:
+def is_docstring(stmt: Any) -> bool:
     return type(stmt).__name__ == "Expr" and isinstance(getattr(stmt.value, "value", None), str)  # a Constant
 
 

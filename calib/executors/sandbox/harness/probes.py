@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 import copy
 
+from .calls import is_docstring
+
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
@@ -87,10 +89,7 @@ def instrument(node: Any) -> None:
             if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
                 continue
             todo.extend(block)
-            keep = 1 if _is_docstring(block[0]) and isinstance(
+            keep = 1 if is_docstring(block[0]) and isinstance(
                 item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else 0
             block[keep:] = [part for s in block[keep:] for part in (_probe(s), s)]
 
-
-def _is_docstring(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
