@@ -165,7 +165,7 @@ def _human(result: dict[str, Any], tau: float) -> str:
 @click.option("--budget-runs", type=click.IntRange(min=1), default=200, show_default=True,
               help="Most executions of TRUTH the input search may spend.")
 @click.option("--budget-seconds", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
-              help="Most seconds the input search may spend.")
+              help="Most CPU seconds the input search may spend.")
 @click.option("--import-path", "import_paths", multiple=True, type=click.Path(file_okay=False, exists=True),
               help="Directory made importable (read-only) inside the sandbox; repeatable.")
 @click.option("--module", "module_name", default=None,

@@ -44,7 +44,7 @@ class ExecutorConfig:
     seed: int = 0
     input_timeout: float = 1.0
     budget_runs: int = 200
-    budget_seconds: float = 2.0  # 4.0 before issue 24 §3: the same conclusive samples (benchmarks/conclusive.py)
+    budget_seconds: float = 2.0  # CPU seconds of the search (4.0 before issue 24 §3: the same conclusive samples)
     bare: bool = False
     import_paths: tuple[str, ...] = ()
     module_name: str | None = None

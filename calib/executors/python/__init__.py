@@ -36,6 +36,7 @@ from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, In
 from calib.executors.sandbox import Batch, Limits, Sandbox, SandboxRun
 from calib.executors.sandbox.harness import ambient, scaffold
 from calib.executors.sandbox.harness.runner import THREADS_EXIT
+from calib.executors.sandbox.harness.synth import WALL_FACTOR
 from calib.executors.validity import validity
 
 __all__ = ["SandboxExecutor"]
@@ -212,7 +213,7 @@ class SandboxExecutor:
             extra["inputs"] = [dict(i) for i in inputs]
             wall = _STARTUP_SLACK + c.input_timeout * (len(inputs) + 1)
         else:
-            wall = _STARTUP_SLACK + c.budget_seconds + 2 * c.input_timeout
+            wall = _STARTUP_SLACK + WALL_FACTOR * c.budget_seconds + 2 * c.input_timeout  # the search's CPU budget
         died = ""
         given = extra.get("inputs")
         for _ in range((len(inputs) if inputs is not None else _MAX_EXPLORE_RESTARTS) + 1):

@@ -1,7 +1,8 @@
 """The search's bookkeeping, made faster, chooses exactly what the plain definitions choose.
 
 - ``synth.select`` is asked after nearly every run; once the chosen inputs cover every line it no longer
-  computes line differences. Reference: the greedy rule as written before (the first record, in order,
+  computes line differences, and records of equal lines, output and status are weighed once per group
+  (a search repeats its outputs: the cases below draw from a few line sets and outputs too). Reference: the greedy rule as written before (the first record, in order,
   with the greatest (new lines, new output, ran without raising)).
 - ``trees.last_class`` (every batch of a method) visits statements only. Reference: the last class of
   that name in :func:`ast.walk`'s order.
@@ -37,11 +38,16 @@ def _reference_select(records: list[Record], n: int) -> list[Record]:
 @pytest.mark.parametrize("seed", range(4))
 def test_select_chooses_what_the_greedy_rule_chooses(seed: int) -> None:
     rng = random.Random(seed)
-    for _ in range(400):
+    for case in range(400):
         lines = rng.randint(1, 30)
+
+        def drawn() -> frozenset[int]:
+            return frozenset(rng.sample(range(lines), rng.randint(0, lines)))
+
+        palette = [drawn() for _ in range(rng.randint(1, 4))]  # every other case: a few line sets repeated
         records = [Record(state={"i": i}, valid=rng.random() < 0.8, status=rng.choice(["ok", "ok", "raised"]),
-                          output=str(rng.randint(0, rng.randint(1, 15))),
-                          lines=frozenset(rng.sample(range(lines), rng.randint(0, lines))))
+                          output=str(rng.randint(0, rng.randint(1, 15 if case % 2 else 3))),
+                          lines=drawn() if case % 2 else rng.choice(palette))
                    for i in range(rng.randint(0, 120))]
         n = rng.choice([1, 3, 10, 12])
         assert [r.state for r in synth.select(records, n)] == [r.state for r in _reference_select(records, n)]

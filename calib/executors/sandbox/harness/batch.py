@@ -121,7 +121,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
 
         vary_standins = bool(runner.module.standin_names or runner.module.warnings or info.self_params)
         budget_seconds = float(job.get("budget_seconds", 2.0))
-        started = synth._real_monotonic()
+        started = synth.clock()
 
         def search(seconds: float) -> list[Any]:
             nonlocal pools
@@ -145,7 +145,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         if reused:
             chosen, kept = verify(chosen, run)
             if not kept:
-                left = budget_seconds - (synth._real_monotonic() - started)
+                left = budget_seconds * (1 - synth.spent(started, budget_seconds))
                 again = search(left) if left > 0 else []
                 runs += len(again)
                 keys = {repr(sorted(r.state.items())) for r in chosen}

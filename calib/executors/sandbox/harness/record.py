@@ -1,5 +1,6 @@
 """One execution of x while inputs are chosen: the search's, or a given input's (a plain class: the
-harness imports no ``dataclasses``, whose import costs milliseconds per batch)."""
+harness imports no ``dataclasses``, whose import costs milliseconds per batch), and the choice of the
+N inputs among them (:func:`select`)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,39 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record(valid={self.valid!r}, status={self.status!r}, output={self.output[:60]!r})"
+
+
+def select(records: list[Record], n: int) -> list[Record]:
+    """Choose up to n inputs: greedy on new lines covered, then new outputs, returns before raises (the
+    first record in order with the greatest key). Records of equal lines, output and status have equal
+    keys: each such group is weighed once, by its first record left (searches repeat their outputs)."""
+    groups: dict[tuple[Any, ...], list[tuple[int, Record]]] = {}
+    for i, r in enumerate(records):
+        if r.valid:
+            groups.setdefault((r.lines, r.output, r.status), []).append((i, r))
+    live = list(groups.values())
+    chosen: list[Record] = []
+    covered: set[int] = set()
+    outputs: set[str] = set()
+    union = frozenset().union(*(key[0] for key in groups))
+    while live and len(chosen) < n and not covered >= union:
+        best = max(live, key=lambda g: (len(g[0][1].lines - covered), g[0][1].output not in outputs,
+                                        g[0][1].status == "ok", -g[0][0]))
+        chosen.append(r := _take(live, best))
+        covered |= r.lines
+        outputs.add(r.output)
+    # every line covered (the search asks this after nearly every run): no record adds lines, so the key
+    # is (a new output, ran without raising)
+    while live and len(chosen) < n:
+        best = min(live, key=lambda g: ((g[0][1].output in outputs) * 2 + (g[0][1].status != "ok"), g[0][0]))
+        chosen.append(r := _take(live, best))
+        outputs.add(r.output)
+    return chosen
+
+
+def _take(live: list[list[tuple[int, Record]]], group: list[tuple[int, Record]]) -> Record:
+    """The first record of ``group``, which leaves ``live`` when that was its last."""
+    record = group.pop(0)[1]
+    if not group:
+        live.remove(group)  # the only empty list in live
+    return record

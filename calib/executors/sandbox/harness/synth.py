@@ -6,7 +6,7 @@ and keeps an input when it reaches new statements or a new output. An input that
 new also queues input-to-state replacements (:func:`replacements`): the comparisons x made on it,
 recorded by :mod:`.cmplog`, say which input value to rewrite into what. It stops once N inputs can be
 chosen with coverage ≥ C and at least N_out distinct outputs (and progress stops; during the
-diagonal walk too), after 60 runs without progress, or when the run or time budget is spent.
+diagonal walk too), after 60 runs without progress, or when the run or CPU-time budget is spent.
 Everything is drawn from one ``random.Random(seed)``: same function, same seed, same inputs. The pools
 are in :mod:`.pools`.
 """
@@ -14,7 +14,8 @@ are in :mod:`.pools`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from time import monotonic as _real_monotonic  # bound before env.freeze() patches time
+from time import monotonic as _real_monotonic  # bound before env.freeze()
+from time import process_time as _real_cpu
 
 from .inputs import ARGV, DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used through this module
@@ -29,43 +30,13 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
     name_type,
     varies_seed,
 )
-from .record import Record
+from .record import Record, select  # noqa: F401 - select: the search's choice, read as synth.select
 from .standins import CalibStandIn, is_standin, standin_name, standin_script
 from .values import New, Obj, decode, encode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
-
-
-def select(records: list[Record], n: int) -> list[Record]:
-    """Choose up to n inputs: greedy on new lines covered, then new outputs, returns before raises (the
-    first record in order with the greatest key)."""
-    pool = [r for r in records if r.valid]
-    chosen: list[Record] = []
-    covered: set[int] = set()
-    outputs: set[str] = set()
-    union = frozenset().union(*(r.lines for r in pool)) if pool else frozenset()
-    while pool and len(chosen) < n and not covered >= union:
-        best = max(pool, key=lambda r: (len(r.lines - covered), r.output not in outputs, r.status == "ok"))
-        pool.remove(best)
-        chosen.append(best)
-        covered |= best.lines
-        outputs.add(best.output)
-    # every line covered (the search asks this after nearly every run): no record adds lines, so the key
-    # is (a new output, ran without raising); one pass finds the first record of the best key
-    while pool and len(chosen) < n:
-        first = [-1, -1, -1, -1]  # the first record of each key, best first
-        for i, r in enumerate(pool):
-            rank = (r.output in outputs) * 2 + (r.status != "ok")
-            if first[rank] < 0:
-                first[rank] = i
-                if rank == 0:
-                    break
-        best = pool.pop(next(i for i in first if i >= 0))
-        chosen.append(best)
-        outputs.add(best.output)
-    return chosen
 
 
 def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None) -> list[Any]:
@@ -217,18 +188,30 @@ def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limi
     return out
 
 
+WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
+
+
+def clock() -> tuple[float, float]:
+    return _real_cpu(), _real_monotonic()  # a search's start: (CPU seconds of this process, wall-clock seconds)
+
+
+def spent(start: tuple[float, float], budget: float) -> float:
+    """The share of ``budget`` used since ``start``: CPU time of this process (not wall-clock time, unless
+    over WALL_FACTOR x), so that on a busy machine a search gets the same runs and inputs."""
+    return max(_real_cpu() - start[0], (_real_monotonic() - start[1]) / WALL_FACTOR) / budget
+
+
 def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable: frozenset[int], n: int,
            min_valid: int, coverage: float, min_distinct: int, budget_runs: int, budget_seconds: float,
            avoid: set[str], patience: int = 20, stagnation: int = 60) -> list[Record]:
     """Coverage-guided search; returns every record (use :func:`select` for the chosen inputs)."""
     rng = pools.rng
-    deadline = _real_monotonic() + budget_seconds
+    start = clock()
     records: list[Record] = []
     seen: set[str] = set(avoid)
     longest = max([len(v) for v in pools.by_param.values()] + [1])
 
     def make(values: dict[str, Any]) -> dict[str, Any]:
-        from .inputs import ARGV  # noqa: PLC0415 - the command line's pseudo-parameter
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
                                           if not name.startswith((SELF_PREFIX, INIT_PREFIX, *_AMBIENT, ARGV))
                                           and name not in (SEED, STANDINS)}}
@@ -251,7 +234,6 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     def ambient(values: dict[str, Any], state: dict[str, Any]) -> None:
         """The environment variables, stdin, command line, files and folders of the search's values in
         ``state``."""
-        from .inputs import ARGV  # noqa: PLC0415 - the command line's pseudo-parameter
         written, env = state["files"], {}
         for name, v in values.items():
             if name.startswith(FILE_PREFIX):
@@ -298,6 +280,9 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         return True
 
     def satisfied() -> bool:
+        # what the chosen inputs can at most reach: the valid records' lines and outputs (select is costly)
+        if executable and len(reached & executable) / len(executable) < coverage or len(shown) < min_distinct:
+            return False
         chosen = select(records, n)
         covered = frozenset().union(*(r.lines for r in chosen)) if chosen else frozenset()
         share = len(covered & executable) / len(executable) if executable else 1.0
@@ -356,7 +341,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         values = {name: pool[0 if i == 0 else (i + 3 * j) % len(pool)]
                   for j, (name, pool) in enumerate(pools.by_param.items())}
         runs += attempt(values)
-        if runs >= budget_runs or _real_monotonic() > deadline or walked(runs):
+        if runs >= budget_runs or spent(start, budget_seconds) > 1 or walked(runs):
             return records
         # ... and one factor at a time: input 0 with a single value changed. With many parameters, a
         # walk that changes all of them at once rarely gets every one right; this finds, per parameter,
@@ -367,7 +352,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                     runs += attempt({**base, name: pool[i + 1]})
                     if walked(runs):
                         return records
-            if runs >= budget_runs or _real_monotonic() > deadline:
+            if runs >= budget_runs or spent(start, budget_seconds) > 1:
                 return records
     covered: set[int] = set()
     outputs: set[str] = set()
@@ -380,7 +365,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     stale = 0
     done_at: int | None = runs if satisfied() else None
     last_progress = runs
-    while runs < budget_runs and _real_monotonic() < deadline and stale < 4 * budget_runs:
+    while runs < budget_runs and spent(start, budget_seconds) <= 1 and stale < 4 * budget_runs:
         # a search that stopped finding anything new rarely starts again (5x the budget gained 3 of 100
         # functions in benchmarks/conclusive.py): give up after `stagnation` runs without progress
         if runs - last_progress >= stagnation:
