@@ -6,21 +6,20 @@ process that runs one function variant on all its input states:
 1. *explore* x: the harness builds the scaffold from the file context and searches input states
    (:mod:`calib.executors.sandbox.harness.synth`), or runs the ones the user gave;
 2. *replay* x on the chosen states in a fresh process: an input whose output state differs from the
-   one seen while exploring is invalid (``nondeterministic``);
+   one seen while exploring is invalid (``nondeterministic``). The search ran on one build of the
+   module; if the replay differs there, x is explored again with a build per run, then replayed;
 3. *replay* each candidate, in x's place in the same scaffold, on the same states (with
    ``candidates_when_inconclusive`` off, not when x's search already made the sample inconclusive: its
    replay can only make fewer inputs valid, so no candidate could get a SIM_func; they are ``not_run``).
    A candidate with x's own source (or the same source as an earlier candidate) gets that variant's
    replay instead of a batch of its own.
 
-Batches 2 and 3 run concurrently, at most ``workers`` at a time. Each is a child forked by one of the
-sandbox's fork servers (:mod:`calib.executors.sandbox.forkserver`); without fork servers, their processes are
-started while x is explored (at most ``workers`` of them ahead, across all comparisons): each starts its interpreter,
-imports the harness and parses its scaffold, then waits for the chosen input states, so start-up
-overlaps the search; no code under test runs before the states arrive, and each process still runs
-one batch. If a batch dies (a crash, the wall clock, the output cap) the input it was on gets that
-outcome and the batch restarts after it, in a fresh process, so one hostile input costs one input, not
-the sample.
+Batches 2 and 3 run concurrently, at most ``workers`` at a time, each a child of a fork server
+(:mod:`calib.executors.sandbox.forkserver`); without fork servers, their processes start while x is
+explored (at most ``workers`` ahead, across all comparisons) and wait for the states, running no code
+under test before they arrive, one batch each. If a batch dies (a crash, the wall clock, the output
+cap) the input it was on gets that outcome and the batch restarts after it, in a fresh process, so one
+hostile input costs one input, not the sample.
 """
 
 from __future__ import annotations
@@ -48,7 +47,13 @@ _STARTUP_SLACK = 5.0  # seconds a batch may spend starting and building its scaf
 @dataclass
 class _Replay:
     outputs: dict[int, str] = field(default_factory=dict)  # canonical output state per input index
+    lines: dict[int, Any] = field(default_factory=dict)  # the lines each input reached (as reported)
     error: str = ""
+
+    def differs(self, chosen: list[dict[str, Any]]) -> bool:
+        """Whether x's replay (a fresh process) of a valid input gave another output or lines than its explore."""
+        return not self.error and any(item["valid"] and (self.outputs.get(i), self.lines.get(i)) != (
+            item["output"], item["lines"]) for i, item in enumerate(chosen))
 
 
 def _events(run: SandboxRun) -> list[dict[str, Any]]:
@@ -198,14 +203,16 @@ class SandboxExecutor:
             finally:
                 self._ahead.discard(batch)
 
-    async def _explore(self, context: str, truth: str, inputs: Sequence[Mapping[str, Any]] | None,
-                       ) -> tuple[dict[str, Any] | None, str]:
+    async def _explore(self, context: str, truth: str, inputs: Sequence[Mapping[str, Any]] | None, *,
+                       reuse: bool = True) -> tuple[dict[str, Any] | None, str]:
+        """x's explore batch; ``reuse``: one build for the search, x's replay checks it (job ``verify: false``)."""
         c = self.config
         avoid: list[str] = []
         crashed: dict[str, str] = {}  # given inputs that took a batch down, and how
         extra: dict[str, Any] = {"n_inputs": c.n_inputs, "min_valid": c.min_valid, "coverage": c.coverage,
                                  "min_distinct": c.min_distinct, "budget_runs": c.budget_runs,
                                  "budget_seconds": c.budget_seconds}
+        extra.update({"verify": False} if reuse else {"reuse": False})
         if inputs is not None:
             for i, state in enumerate(inputs):
                 if problem := _state_problem(dict(state) if isinstance(state, Mapping) else state):
@@ -281,6 +288,7 @@ class SandboxExecutor:
                         continue
                     seen.add(index)
                     result.outputs[index] = output
+                    result.lines[index] = event.get("lines")
                     started = None
             if started is None and run.returncode == THREADS_EXIT and not run.timed_out:
                 continue  # an input left threads running: its result is in, the rest run in a fresh process
@@ -291,6 +299,18 @@ class SandboxExecutor:
                 why = run.died or "crashed"
                 result.outputs[index] = json.dumps({"outcome": why})
         return result
+
+    async def _replays(self, ctx: str, unique: list[str], explored: dict[str, Any],
+                       ahead: list[tuple[Batch, str] | None]) -> tuple[list[_Replay], bool]:
+        """Each distinct variant (x first) replayed on x's chosen states; and whether candidates were skipped."""
+        chosen = explored["chosen"]
+        states = [item["state"] for item in chosen]
+        wanted = {i for i, item in enumerate(chosen) if item["valid"]}
+        skip = not self.config.candidates_when_inconclusive and not self._verdict(
+            chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive
+        replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
+                                         for variant, batch in zip(unique[:1] if skip else unique, ahead)))
+        return list(replays), skip
 
     @staticmethod
     def _coverage(chosen: list[dict[str, Any]], explored: dict[str, Any], valid: list[bool]) -> float:
@@ -330,24 +350,27 @@ class SandboxExecutor:
             for variant in unique:  # x's replay first: it is the one every sample needs
                 ahead.append(await self._start_ahead(ctx, variant))
             explored, why = await exploring
+            if explored is not None:
+                replays, skip = await self._replays(ctx, unique, explored, ahead)
+                if explored.get("unverified") is True and replays[0].differs(explored["chosen"]):
+                    # the search's one build kept state between its runs (a module-level cache, a class
+                    # attribute x changed): explore again with a build per run, and replay again
+                    runs = _index(explored.get("runs"), 1 << 30) or 0
+                    explored, why = await self._explore(ctx, truth, inputs, reuse=False)
+                    if explored is not None:
+                        explored["runs"] = runs + (_index(explored.get("runs"), 1 << 30) or 0)
+                        replays, skip = await self._replays(ctx, unique, explored, [None] * len(unique))
             if explored is None:
                 return Comparison(conclusive=False, reason=why, valid_inputs=0, coverage=0.0, distinct_outputs=0,
-                                  inputs=(),
-                                  candidates=tuple(CandidateResult(n, (), None, "not_run") for n in names),
-                                  config=settings)
-            chosen = explored["chosen"]
-            states = [item["state"] for item in chosen]
-            wanted = {i for i, item in enumerate(chosen) if item["valid"]}
-            skip = not c.candidates_when_inconclusive and not self._verdict(
-                chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive
-            replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
-                                             for variant, batch in zip(unique[:1] if skip else unique, ahead)))
+                                  inputs=(), config=settings,
+                                  candidates=tuple(CandidateResult(n, (), None, "not_run") for n in names))
         finally:
             if not exploring.done():
                 exploring.cancel()
                 await asyncio.gather(exploring, return_exceptions=True)
             for batch in ahead:  # those never given their states (x unusable, no valid input)
                 await self._release(batch)
+        chosen = explored["chosen"]
         ran = dict(zip(sorted(set(owner)), replays))
         again, results = replays[0], ([] if skip else [ran[i] for i in owner[1:]])
         rows: list[InputResult] = []

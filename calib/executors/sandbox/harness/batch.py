@@ -79,6 +79,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
     placed = runner.placed
 
     pools: Any = None  # synth.Pools while searching
+    unverified = False  # the chosen inputs come from runs on a reused build, not checked on fresh ones
 
     def run(state: dict[str, Any]) -> Any:  # a Record
         runner.emit({"event": "try", "key": repr(sorted(state.items()))})
@@ -134,15 +135,18 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                 budget_runs=int(job.get("budget_runs", 200)), budget_seconds=seconds,
                 avoid=set(job.get("avoid", [])))
 
-        # one build of the module for the whole search; the chosen inputs run again on fresh builds
-        # (what is reported), and if one differs the module keeps state: search again, a build per run
-        runner.reuse = Reuse(runner.module)
+        # one build of the module for the whole search (job key reuse: false, a build per run); the
+        # chosen inputs run again on fresh builds (what is reported), and if one differs the module keeps
+        # state: search again, a build per run. With job key verify: false the host checks them instead,
+        # in x's replay (a fresh process), and explores again with reuse off if one differs ("unverified")
+        runner.reuse = Reuse(runner.module) if job.get("reuse", True) is not False else None
         records = search(budget_seconds)
         runs = len(records)
-        reused = runner.reuse.usable
+        reused = runner.reuse is not None and runner.reuse.usable
         runner.reuse = None
         chosen = synth.select(records, n)
-        if reused:
+        unverified = reused and job.get("verify", True) is False
+        if reused and not unverified:
             chosen, kept = verify(chosen, run)
             if not kept:
                 left = budget_seconds * (1 - synth.spent(started, budget_seconds))
@@ -154,6 +158,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         if len(chosen) < n:  # pad with invalid inputs so the report shows what was tried
             chosen += [r for r in records if not r.valid][: n - len(chosen)]
     runner.emit({"event": "explore", "runs": runs, "executable": sorted(runner.executable),
+                 "unverified": unverified,
                  "first_line": placed.first_line,
                  "reached": sorted(frozenset().union(*(r.lines for r in records if r.valid))),
                  "warnings": runner.module.warnings,
