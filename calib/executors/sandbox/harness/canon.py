@@ -47,8 +47,7 @@ HARNESS_FILE = re.compile(r"<calib[^>]*>|/calib_harness/[^\s'\"]*")
 
 def scrub(text: str) -> str:
     """Blank object addresses and harness file names in a message."""
-    text = _ADDRESS.sub("0x?", text)
-    return HARNESS_FILE.sub("<code>", text)
+    return HARNESS_FILE.sub("<code>", _ADDRESS.sub("0x?", text))
 
 
 _sha256: Any = None
@@ -73,14 +72,11 @@ def sha256(data: bytes = b"") -> Any:
     return _sha256(data)
 
 
-def _encoded(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")  # lone surrogates are valid str content
-
-
 def _text(value: str) -> Any:
     """A string, or past ``MAX_STR`` its first part, its length and the digest of the whole."""
-    if len(value) > MAX_STR:
-        return {"str": value[:MAX_STR], "truncated": len(value), "sha256": digest(_encoded(value))}
+    if len(value) > MAX_STR:  # (lone surrogates are valid str content)
+        return {"str": value[:MAX_STR], "truncated": len(value),
+                "sha256": digest(value.encode("utf-8", "surrogatepass"))}
     return value
 
 
@@ -130,10 +126,6 @@ _SCALARS = (int, float, str)
 _SIZED = (list, tuple, dict, set, frozenset, types.MappingProxyType)
 
 
-def _key(item: Any) -> str:
-    return _KEY(item)
-
-
 MAX_NODES = 200_000
 _budget = [MAX_NODES]
 
@@ -155,14 +147,14 @@ _DUMPS = _c_encoder(True, False)
 encode_event = _c_encoder(False, True)
 
 
-def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -> Any:
+def canonical(value: Any, depth: int = 0, _seen: frozenset[int] | set[int] = frozenset()) -> Any:
     """Return a JSON-serialisable canonical form of ``value``.
 
     At most ``MAX_NODES`` values are visited per top-level call: a shared sub-list repeated 500 × 500
     times must not cost gigabytes; the cut is marked (``size_limit``) and recorded in :data:`CAPS`, as
     is nesting deeper than ``MAX_DEPTH`` (the harness then reports the input ``unobservable``).
     (Exact built-in types are tested first, by identity: the same result as the ``isinstance`` chain
-    below them, which subclasses still go through.)
+    below them, which subclasses still go through. ``_seen``: ids of the containers on the path to ``value``.)
     """
     if depth == 0:
         _budget[0] = MAX_NODES
@@ -180,70 +172,84 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] = frozenset()) -
         return value if len(value) <= MAX_STR else _text(value)
     if depth >= MAX_DEPTH:
         return _cap("depth_limit", kind.__name__)
-    if id(value) in _seen:
+    if (ident := id(value)) in _seen:
         return {"cycle": kind.__name__}
-    seen = _seen | {id(value)}
-    if isinstance(value, _SIZED) and len(value) > _budget[0]:  # more items than values left to visit
-        return _cap("size_limit", kind.__name__)
-    if kind is list or kind is tuple:
-        return _sequence(value, kind, depth, seen)
-    if kind is Ran:  # its own tagged form, never equal to a dict the code returned
-        return {tag: canonical(item, depth + 1, seen) for tag, item in value.form.items()}
-    if kind is dict:
-        return _mapping(value, kind, depth, seen)
-    if is_standin(value):
-        return {"standin": standin_name(value)}
-    if isinstance(value, _BYTES):
-        raw = bytes(value)
-        if len(raw) > MAX_STR:
-            return {kind.__name__: raw[:MAX_STR].hex(), "truncated": len(raw), "sha256": digest(raw)}
-        return {kind.__name__: raw.hex()}
-    if isinstance(value, _TIMES):
-        # by value: the harness's frozen clock makes datetime a subclass whose repr differs
-        name = next(t.__name__ for t in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
-                    if isinstance(value, t))
-        return {name: str(value)}
-    if isinstance(value, complex):
-        return {"complex": repr(value)}
-    if isinstance(value, _SEQUENCES):
-        return _sequence(value, kind, depth, seen)
-    if isinstance(value, _MAPPINGS):
-        return _mapping(value, kind, depth, seen)
-    if isinstance(value, _SETS):
-        items = sorted((canonical(item, depth + 1, seen) for item in value), key=_key)
-        out: dict[str, Any] = {"frozenset" if isinstance(value, frozenset) else "set": items[:MAX_ITEMS]}
-        if kind not in (set, frozenset):
-            out["type"] = _qualname(kind)
-        _tail(out, items)
-        return out
-    if isinstance(value, BaseException):
-        return {"exception": _qualname(kind), "args": canonical(value.args, depth + 1, seen)}
-    if isinstance(value, type):
-        return _class(value, depth, seen)
-    if isinstance(value, types.FunctionType):
-        return _function(value, depth, seen)
-    if isinstance(value, types.CodeType):
-        return {"code": _code(value, depth, seen)}
-    if isinstance(value, _CALLABLES):
-        out = {"function": _qualname(value)}
-        bound = getattr(value, "__self__", None)
-        if bound is not None and not isinstance(bound, types.ModuleType):  # [].append, obj.method
-            out["self"] = canonical(bound, depth + 1, seen)
-            if isinstance(value, types.MethodType):
-                out["function"] = canonical(value.__func__, depth + 1, seen)
-        return out
-    if kind.__module__ == "functools" and kind.__name__ == "partial":
-        return {"partial": canonical(value.func, depth + 1, seen), "args": canonical(value.args, depth + 1, seen),
-                "keywords": canonical(value.keywords, depth + 1, seen)}
-    if isinstance(value, types.ModuleType):
-        return {"module": value.__name__}
-    if isinstance(value, _SCALARS):  # subclasses: enums (IntEnum), str subclasses
-        return {"type": _qualname(kind), "value": canonical(_builtin(value), depth + 1, seen)}
-    if kind.__module__ == "pathlib" and hasattr(value, "__fspath__"):
-        # by its text: a Path caches derived fields (``_str``, ``_parts``...) as it is used, so its
-        # attribute state differs between two equal paths
-        return {"path": str(value)}
-    return _object(value, depth, seen)
+    (seen := _seen if type(_seen) is set else set(_seen)).add(ident)
+    try:
+        if isinstance(value, _SIZED) and len(value) > _budget[0]:  # more items than values left to visit
+            return _cap("size_limit", kind.__name__)
+        if kind is list or kind is tuple or kind is dict:
+            return _mapping(value, kind, depth, seen) if kind is dict else _sequence(value, kind, depth, seen)
+        if kind is Ran:  # its own tagged form, never equal to a dict the code returned
+            return {tag: canonical(item, depth + 1, seen) for tag, item in value.form.items()}
+        if is_standin(value):
+            return {"standin": standin_name(value)}
+        if isinstance(value, _BYTES):
+            raw = bytes(value)
+            if len(raw) > MAX_STR:
+                return {kind.__name__: raw[:MAX_STR].hex(), "truncated": len(raw), "sha256": digest(raw)}
+            return {kind.__name__: raw.hex()}
+        if isinstance(value, _TIMES):
+            # by value: the harness's frozen clock makes datetime a subclass whose repr differs
+            name = next(t.__name__ for t in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
+                        if isinstance(value, t))
+            return {name: str(value)}
+        if isinstance(value, complex):
+            return {"complex": repr(value)}
+        if isinstance(value, _SEQUENCES):
+            return _sequence(value, kind, depth, seen)
+        if isinstance(value, _MAPPINGS):
+            return _mapping(value, kind, depth, seen)
+        if isinstance(value, _SETS):
+            items = sorted((canonical(item, depth + 1, seen) for item in value), key=_KEY)
+            out: dict[str, Any] = {"frozenset" if isinstance(value, frozenset) else "set": items[:MAX_ITEMS]}
+            if kind not in (set, frozenset):
+                out["type"] = _qualname(kind)
+            _tail(out, items)
+            return out
+        if isinstance(value, BaseException):
+            return {"exception": _qualname(kind), "args": canonical(value.args, depth + 1, seen)}
+        if isinstance(value, type):
+            return _class(value, depth, seen)
+        if isinstance(value, types.FunctionType):
+            return _function(value, depth, seen)
+        if isinstance(value, types.CodeType):
+            return {"code": _code(value, depth, seen)}
+        if isinstance(value, _CALLABLES):
+            out = {"function": _qualname(value)}
+            bound = getattr(value, "__self__", None)
+            if bound is not None and not isinstance(bound, types.ModuleType):  # [].append, obj.method
+                out["self"] = canonical(bound, depth + 1, seen)
+                if isinstance(value, types.MethodType):
+                    out["function"] = canonical(value.__func__, depth + 1, seen)
+            return out
+        if kind.__module__ == "functools" and kind.__name__ == "partial":
+            return {"partial": canonical(value.func, depth + 1, seen), "args": canonical(value.args, depth + 1, seen),
+                    "keywords": canonical(value.keywords, depth + 1, seen)}
+        if isinstance(value, types.ModuleType):
+            return {"module": value.__name__}
+        if isinstance(value, _SCALARS):  # subclasses: enums (IntEnum), str subclasses
+            return {"type": _qualname(kind), "value": canonical(_builtin(value), depth + 1, seen)}
+        if kind.__module__ == "pathlib" and hasattr(value, "__fspath__"):
+            # by its text: a Path caches derived fields (``_str``, ``_parts``...) as it is used, so its
+            # attribute state differs between two equal paths
+            return {"path": str(value)}
+        return _object(value, depth, seen)
+    finally:
+        seen.discard(ident)
+
+
+def _items(values: Any, depth: int, seen: set[int]) -> list[Any]:
+    """``[canonical(item, depth, seen) for item in values]``, its first cases made here (one value of the budget)."""
+    out = []
+    for item in values:
+        if ((kind := type(item)) is str and len(item) <= MAX_STR or kind is int and -(2**53) < item < 2**53
+                or kind is bool or item is None or kind is float) and _budget[0] > 0:
+            _budget[0] -= 1
+            out.append({"float": repr(item)} if kind is float else item)
+        else:
+            out.append(canonical(item, depth, seen))
+    return out
 
 
 def _tail(out: dict[str, Any], items: list[Any]) -> None:
@@ -253,33 +259,46 @@ def _tail(out: dict[str, Any], items: list[Any]) -> None:
         out["sha256"] = digest(_DUMPS(items[MAX_ITEMS:]).encode("utf-8", "surrogatepass"))
 
 
-def _sequence(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
-    items = [canonical(item, depth + 1, seen) for item in value]  # all of them: the tail is digested
+def _sequence(value: Any, kind: type, depth: int, seen: set[int]) -> dict[str, Any]:
+    items = _items(value, depth + 1, seen)  # all of them: the tail is digested
     out: dict[str, Any] = {"tuple" if isinstance(value, tuple) else "list": items[:MAX_ITEMS]}
     if kind is not list and kind is not tuple:
         out["type"] = _qualname(kind)
         if hasattr(value, "_fields"):
             out["fields"] = list(value._fields)
-        _attributes(out, value, depth, seen)
+        attrs = getattr(value, "__dict__", None)  # a subclass's attributes besides its items: its state too
+        if type(attrs) is dict and attrs:
+            out["state"] = [[k, canonical(attrs[k], depth + 1, seen)] for k in sorted(attrs, key=str)]
     _tail(out, items)
     return out
 
 
-def _attributes(out: dict[str, Any], value: Any, depth: int, seen: frozenset[int]) -> None:
-    """A subclass of list, tuple or dict keeps attributes besides its items: they are its state too."""
-    attrs = getattr(value, "__dict__", None)
-    if type(attrs) is dict and attrs:
-        out["state"] = [[k, canonical(attrs[k], depth + 1, seen)] for k in sorted(attrs, key=str)]
-
-
-def _mapping(value: Any, kind: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
-    # sorted before the cap, so that two equal mappings built in different orders keep the same items
-    keyed = sorted(((canonical(k, depth + 1, seen), v) for k, v in value.items()), key=lambda kv: _key(kv[0]))
-    items = [[k, canonical(v, depth + 1, seen)] for k, v in keyed]
+def _mapping(value: Any, kind: type, depth: int, seen: set[int]) -> dict[str, Any]:
+    items = []  # sorted before the cap, so that two equal mappings built in different orders keep the same items
+    # the keys read and made canonical as by the generator that did it before (a StopIteration: RuntimeError)
+    for key, item in value.items() if kind is dict else ((k, v) for k, v in value.items()):
+        if type(key) is str and len(key) <= MAX_STR and _budget[0] > 0:  # what canonical makes of it
+            _budget[0] -= 1
+            items.append([key, item])
+        else:
+            items.append([next(canonical(k, depth + 1, seen) for k in (key,)), item])
+    if items:  # then the values, in that order
+        text = _KEY.__func__.__globals__.get("encode_basestring_ascii") or _KEY  # what _KEY calls for a str
+        keys = [text(k) if type(k) is str else _KEY(k) for k, _ in items]  # sorted by _KEY's texts, as a set
+        items = [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
+        for pair in items:
+            if ((of := type(item := pair[1])) is str and len(item) <= MAX_STR or of is int and -(2**53) < item < 2**53
+                    or of is bool or item is None or of is float) and _budget[0] > 0:  # as in _items
+                _budget[0] -= 1
+                pair[1] = {"float": repr(item)} if of is float else item
+            else:
+                pair[1] = canonical(item, depth + 1, seen)
     out: dict[str, Any] = {"dict": items[:MAX_ITEMS]}
     if kind is not dict:
         out["type"] = _qualname(kind)
-        _attributes(out, value, depth, seen)
+        attrs = getattr(value, "__dict__", None)  # (as for a list's subclass)
+        if type(attrs) is dict and attrs:
+            out["state"] = [[k, canonical(attrs[k], depth + 1, seen)] for k in sorted(attrs, key=str)]
     _tail(out, items)
     return out
 
@@ -317,7 +336,7 @@ def pin(code: types.CodeType, filename: str) -> None:
             PINNED[key] = None if key in PINNED else _code(item, 1, frozenset())
 
 
-def _code(code: types.CodeType, depth: int, seen: frozenset[int]) -> str:
+def _code(code: types.CodeType, depth: int, seen: set[int]) -> str:
     """A digest of what a code object does: its bytecode, constants (nested code in turn), names and
     signature; not its line numbers, file name or local variable names (a renamed local is the same code)."""
     pinned = PINNED.get(_pin_key(code)) if PINNED and code.co_filename.startswith("<calib") else None
@@ -325,11 +344,11 @@ def _code(code: types.CodeType, depth: int, seen: frozenset[int]) -> str:
         return pinned
     parts = [code.co_code.hex(), code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
              code.co_flags, list(code.co_names), list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]),
-             len(code.co_freevars), [canonical(c, depth + 1, seen) for c in code.co_consts]]
+             len(code.co_freevars), _items(code.co_consts, depth + 1, seen)]
     return digest(_DUMPS(parts).encode("utf-8", "surrogatepass"))
 
 
-def _function(value: types.FunctionType, depth: int, seen: frozenset[int]) -> dict[str, Any]:
+def _function(value: types.FunctionType, depth: int, seen: set[int]) -> dict[str, Any]:
     """A Python function by name and behaviour: its code, defaults and the values it captured, so two
     lambdas, or two closures of one ``def`` over different values, are not equal by their name."""
     out: dict[str, Any] = {"function": _qualname(value), "code": _code(value.__code__, depth, seen)}
@@ -348,7 +367,7 @@ def _function(value: types.FunctionType, depth: int, seen: frozenset[int]) -> di
     return out
 
 
-def _class(value: type, depth: int, seen: frozenset[int]) -> dict[str, Any]:
+def _class(value: type, depth: int, seen: set[int]) -> dict[str, Any]:
     """A class by name; a class made inside a function (``<locals>``) also by its body, which is code of
     the variant that made it (a module-level class is the same code for every variant)."""
     out: dict[str, Any] = {"class": _qualname(value)}
@@ -367,18 +386,21 @@ def _builtin(value: Any) -> Any:
     return value
 
 
-def _object(value: Any, depth: int, seen: frozenset[int]) -> Any:
-    state: dict[str, Any] = {}
+def _object(value: Any, depth: int, seen: set[int]) -> Any:
     try:
         attrs = dict(vars(value))
     except TypeError:
         attrs = {}
-    for slot_owner in type(value).__mro__:
-        for slot in getattr(slot_owner, "__slots__", ()) or ():
-            if isinstance(slot, str) and hasattr(value, slot) and slot not in ("__dict__", "__weakref__"):
-                attrs.setdefault(slot, getattr(value, slot))
-    for name, item in attrs.items():
-        state[name] = canonical(item, depth + 1, seen)
+    mro, walk = type(value).__mro__, type(type(value)) is not type
+    for c in () if walk else mro:  # metaclass type: ``getattr(c, "__slots__", ())`` is () unless a class has them
+        walk = walk or type(c) is not type or "__slots__" in c.__dict__
+    if walk:
+        for slot_owner in mro:
+            for slot in getattr(slot_owner, "__slots__", ()) or ():
+                if isinstance(slot, str) and hasattr(value, slot) and slot not in ("__dict__", "__weakref__"):
+                    attrs.setdefault(slot, getattr(value, slot))
+    state = (dict(zip(attrs, _items(attrs.values(), depth + 1, seen))) if attrs and all(type(k) is str for k in attrs)
+             else {name: canonical(item, depth + 1, seen) for name, item in attrs.items()})  # (str: its own hash)
     out: dict[str, Any] = {"object": _qualname(type(value))}
     if state:
         out["state"] = [[k, state[k]] for k in sorted(state)]
