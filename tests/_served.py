@@ -19,6 +19,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,26 @@ def serving(model_dir: Path, name: str, log: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def served_organism_target(organism_tiny: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``calib serve`` of the tiny organism's target, named ``organism-target``: its base URL. One server for the
+    session: every module that asks it over HTTP puts its own proxy (tests/_hosted.py) or client in front, and
+    each request carries its own settings (greedy or seeded), so what one module asked does not change another's
+    answers."""
+    log = tmp_path_factory.mktemp("serve-organism-target") / "stderr.txt"
+    with serving(organism_tiny.target, "organism-target", log) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def served_organism_chat_target(organism_tiny_chat: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``calib serve`` of the organism's chat variant's target, named ``organism-chat-target``: as
+    :func:`served_organism_target`, one server for the session."""
+    log = tmp_path_factory.mktemp("serve-organism-chat-target") / "stderr.txt"
+    with serving(organism_tiny_chat.chat_target, "organism-chat-target", log) as url:
+        yield url
 
 
 def _wait_until_listening(proc: subprocess.Popen, log: Path, timeout: float) -> str:
@@ -158,6 +179,36 @@ def wait_for_vllm(proc: subprocess.Popen, urls: list[str], log: Path, timeout: f
         if time.monotonic() > deadline:
             pytest.fail(f"vLLM did not answer /health within {timeout:.0f} s:\n{log.read_text()[-4000:]}")
         time.sleep(2)
+
+
+class VllmPair:
+    """``serve-pair-cpu.sh`` serving the tiny organism's target and reference; :meth:`urls` waits until both answer."""
+
+    def __init__(self, organism: Any, proc: subprocess.Popen, urls: dict[str, str], log: Path) -> None:
+        self.organism, self.proc, self._urls, self.log = organism, proc, urls, log
+
+    def urls(self) -> dict[str, str]:
+        wait_for_vllm(self.proc, list(self._urls.values()), self.log)
+        return self._urls
+
+
+@pytest.fixture(scope="session")
+def vllm_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmPair]:
+    """The tiny organism's target and reference on vLLM, started at once and not waited for here (so that vLLM's
+    slow start-up overlaps other work: :meth:`VllmPair.urls` waits), shared by the modules that need real vLLM
+    (tests/conftest.py runs them last, one after the other, so the pair lives only while they run)."""
+    if why := vllm_missing():
+        pytest.skip(why)
+    organism_tiny = request.getfixturevalue("organism_tiny")  # built only where vLLM can run
+    ports = {"target": free_port(), "reference": free_port()}
+    log = tmp_path_factory.mktemp("vllm-pair") / "serve-pair-cpu.log"
+    env = {"TARGET": str(organism_tiny.target), "REFERENCE": str(organism_tiny.reference),
+           "TARGET_PORT": str(ports["target"]), "REFERENCE_PORT": str(ports["reference"])}
+    proc = start_vllm(["bash", str(ROOT / "servers" / "vllm" / "serve-pair-cpu.sh")], log, env)
+    try:
+        yield VllmPair(organism_tiny, proc, {role: f"http://127.0.0.1:{port}" for role, port in ports.items()}, log)
+    finally:
+        stop_vllm(proc)
 
 
 def stop_vllm(proc: subprocess.Popen) -> None:

@@ -1,15 +1,38 @@
-"""Session-wide fixtures: the model organism's ``tiny`` preset and ``calib serve`` of a tiny chat model.
+"""Session-wide fixtures: the model organism's ``tiny`` preset, ``calib serve`` of a tiny chat model and of the
+organism's target and chat target, and the organism's pair of real vLLM servers.
 
-Each is built once per test session and shared by every folder.
+Each is built once per test session and shared by every folder. The two modules on the vLLM pair run last
+(see :func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests._served import served_model, tiny_model_dir
+from tests._served import (
+    served_model,
+    served_organism_chat_target,
+    served_organism_target,
+    tiny_model_dir,
+    vllm_pair,
+)
 
-__all__ = ["organism_tiny", "organism_tiny_chat", "served_model", "tiny_model_dir"]
+__all__ = ["organism_tiny", "organism_tiny_chat", "pytest_collection_modifyitems", "served_model",
+           "served_organism_chat_target", "served_organism_target", "tiny_model_dir", "vllm_pair"]
+
+#: The modules on the session's vLLM pair (tests/_served.py :func:`vllm_pair`), in the order they run, last: the
+#: studies start the pair and run their embedded halves while it starts; the conformance checks then find it up.
+VLLM_LAST = ("tests/study/test_vllm_studies.py", "tests/servers/test_vllm_integration.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the tests of :data:`VLLM_LAST` to the end (a stable sort: every other test keeps its order), so that
+    the pair's two servers start once and are stopped at the session's end, right after their last user."""
+    def rank(item: pytest.Item) -> int:
+        module = item.nodeid.split("::", 1)[0]
+        return VLLM_LAST.index(module) + 1 if module in VLLM_LAST else 0
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -74,9 +75,15 @@ def _run(script: str, seed: str, *args: str) -> object:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+def _by_seed(script: str, *args: str) -> dict[str, object]:
+    """:func:`_run` under each of :data:`SEEDS`, the interpreters side by side (each is independent of the others)."""
+    with ThreadPoolExecutor(len(SEEDS)) as pool:
+        return dict(zip(SEEDS, pool.map(lambda seed: _run(script, seed, *args), SEEDS), strict=True))
+
+
 @pytest.fixture(scope="module")
 def by_seed() -> dict[str, dict[str, list]]:
-    return {seed: _run(_CALIB, seed, *OFFLINE) for seed in SEEDS}
+    return _by_seed(_CALIB, *OFFLINE)
 
 
 def test_every_offline_metric_gives_the_same_numbers_under_every_hash_seed(by_seed):
@@ -98,5 +105,5 @@ def test_renamed_identifiers_keep_their_whole_data_flow(by_seed):
 
 def test_the_package_alone_depends_on_the_hash_seed():
     # The control: codebleu 0.7 called directly (nothing of calib imported) on the same pairs.
-    values = {seed: _run(_PACKAGE, seed) for seed in SEEDS}
+    values = _by_seed(_PACKAGE)
     assert len({tuple(v) for v in values.values()}) > 1, values

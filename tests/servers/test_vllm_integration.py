@@ -1,10 +1,13 @@
-"""vLLM (CPU build) against calib's embedded server on the same tiny model.
+"""vLLM (CPU build) against calib's embedded server on the same tiny model: the tiny organism's target.
 
 Runs when the venv that ``servers/vllm/build-venv.sh`` builds is present (``CALIB_VLLM_VENV`` names it,
 default ``servers/vllm/.venv``; ``.ci/run`` builds it); otherwise it is skipped with the reason. vLLM
-takes about a minute to start on 2 cores. The checks are the conformance suite's: vLLM through the
-``openai`` kind must give the same greedy text, the same token ids and the same teacher-forced
-log-probs (float32, within 1e-4) as the embedded model in-process.
+takes one to two minutes to start on 2 cores, so this module asks the session's vLLM pair
+(tests/_served.py :func:`vllm_pair`: ``servers/vllm/serve-pair-cpu.sh``, which runs ``serve-cpu.sh`` once
+per model), already up for tests/study/test_vllm_studies.py, rather than start a server of its own. The
+checks are the conformance suite's: vLLM through the ``openai`` kind must give the same greedy text, the
+same token ids and the same teacher-forced log-probs (float32, within 1e-4) as the embedded model
+in-process on the same weights.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pytest
 from calib.servers.base import SamplingParams, require
 from calib.servers.registry import create_server
 from calib.servers.scoring import extraction_scores
-from tests._served import ROOT, free_port, needs_vllm, start_vllm, stop_vllm, wait_for_vllm
+from tests._served import VllmPair, needs_vllm
 
 pytestmark = needs_vllm()
 
@@ -26,22 +29,20 @@ SCORED = [("def add(a, b):\n", "    return a + b\n"), ("import os\n", "def main(
 
 
 @pytest.fixture(scope="module")
-def vllm_url(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    proc = start_vllm(["bash", str(ROOT / "servers" / "vllm" / "serve-cpu.sh"), str(tiny_model_dir), str(port)], log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_vllm(proc, [url], log)
-        yield url
-    finally:
-        stop_vllm(proc)
+def vllm_url(vllm_pair: VllmPair) -> str:
+    """The pair's target server (the organism's target; vLLM names the model by its folder)."""
+    return vllm_pair.urls()["target"]
 
 
-def test_vllm_agrees_with_the_embedded_model(vllm_url: str, tiny_model_dir: Path) -> None:
+@pytest.fixture(scope="module")
+def model_dir(vllm_pair: VllmPair) -> Path:
+    return vllm_pair.organism.target
+
+
+def test_vllm_agrees_with_the_embedded_model(vllm_url: str, model_dir: Path) -> None:
     async def run() -> None:
-        vllm = create_server("vllm", {"kind": "openai", "base_url": vllm_url, "model": str(tiny_model_dir)})
-        embedded = create_server("embedded", {"kind": "embedded", "model_dir": str(tiny_model_dir)})
+        vllm = create_server("vllm", {"kind": "openai", "base_url": vllm_url, "model": str(model_dir)})
+        embedded = create_server("embedded", {"kind": "embedded", "model_dir": str(model_dir)})
         try:
             caps = await vllm.capabilities()
             assert caps.server_version and caps.batch_prompts and caps.tokenize
@@ -49,7 +50,7 @@ def test_vllm_agrees_with_the_embedded_model(vllm_url: str, tiny_model_dir: Path
             params = SamplingParams(max_tokens=24)
             got, want = await vllm.complete(PROMPTS, params), await embedded.complete(PROMPTS, params)
             # vLLM's detokenizer holds back a trailing incomplete UTF-8 sequence, which the embedded
-            # server renders as U+FFFD; the random-weight tiny model emits such byte tokens often.
+            # server renders as U+FFFD (a byte-level tokenizer's partial character at the length limit).
             assert [c[0].text.rstrip("\ufffd") for c in got] == [c[0].text.rstrip("\ufffd") for c in want]
             for text in PROMPTS:
                 assert await vllm.tokenize(text) == await embedded.tokenize(text)

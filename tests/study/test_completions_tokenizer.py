@@ -25,7 +25,6 @@ from calib.data.completion_tokenizer import CompletionTokenizer, align_tokens
 from calib.servers import create_server
 from calib.servers.base import ServerError
 from tests._hosted import HostedProxy
-from tests._served import serving
 
 #: Unicode, runs of whitespace and tabs, emoji (single, joined by ZWJ, flags), CJK, combining marks, CRLF.
 TRICKY = [
@@ -86,10 +85,9 @@ class _Reshaped(_Recording):
 
 
 @pytest.fixture(scope="module")
-def served(organism_tiny, tmp_path_factory):
-    root = tmp_path_factory.mktemp("completions-tokenizer")
-    with serving(organism_tiny.target, "organism-target", root / "serve.txt") as url:
-        yield url, root
+def served(served_organism_target, tmp_path_factory):
+    """The session's ``calib serve`` of the organism's target (tests/_served.py), and this module's folder."""
+    return served_organism_target, tmp_path_factory.mktemp("completions-tokenizer")
 
 
 async def _through(url: str, texts: list[str]) -> tuple[CompletionTokenizer, dict[str, Any]]:

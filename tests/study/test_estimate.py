@@ -21,15 +21,8 @@ import pytest
 from calib.study import check_study, run_study
 from calib.study.runner import RunOptions
 from tests._hosted import HostedProxy
-from tests._served import serving
 
 PRICES = "[budget.prices.target]\ninput = 2.0\noutput = 10.0\n"
-
-
-@pytest.fixture(scope="module")
-def served_organism_target(organism_tiny, tmp_path_factory):
-    with serving(organism_tiny.target, "organism-target", tmp_path_factory.mktemp("serve") / "stderr.txt") as url:
-        yield url
 
 
 def _functional(cache_dir: Path, url: str, extra: str = "") -> str:

@@ -28,13 +28,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
 
 from calib.study.spec import load_spec
-from tests._served import ROOT, free_port, start_vllm, stop_vllm, vllm_missing, wait_for_vllm
+from tests._served import ROOT, VllmPair
 
 ROLES = ("target", "reference")
 LOG10_TOLERANCE = 1e-4
@@ -103,34 +102,6 @@ alpha = 0.05
 """
 
 
-class Pair:
-    """serve-pair-cpu.sh serving the organism's target and reference; :meth:`urls` waits until both answer."""
-
-    def __init__(self, organism: Any, proc: subprocess.Popen, urls: dict[str, str], log: Path) -> None:
-        self.organism, self.proc, self._urls, self.log = organism, proc, urls, log
-
-    def urls(self) -> dict[str, str]:
-        wait_for_vllm(self.proc, list(self._urls.values()), self.log)
-        return self._urls
-
-
-@pytest.fixture(scope="module")
-def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """Started at once, so that vLLM's slow start-up overlaps the embedded runs."""
-    if why := vllm_missing():
-        pytest.skip(why)
-    organism_tiny = request.getfixturevalue("organism_tiny")  # built only where vLLM can run
-    ports = {"target": free_port(), "reference": free_port()}
-    log = tmp_path_factory.mktemp("vllm-pair") / "serve-pair-cpu.log"
-    env = {"TARGET": str(organism_tiny.target), "REFERENCE": str(organism_tiny.reference),
-           "TARGET_PORT": str(ports["target"]), "REFERENCE_PORT": str(ports["reference"])}
-    proc = start_vllm(["bash", str(ROOT / "servers" / "vllm" / "serve-pair-cpu.sh")], log, env)
-    try:
-        yield Pair(organism_tiny, proc, {role: f"http://127.0.0.1:{port}" for role, port in ports.items()}, log)
-    finally:
-        stop_vllm(proc)
-
-
 def _study(root: Path, name: str, spec: str) -> Path:
     (root / f"{name}.toml").write_text(spec)
     proc = subprocess.run([sys.executable, "-m", "calib", "study", f"{name}.toml", "--run-dir", name, "--quiet"],
@@ -140,22 +111,39 @@ def _study(root: Path, name: str, spec: str) -> Path:
     return root / name
 
 
-def _both(pair: Pair, root: Path, spec: Callable[[Path, str], str]) -> dict[str, Path]:
+SPECS: dict[str, Callable[[Path, str], str]] = {"functional": _functional, "extraction": _extraction}
+
+
+@pytest.fixture(scope="module")
+def pair(vllm_pair: VllmPair) -> VllmPair:
+    """The session's vLLM pair (tests/_served.py), started before the embedded runs and not waited for."""
+    return vllm_pair
+
+
+@pytest.fixture(scope="module")
+def embedded(pair: VllmPair, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both specs with the embedded kind, run while vLLM starts (so its slow start-up overlaps them)."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap (bwrap) is not installed")
     cache = pair.organism.root.parent.parent
-    embedded = _study(root, "embedded", spec(cache, _servers("embedded", {})))
-    return {"embedded": embedded, "vllm": _study(root, "vllm", spec(cache, _servers("vllm", pair.urls())))}
+    return {name: _study(tmp_path_factory.mktemp(name), "embedded", spec(cache, _servers("embedded", {})))
+            for name, spec in SPECS.items()}
+
+
+def _both(pair: VllmPair, embedded: dict[str, Path], name: str) -> dict[str, Path]:
+    run = embedded[name]
+    spec = SPECS[name](pair.organism.root.parent.parent, _servers("vllm", pair.urls()))
+    return {"embedded": run, "vllm": _study(run.parent, "vllm", spec)}
 
 
 @pytest.fixture(scope="module")
-def functional(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return _both(pair, tmp_path_factory.mktemp("functional"), _functional)
+def functional(pair: VllmPair, embedded: dict[str, Path]) -> dict[str, Path]:
+    return _both(pair, embedded, "functional")
 
 
 @pytest.fixture(scope="module")
-def extraction(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return _both(pair, tmp_path_factory.mktemp("extraction"), _extraction)
+def extraction(pair: VllmPair, embedded: dict[str, Path]) -> dict[str, Path]:
+    return _both(pair, embedded, "extraction")
 
 
 def test_the_demo_vllm_spec_is_the_demo_with_serve_pair_cpu_servers():

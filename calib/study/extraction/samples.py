@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import numpy as np
@@ -34,12 +35,19 @@ def _sample_row(sid: str, text: str, membership: str, kind: str | None, source: 
             "prompt_context_tokens": None}
 
 
-def extra_controls(ctx: StageContext, truth_sources: set[str]) -> list[dict[str, Any]]:
-    """``[organism] extra_controls`` never-trained stdlib functions from the organism's control pool."""
+@functools.lru_cache(maxsize=4)
+def _stdlib_split(seed: int) -> Any:
+    """The organism's split of this interpreter's standard library, once per process and seed (reading and
+    parsing every file costs about 10 s; a process that runs or checks several studies asked it each time)."""
     from calib.organism.corpus import load_stdlib_functions, split_corpus
 
+    return split_corpus(load_stdlib_functions(), seed=seed)
+
+
+def extra_controls(ctx: StageContext, truth_sources: set[str]) -> list[dict[str, Any]]:
+    """``[organism] extra_controls`` never-trained stdlib functions from the organism's control pool."""
     org = ctx.spec.organism
-    split = split_corpus(load_stdlib_functions(), seed=org.seed)
+    split = _stdlib_split(org.seed)
     pool = [f for f in split.control_pool + split.member_pool
             if f"stdlib:{f.path}::{f.qualname}" not in truth_sources]
     # member-pool functions not planted were never trained on either (the target saw only planted items)

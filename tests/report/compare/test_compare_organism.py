@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -50,12 +51,17 @@ metrics = ["bleu"]
 def comparison(organism_tiny, tmp_path_factory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("organism-compare")
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    for name, target in (("trained", "target"), ("untrained", "reference")):
+
+    def study(name: str, target: str) -> subprocess.CompletedProcess:
         (root / f"{name}.toml").write_text(SPEC.format(name=name, target=target,
                                                        cache_dir=organism_tiny.root.parent.parent))
-        done = subprocess.run([sys.executable, "-m", "calib", "study", f"{name}.toml", "--run-dir", name, "--quiet"],
+        return subprocess.run([sys.executable, "-m", "calib", "study", f"{name}.toml", "--run-dir", name, "--quiet"],
                               capture_output=True, text=True, cwd=root, timeout=1200, env=env)
-        assert done.returncode == 0, done.stderr[-3000:]
+
+    # the two studies side by side: separate interpreters and run directories, nothing shared but the organism
+    with ThreadPoolExecutor(2) as pool:
+        for done in pool.map(study, ("trained", "untrained"), ("target", "reference")):
+            assert done.returncode == 0, done.stderr[-3000:]
     done = subprocess.run([sys.executable, "-m", "calib", "compare-runs", "trained", "untrained", "--out", "cmp",
                            "--json"], capture_output=True, text=True, cwd=root, timeout=600, env=env)
     assert done.returncode == 0, done.stderr

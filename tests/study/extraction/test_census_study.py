@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -239,6 +240,8 @@ def test_a_decontaminated_control_window_lowers_nothing_it_should_not(run, works
     text = (workspace / "census.toml").read_text().replace("budgets = [1000]",
                                                            f'budgets = [1000]\ndecontaminate = ["{top}"]')
     (workspace / "census-decon.toml").write_text(text)
+    # a copy of the run: the list is an analysis setting, so the windows and scores are reused, the census redone
+    shutil.copytree(run, workspace / "d")
     proc = _calib("study", "census-decon.toml", "--run-dir", "d", "--quiet", *os.environ.get("XSTAGE", "").split(),
                   cwd=workspace)
     assert proc.returncode == 0, proc.stderr

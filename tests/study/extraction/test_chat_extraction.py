@@ -26,18 +26,16 @@ from scipy.stats import fisher_exact
 from calib.study import check_study, run_study
 from calib.study.runner import RunOptions
 from tests._hosted import HostedProxy
-from tests._served import serving
 
 SAMPLES = 4
 ALPHA = 0.1
 
 
 @pytest.fixture(scope="module")
-def chat_served(organism_tiny, organism_tiny_chat, tmp_path_factory):
-    """The chat target behind ``calib serve``: yields its URL (each run puts a proxy of its mode in front)."""
-    log = tmp_path_factory.mktemp("serve") / "stderr.txt"
-    with serving(organism_tiny_chat.chat_target, "organism-chat-target", log) as url:
-        yield url
+def chat_served(served_organism_chat_target: str) -> str:
+    """The chat target behind the session's ``calib serve`` (tests/_served.py): its URL (each run puts a proxy of
+    its mode in front)."""
+    return served_organism_chat_target
 
 
 def _spec(organism_tiny: Any, organism_tiny_chat: Any, url: str, rule: str, procedures: str) -> str:

@@ -20,14 +20,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests._served import serving
-
 
 @pytest.fixture(scope="module")
-def served_target(organism_tiny, tmp_path_factory):
-    log = tmp_path_factory.mktemp("serve-target") / "stderr.txt"
-    with serving(organism_tiny.target, "organism-target", log) as url:
-        yield url
+def served_target(served_organism_target: str) -> str:
+    """The session's ``calib serve`` of the organism's target (tests/_served.py)."""
+    return served_organism_target
 
 
 @pytest.fixture(scope="module")

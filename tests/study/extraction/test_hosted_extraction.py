@@ -23,7 +23,6 @@ import pytest
 from scipy import stats as sps
 
 from tests._hosted import HostedProxy
-from tests._served import serving
 
 ALPHA = 0.1
 SAMPLES = 16
@@ -76,24 +75,24 @@ def _study(root: Path, cache: Path, name: str, url: str, prompt: str, *extra: st
 
 
 @pytest.fixture(scope="module")
-def runs(organism_tiny, tmp_path_factory) -> dict[str, Any]:
+def runs(organism_tiny, served_organism_target, tmp_path_factory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("hosted-extraction")
     cache = organism_tiny.root.parent.parent
     tokenizer = organism_tiny.target / "tokenizer.json"
-    with serving(organism_tiny.target, "organism-target", root / "serve.txt") as url:
-        with HostedProxy(url, "no_tokenize") as host:
-            hosted = _study(root, cache, "hosted", host.url, f'tokenizer = "file"\ntokenizer_file = "{tokenizer}"')
-            requests, bodies = dict(host.requests), list(host.bodies["/v1/completions"])
-        with HostedProxy(url, "direct") as host:
-            direct = _study(root, cache, "direct", host.url, "", "--stage", "windows")
-        # a host that takes one request at a time (429 + Retry-After); the client retries the refusals
-        with HostedProxy(url, "rate_limited", concurrency=1, retry_after="0.05") as host:
-            (root / "limited.toml").write_text(_spec(cache, host.url, f'tokenizer = "file"\ntokenizer_file = '
-                                                     f'"{tokenizer}"').replace("max_retries = 0", "max_retries = 8"))
-            limited = subprocess.run([sys.executable, "-m", "calib", "study", "limited.toml", "--run-dir", "limited",
-                                      "--quiet"], cwd=root, capture_output=True, text=True, timeout=900,
-                                     env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-            throttled = host.throttled
+    url = served_organism_target  # the session's calib serve of the organism's target (tests/_served.py)
+    with HostedProxy(url, "no_tokenize") as host:
+        hosted = _study(root, cache, "hosted", host.url, f'tokenizer = "file"\ntokenizer_file = "{tokenizer}"')
+        requests, bodies = dict(host.requests), list(host.bodies["/v1/completions"])
+    with HostedProxy(url, "direct") as host:
+        direct = _study(root, cache, "direct", host.url, "", "--stage", "windows")
+    # a host that takes one request at a time (429 + Retry-After); the client retries the refusals
+    with HostedProxy(url, "rate_limited", concurrency=1, retry_after="0.05") as host:
+        (root / "limited.toml").write_text(_spec(cache, host.url, f'tokenizer = "file"\ntokenizer_file = '
+                                                 f'"{tokenizer}"').replace("max_retries = 0", "max_retries = 8"))
+        limited = subprocess.run([sys.executable, "-m", "calib", "study", "limited.toml", "--run-dir", "limited",
+                                  "--quiet"], cwd=root, capture_output=True, text=True, timeout=900,
+                                 env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+        throttled = host.throttled
     return {"root": root, "hosted": hosted, "direct": direct, "requests": requests, "bodies": bodies,
             "tokenizer": tokenizer, "limited": limited, "throttled": throttled}
 

@@ -24,15 +24,13 @@ from scipy.stats import fisher_exact
 from calib.study import run_study
 from calib.study.runner import RunOptions
 from tests._hosted import HostedProxy
-from tests._served import serving
 
 
 @pytest.fixture(scope="module")
-def chat_host(organism_tiny, organism_tiny_chat, tmp_path_factory):
-    """The chat target behind ``calib serve`` and a chat-only proxy: yields the proxy."""
-    log = tmp_path_factory.mktemp("serve") / "stderr.txt"
-    with serving(organism_tiny_chat.chat_target, "organism-chat-target", log) as url, \
-            HostedProxy(url, "chat_only") as host:
+def chat_host(served_organism_chat_target):
+    """The chat target behind the session's ``calib serve`` (tests/_served.py) and a chat-only proxy: yields the
+    proxy."""
+    with HostedProxy(served_organism_chat_target, "chat_only") as host:
         yield host
 
 

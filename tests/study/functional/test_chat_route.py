@@ -23,13 +23,6 @@ from calib.study import run_study
 from calib.study.runner import RunOptions
 from calib.study.spec import load_spec
 from tests._hosted import HostedProxy
-from tests._served import serving
-
-
-@pytest.fixture(scope="module")
-def served_organism_target(organism_tiny, tmp_path_factory):
-    with serving(organism_tiny.target, "organism-target", tmp_path_factory.mktemp("serve") / "stderr.txt") as url:
-        yield url
 
 
 def _spec(cache_dir: Path, url: str, generation: str, *, limit: int = 6) -> str:

@@ -19,13 +19,6 @@ from calib.study import run_study
 from calib.study.budgets import budget_after_refusal, context_refusal
 from calib.study.runner import RunOptions
 from tests._hosted import HostedProxy
-from tests._served import serving
-
-
-@pytest.fixture(scope="module")
-def served_organism_target(organism_tiny, tmp_path_factory):
-    with serving(organism_tiny.target, "organism-target", tmp_path_factory.mktemp("serve") / "stderr.txt") as url:
-        yield url
 
 
 def _spec(cache_dir: Path, url: str) -> str:

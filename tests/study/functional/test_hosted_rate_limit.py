@@ -13,18 +13,10 @@ import json
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from calib.study import run_study
 from calib.study.runner import RunOptions
 from tests._hosted import HostedProxy
-from tests._served import serving
-
-
-@pytest.fixture(scope="module")
-def served_organism_target(organism_tiny, tmp_path_factory):
-    with serving(organism_tiny.target, "organism-target", tmp_path_factory.mktemp("serve") / "stderr.txt") as url:
-        yield url
 
 
 def _spec(cache_dir: Path, url: str) -> str:

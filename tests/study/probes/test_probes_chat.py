@@ -25,7 +25,6 @@ from calib._exceptions import InputError
 from calib.data.rules import load_rule
 from calib.study import RunOptions, run_study
 from tests._hosted import HostedProxy
-from tests._served import serving
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
@@ -84,10 +83,9 @@ class ChatHost(HostedProxy):
 
 
 @pytest.fixture(scope="module")
-def chat_host(organism_tiny_chat, tmp_path_factory):
-    log = tmp_path_factory.mktemp("serve") / "stderr.txt"
-    with serving(organism_tiny_chat.chat_target, "organism-chat-target", log) as url, \
-            ChatHost(url, "chat_only") as host:
+def chat_host(served_organism_chat_target):
+    """The chat target behind the session's ``calib serve`` (tests/_served.py) and this module's chat-only host."""
+    with ChatHost(served_organism_chat_target, "chat_only") as host:
         yield host
 
 

@@ -30,7 +30,6 @@ from scipy.stats import beta
 
 from calib.study import RunOptions, run_study
 from tests._hosted import LoopbackProxy, context_message
-from tests._served import serving
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
@@ -101,9 +100,10 @@ bootstrap = 200
 
 
 @pytest.fixture(scope="module")
-def study(organism_tiny, tmp_path_factory) -> dict[str, Any]:
+def study(organism_tiny, served_organism_target, tmp_path_factory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("probes-missing")
-    with serving(organism_tiny.target, "organism-target", root / "serve.txt") as url, FaultProxy(url) as proxy:
+    url = served_organism_target  # the session's calib serve of the organism's target (tests/_served.py)
+    with FaultProxy(url) as proxy:
         spec = root / "p.toml"
         spec.write_text(_spec(organism_tiny.root.parent.parent, proxy.url))
         run = root / "run"
