@@ -2,8 +2,9 @@
 
 - ``synth.select`` is asked after nearly every run; once the chosen inputs cover every line it no longer
   computes line differences, and records of equal lines, output and status are weighed once per group
-  (a search repeats its outputs: the cases below draw from a few line sets and outputs too). Reference: the greedy rule as written before (the first record, in order,
-  with the greatest (new lines, new output, ran without raising)).
+  (a search repeats its outputs: the cases below draw from a few line sets and outputs too). Reference:
+  the greedy rule as written before (the first record, in order, with the greatest (new lines, new
+  output, ran without raising)).
 - ``trees.last_class`` (every batch of a method) visits statements only. Reference: the last class of
   that name in :func:`ast.walk`'s order.
 """
@@ -41,7 +42,7 @@ def test_select_chooses_what_the_greedy_rule_chooses(seed: int) -> None:
     for case in range(400):
         lines = rng.randint(1, 30)
 
-        def drawn() -> frozenset[int]:
+        def drawn(lines: int = lines) -> frozenset[int]:
             return frozenset(rng.sample(range(lines), rng.randint(0, lines)))
 
         palette = [drawn() for _ in range(rng.randint(1, 4))]  # every other case: a few line sets repeated
