@@ -35,6 +35,7 @@ COMMANDS = {
     "dedup": "calib.cli.dedup:dedup",
     "executors": "calib.cli.executors:executors",
     "extract": "calib.cli.extract:extract",
+    "mitigate": "calib.cli.mitigate:mitigate",
     "organism": "calib.cli.organism:organism",
     "report": "calib.cli.report:report",
     "serve": "calib.cli.serve:serve",

@@ -201,8 +201,15 @@ _KEYS = frozenset({"kind", "model_dir", "max_model_len", "threads"})
 
 
 def weight_hashes(model_dir: Path) -> dict[str, str]:
-    """SHA-256 of each weight file (``*.safetensors``, ``*.bin``) in ``model_dir``, by file name."""
+    """SHA-256 of each weight file (``*.safetensors``, ``*.bin``) in ``model_dir``, by file name.
+
+    For a LoRA adapter folder, the base model's weight files too, named ``base/<file>``.
+    """
+    from calib.servers.embedded.modeldir import ADAPTER_CONFIG, adapter_base
+
     out = {}
+    if (model_dir / ADAPTER_CONFIG).is_file():
+        out.update({f"base/{name}": digest for name, digest in weight_hashes(adapter_base(model_dir)).items()})
     for path in sorted(model_dir.iterdir()):
         if path.is_file() and path.suffix in (".safetensors", ".bin"):
             digest = hashlib.sha256()

@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from calib._exceptions import InvalidParameterError
 from calib.servers.base import Completion, SamplingParams, ScoredContinuation, TokenLogprob
-from calib.servers.embedded.modeldir import check_model_dir
+from calib.servers.embedded.modeldir import ADAPTER_CONFIG, adapter_base, check_model_dir
 
 __all__ = ["ContextLengthError", "EmbeddedModel", "Generation"]
 
@@ -59,6 +59,19 @@ class Generation:
         return Completion(text=self.text, finish_reason=self.finish_reason, tokens=self.logprobs)
 
 
+def _load_model(model_dir: Path) -> torch.nn.Module:
+    """The causal LM of ``model_dir``, float32; a LoRA adapter folder is merged into its base (needs ``peft``)."""
+    if not (model_dir / ADAPTER_CONFIG).is_file():
+        return AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32)
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise InvalidParameterError(f"{model_dir} is a LoRA adapter folder; serving it needs peft "
+                                    "(pip install 'calib[mitigate]')") from None
+    base = AutoModelForCausalLM.from_pretrained(adapter_base(model_dir), local_files_only=True, dtype=torch.float32)
+    return PeftModel.from_pretrained(base, model_dir, is_trainable=False).merge_and_unload()
+
+
 class EmbeddedModel:
     """A causal LM and its tokenizer loaded from a local directory, float32 on the CPU.
 
@@ -82,8 +95,7 @@ class EmbeddedModel:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         # calib checks context lengths itself; this silences the tokenizer's own warning about long texts.
         self.tokenizer.model_max_length = 1 << 62
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, local_files_only=True,
-                                                          dtype=torch.float32)
+        self.model = _load_model(self.model_dir)
         self.model.eval()
         positions = getattr(self.model.config, "max_position_embeddings", None)
         if max_model_len is None:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 from calib._exceptions import InputError
 
-__all__ = ["check_model_dir"]
+__all__ = ["ADAPTER_CONFIG", "adapter_base", "check_model_dir"]
+
+#: A LoRA adapter folder (peft's ``save_pretrained``; ``calib mitigate train`` writes one per checkpoint).
+ADAPTER_CONFIG = "adapter_config.json"
 
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 _TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
@@ -17,6 +20,10 @@ _TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenize
 
 def check_model_dir(path: str | Path) -> Path:
     """``path`` as a :class:`~pathlib.Path` when it holds a Hugging Face-format causal LM.
+
+    A LoRA adapter folder (``adapter_config.json``, adapter weights, tokenizer files) counts as one when the base
+    model its ``base_model_name_or_path`` names is itself a model folder: the server loads the base with the
+    adapter merged in (:func:`adapter_base`).
 
     Raises
     ------
@@ -30,6 +37,12 @@ def check_model_dir(path: str | Path) -> Path:
     if not p.is_dir():
         raise InputError("not a directory; pass the directory holding config.json and the weights", path=str(p))
     missing = []
+    if (p / ADAPTER_CONFIG).is_file():
+        adapter_base(p)
+        if not any((p / name).is_file() for name in _TOKENIZER):
+            raise InputError("LoRA adapter folder without tokenizer files; copy the base model's tokenizer.json "
+                             "and tokenizer_config.json into it", path=str(p))
+        return p
     if not (p / "config.json").is_file():
         missing.append("config.json")
     if not any((p / name).is_file() for name in _WEIGHTS):
@@ -39,3 +52,32 @@ def check_model_dir(path: str | Path) -> Path:
     if missing:
         raise InputError(f"not a Hugging Face model directory: missing {', '.join(missing)}", path=str(p))
     return p
+
+
+def adapter_base(path: str | Path) -> Path:
+    """The base model folder a LoRA adapter folder names (``base_model_name_or_path``; relative to the adapter).
+
+    Raises
+    ------
+    InputError
+        One line naming the adapter folder when its config is unreadable or its base is not a model folder.
+    """
+    import json
+
+    p = Path(path)
+    try:
+        config = json.loads((p / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+        base = config["base_model_name_or_path"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"unreadable {ADAPTER_CONFIG} ({exc}); it must name base_model_name_or_path",
+                         path=str(p)) from None
+    if not isinstance(base, str) or not base:
+        raise InputError(f"{ADAPTER_CONFIG} names no base_model_name_or_path", path=str(p))
+    base_path = (p / base).resolve() if not Path(base).is_absolute() else Path(base)
+    if (base_path / ADAPTER_CONFIG).is_file():
+        raise InputError(f"the adapter's base {base_path} is itself an adapter; name a full model folder",
+                         path=str(p))
+    try:
+        return check_model_dir(base_path)
+    except InputError as exc:
+        raise InputError(f"the adapter's base model is not usable: {exc}", path=str(p)) from None
