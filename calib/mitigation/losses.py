@@ -49,7 +49,10 @@ def npo_loss(policy_rejected: Any, reference_rejected: Any, beta: float = 0.1) -
 
 def dpo_loss(policy_chosen: Any, policy_rejected: Any, reference_chosen: Any, reference_rejected: Any,
              beta: float = 0.1) -> Any:
-    """DPO's loss, the batch mean of ``-log σ(β [(log π_θ(y_w) - log π_ref(y_w)) - (log π_θ(y_l) - log π_ref(y_l))])``."""
+    """DPO's loss: the batch mean of ``-log σ(β [(log π_θ(y_w) - log π_ref(y_w)) - (log π_θ(y_l) - log π_ref(y_l))])``.
+
+    Arguments are the sequence log-probabilities (:func:`sequence_logps`) of the chosen and rejected bodies.
+    """
     import torch.nn.functional as F
 
     margin = (policy_chosen - reference_chosen) - (policy_rejected - reference_rejected)

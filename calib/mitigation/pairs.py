@@ -35,7 +35,7 @@ from typing import Any
 
 import polars as pl
 
-from calib._exceptions import InvalidParameterError
+from calib._exceptions import CalibError, InvalidParameterError
 
 __all__ = ["MAX_BLEU", "MAX_SIM_FUNC", "PAIRS_SCHEMA", "REWRITE_SYSTEM", "REWRITE_TEMPERATURES", "REWRITE_USER",
            "SOURCES", "TARGET_ROUNDS", "Candidate", "Memorized", "build_pairs", "check_candidate",
@@ -79,7 +79,7 @@ PAIRS_SCHEMA: dict[str, pl.DataType] = {
     "chosen_from": pl.String(),  # reference | target | rewrite; null with chosen
     "fallback": pl.Boolean(),  # target/rewrite: no candidate qualified, chosen is the reference's; ref: false
     "candidates": pl.Int64(),  # candidates checked (distinct bodies; a rewrite without the signature not counted)
-    "rejections": pl.String(),  # JSON: reason -> candidates rejected for it
+    "rejections": pl.String(),  # JSON: reason -> candidates rejected for it (request_failed: requests, not candidates)
     "chosen_bleu": pl.Float64(),  # BLEU(y_l, y_w) of the chosen body
     "chosen_sim_func": pl.Float64(),  # SIM_func(x, y_w) of an accepted candidate; null for the reference's
 }
@@ -219,11 +219,16 @@ async def _pair(m: Memorized, source: str, *, target: Any, rewriter: Any, execut
     if source != "ref":
         rounds = (TARGET_ROUNDS if source == "target" else tuple((t, 1) for t in REWRITE_TEMPERATURES))
         for number, (temperature, n) in enumerate(rounds):
-            if source == "target":
-                bodies = await _target_bodies(target, m, temperature, n, seed=seed + number, max_tokens=max_tokens,
-                                              stop=stop)
-            else:
-                bodies = await _rewrite_bodies(rewriter, m, temperature, seed=seed + number, max_tokens=max_tokens)
+            try:
+                if source == "target":
+                    bodies = await _target_bodies(target, m, temperature, n, seed=seed + number,
+                                                  max_tokens=max_tokens, stop=stop)
+                else:
+                    bodies = await _rewrite_bodies(rewriter, m, temperature, seed=seed + number,
+                                                   max_tokens=max_tokens)
+            except CalibError:  # a failed request (retried by the server) loses its candidates, not the pair
+                rejections["request_failed"] = rejections.get("request_failed", 0) + 1
+                continue
             for body in bodies:
                 if body is None:
                     rejections["signature_changed"] = rejections.get("signature_changed", 0) + 1
