@@ -139,3 +139,18 @@ def test_bad_input_gets_one_line(audit, ref_pairs, tmp_path):
     assert done.returncode == 3 and "no memorized member" in done.stderr and not (tmp_path / "p.parquet").exists()
     done = _calib("mitigate", "pairs", str(tmp_path), "--out", "p.parquet", cwd=tmp_path)
     assert done.returncode == 2 and "spec.json" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_an_adapter_folder_whose_base_is_gone_is_refused_in_one_line(ref_pairs, organism_tiny, tmp_path):
+    from calib._exceptions import InputError
+    from calib.servers.embedded import check_model_dir
+
+    pairs = [Pair(r["prompt"], "", r["rejected"]) for r in pl.read_parquet(ref_pairs).iter_rows(named=True)][:2]
+    result = train(organism_tiny.target, pairs, tmp_path / "npo", TrainConfig(method="npo", epochs=1, save_epochs=(1,)))
+    folder = result.checkpoints[1]
+    assert check_model_dir(folder) == folder
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": str(tmp_path / "no")}))
+    with pytest.raises(InputError, match="the adapter's base model is not usable") as caught:
+        check_model_dir(folder)
+    assert "\n" not in str(caught.value)
