@@ -25,41 +25,6 @@ def mitigate() -> None:
     """Remove memorized functions from a model: preference pairs from an audit, NPO/DPO post-training."""
 
 
-def _run_spec(run: Path) -> Any:
-    from pydantic import ValidationError
-
-    from calib.study.spec import StudySpec
-
-    path = run / "spec.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise InputError("not a run directory (no spec.json); pass the folder `calib study` wrote",
-                         path=str(run)) from None
-    except ValueError as exc:
-        raise InputError(f"spec.json is not JSON ({exc})", path=str(path)) from None
-    if data.get("study", {}).get("kind", "functional") != "functional":
-        raise InputError(f"a {data['study']['kind']} run; preference pairs come from a functional study's run",
-                         path=str(path))
-    try:
-        return StudySpec.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(f"spec.json does not validate ({exc.errors()[0]['msg']})", path=str(path)) from None
-
-
-def _tables(run: Path) -> dict[str, Any]:
-    import polars as pl
-
-    out = {}
-    for name in ("samples", "generations", "claims"):
-        path = run / "tables" / f"{name}.parquet"
-        if not path.is_file():
-            raise InputError(f"the run has no {name} table; finish the study first (`calib study SPEC`)",
-                             path=str(path))
-        out[name] = pl.read_parquet(path)
-    return out
-
-
 def _extra_servers(spec: Any, path: Path | None) -> Any:
     """``spec`` with the ``[servers.*]`` tables of ``path`` added (a rewriter the audit did not name)."""
     if path is None:
@@ -72,25 +37,6 @@ def _extra_servers(spec: Any, path: Path | None) -> Any:
     if not isinstance(servers, dict) or not all(isinstance(v, dict) and "kind" in v for v in servers.values()):
         raise InputError("need [servers.NAME] tables, each with a kind (as in a study spec)", path=str(path))
     return spec.model_copy(update={"servers": {**spec.servers, **servers}})
-
-
-def _executor_for(spec: Any) -> Any:
-    """language -> the executor the acceptance check runs candidates with (the audit's execution settings)."""
-    from calib.executors import ExecutorConfig, create_executor
-
-    e = spec.execute
-    config = ExecutorConfig(n_inputs=e.n_inputs, min_valid=e.min_valid, coverage=e.coverage,
-                            min_distinct=e.min_distinct, seed=spec.study.seed, input_timeout=e.input_timeout,
-                            budget_runs=e.budget_runs, budget_seconds=e.budget_seconds, memory_mb=e.memory_mb,
-                            unsafe_no_sandbox=e.unsafe_no_sandbox)
-    made: dict[str, Any] = {}
-
-    def executor(language: str) -> Any:
-        if language not in made:
-            made[language] = create_executor("sandbox" if language == "python" else f"native-{language}", config)
-        return made[language]
-
-    return executor
 
 
 @mitigate.command("pairs")
@@ -116,12 +62,13 @@ def pairs(run: Path, source: str, out: Path, jsonl: Path | None, rewriter: str |
     memorized body and execution similarity <= 0.2, else the reference's greedy completion (a fall-back,
     counted). Exits 3 when the run has no memorized member.
     """
-    from calib.mitigation.pairs import build_pairs, memorized_set, write_jsonl
+    from calib.mitigation.pairs import build_pairs, write_jsonl
+    from calib.study.mitigation.audit import executor_for, load_audit
     from calib.study.resources import Resources
 
-    spec = _extra_servers(_run_spec(run), servers_file)
-    tables = _tables(run)
-    memorized = memorized_set(tables["samples"], tables["generations"], tables["claims"])
+    audit = load_audit(run)
+    spec = _extra_servers(audit.spec, servers_file)
+    memorized = audit.memorized()
     if not memorized:
         click.echo(f"calib mitigate pairs: {run} has no memorized member (verdict textual or functional); "
                    "nothing to pair", err=True)
@@ -140,7 +87,7 @@ def pairs(run: Path, source: str, out: Path, jsonl: Path | None, rewriter: str |
                 memorized, source,
                 target=resources.server(spec.models.target) if source == "target" else None,
                 rewriter=resources.server(rewriter) if source == "rewrite" else None,
-                executor=_executor_for(spec) if source != "ref" else None, seed=spec.study.seed,
+                executor=executor_for(spec) if source != "ref" else None, seed=spec.study.seed,
                 max_tokens=max_tokens or spec.generation.max_tokens, stop=tuple(spec.generation.stop))
         finally:
             await resources.aclose()

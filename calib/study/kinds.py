@@ -97,6 +97,7 @@ KINDS: Registry[Callable[[], StudyKind]] = Registry("study kind", "calib.study_k
     "extraction": "calib.study.extraction",
     "census": "calib.study.extraction",
     "probes": "calib.study.probes",
+    "mitigation": "calib.study.mitigation",
 })
 
 #: The kinds calib itself defines (their spec sections are fields of the spec model).

@@ -53,13 +53,15 @@ from calib.study.sections.functional import (
     MeasureSection,
     PromptSection,
 )
+from calib.study.sections.mitigation import MitigationSection
 from calib.study.sections.probes import ProbesSection
 from calib.study.spec_paths import locate_key, resolve_paths
 
 # The kinds' own sections are re-exported: ``from calib.study.spec import ExtractionSection`` keeps working.
 __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSection", "CensusPair", "CensusSection",
            "DedupSection", "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
-           "HubSection", "MeasureSection", "ModelsSection", "OrganismSection", "ProbesSection", "PromptSection",
+           "HubSection", "MeasureSection", "MitigationSection",
+           "ModelsSection", "OrganismSection", "ProbesSection", "PromptSection",
            "ReportSection", "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash", "spec_model"]
 
 
@@ -82,6 +84,7 @@ class StudySpec(Section):
     report: ReportSection = ReportSection()
     budget: BudgetSection | None = None
     probes: ProbesSection | None = None
+    mitigation: MitigationSection | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -176,6 +179,18 @@ class StudySpec(Section):
                         raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
         elif self.census is not None:
             raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
+        if kind == "mitigation":
+            if self.mitigation is None:
+                raise ValueError("study.kind = 'mitigation' needs a [mitigation] table (audit = \"RUN\")")
+            rewriter = self.mitigation.rewriter
+            if rewriter is not None and rewriter not in self.servers:
+                raise ValueError(f"mitigation.rewriter = {rewriter!r} names no [servers.{rewriter}] table")
+            target = self.servers.get(self.models.target or "", {})
+            if target.get("kind") != "embedded":
+                raise ValueError("models.target: a mitigation study post-trains the target, so it must be an "
+                                 "embedded server (kind = \"embedded\", model_dir = a model folder or organism:target)")
+        elif self.mitigation is not None:
+            raise ValueError(f"[mitigation] is read only by study.kind = 'mitigation' (kind is {kind!r})")
         if self.generation.route == "chat" and kind in ("extraction", "census"):
             chat_procedures(self.extraction, self.generation.chat_rule)
         if self.data.judge is not None and kind != "functional":

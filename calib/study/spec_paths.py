@@ -124,12 +124,21 @@ def resolve_paths(spec: Any, base: Path, text: str, where: str) -> Any:
             raise InputError(f"data.judge.prompt: {exc}", path=where,
                              line=locate_key(text, ("data", "judge", "prompt"))) from None
         data = data.model_copy(update={"judge": data.judge.model_copy(update={"prompt": full})})
+    mitigation = spec.mitigation
+    if mitigation is not None:
+        audit = mitigation.audit if Path(mitigation.audit).is_absolute() else str(base / mitigation.audit)
+        if not (Path(audit) / "spec.json").is_file():
+            raise InputError(f"mitigation.audit: {mitigation.audit!r} is not a run directory (no spec.json); name "
+                             "the folder a finished functional study wrote (relative paths are read from the spec's "
+                             "folder)", path=where, line=locate_key(text, ("mitigation", "audit")))
+        mitigation = mitigation.model_copy(update={"audit": audit})
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})
     return spec.model_copy(update={"data": data, "organism": organism, "census": census, "dedup": dedup,
                                    "extraction": extraction,
-                                   "probes": probes, "generation": generation, "prompt": prompt})
+                                   "probes": probes, "generation": generation, "prompt": prompt,
+                                   "mitigation": mitigation})
 
 
 def _resolve_probes(probes: ProbesSection, base: Path, text: str, where: str) -> ProbesSection:

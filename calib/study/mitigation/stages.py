@@ -1,0 +1,276 @@
+"""The ``mitigation`` study kind's stages: pairs → train → generate → measure → trajectory → report.
+
+The functional-memorization paper's Appendix H on a finished functional audit (``mitigation.audit``): preference
+pairs from its memorized set (:mod:`calib.mitigation.pairs`), NPO and DPO post-training of the target with LoRA
+(:mod:`calib.mitigation.train`, a checkpoint per saved epoch under ``RUN/checkpoints/METHOD/epoch-K``), greedy
+completions of every checkpoint on the memorized prompts and on held-out (retain) prompts, memorization
+re-measured with the audit's own text metric, executor and thresholds, and utility as retain agreement
+(docs/mitigation.md). The target and the reference are the audit's own greedy completions (epoch 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import polars as pl
+
+from calib._exceptions import CalibError, InputError
+from calib.study.mitigation.audit import Audit, executor_for, load_audit
+from calib.study.mitigation.tables import (
+    CHECKPOINTS_SCHEMA,
+    MITIGATION_GENERATIONS_SCHEMA,
+    MITIGATION_SCORES_SCHEMA,
+    PAIRS_SCHEMA,
+    TRAJECTORY_SCHEMA,
+)
+from calib.study.report_stage import report_done, write_report_stage
+from calib.study.runner import RunOptions, Stage, StageContext
+from calib.study.spec import StudySpec
+
+__all__ = ["MITIGATION_STAGES", "SOURCE_OF"]
+
+#: Where each method's preferred completions come from (NPO reads the rejected bodies only).
+SOURCE_OF = {"npo": "ref", "dpo-ref": "ref", "dpo-target": "target", "dpo-rewrite": "rewrite"}
+_MEASURE_CHUNK = 8
+
+
+def _audit(spec: StudySpec) -> Audit:
+    return load_audit(spec.mitigation.audit)  # type: ignore[union-attr]
+
+
+def _candidate(signature: str, function: str | None, text: str | None) -> str | None:
+    """What a completion is scored as: its parsed-back function, else the signature plus the raw text (the audit's
+    rule, calib.study.functional's candidate_code)."""
+    if function is not None:
+        return function
+    return None if text is None else signature + text
+
+
+# --- pairs ----------------------------------------------------------------------------------------
+def _pairs_settings(spec: StudySpec, options: RunOptions) -> Any:
+    m = spec.mitigation
+    sources = sorted({SOURCE_OF[x] for x in m.methods})  # type: ignore[union-attr]
+    return {"audit": _audit(spec).fingerprint, "sources": sources, "seed": spec.study.seed,
+            "target": spec.servers[spec.models.target] if "target" in sources else None,  # type: ignore[index]
+            "rewriter": spec.servers[m.rewriter] if "rewrite" in sources else None}  # type: ignore[union-attr,index]
+
+
+async def _pairs(ctx: StageContext) -> pl.DataFrame:
+    from calib.mitigation.pairs import build_pairs
+
+    spec, audit = ctx.spec, _audit(ctx.spec)
+    memorized = audit.memorized()
+    if not memorized:
+        raise InputError("mitigation.audit: the audit found no memorized member (verdict textual or functional); "
+                         "there is nothing to mitigate", path=str(audit.root))
+    sources = list(dict.fromkeys(SOURCE_OF[x] for x in spec.mitigation.methods))  # type: ignore[union-attr]
+    generation = audit.spec.generation
+    frames = []
+    for source in sources:
+        ctx.event("pairs", source=source, functions=len(memorized))
+        frames.append(await build_pairs(
+            memorized, source,
+            target=ctx.resources.server(spec.models.target) if source == "target" else None,
+            rewriter=ctx.resources.server(spec.mitigation.rewriter) if source == "rewrite" else None,  # type: ignore[union-attr,arg-type]
+            executor=executor_for(audit.spec) if source != "ref" else None, seed=spec.study.seed,
+            max_tokens=generation.max_tokens, stop=tuple(generation.stop)))
+    return pl.concat(frames).cast(PAIRS_SCHEMA)
+
+
+# --- train ----------------------------------------------------------------------------------------
+def _train_settings(spec: StudySpec, options: RunOptions) -> Any:
+    m = spec.mitigation.model_dump(mode="json", exclude={"retain_prompts", "threads", "audit"})  # type: ignore[union-attr]
+    return {"mitigation": m, "target": spec.servers[spec.models.target], "seed": spec.study.seed}  # type: ignore[index]
+
+
+def _config(spec: StudySpec, method: str) -> Any:
+    from calib.mitigation.train import TrainConfig
+
+    m = spec.mitigation
+    assert m is not None
+    return TrainConfig(method="npo" if method == "npo" else "dpo", epochs=m.epochs, save_epochs=m.save_epochs,
+                       learning_rate=m.npo_learning_rate if method == "npo" else m.dpo_learning_rate,
+                       batch_size=m.batch_size, beta=m.beta, lora_r=m.lora_r, lora_alpha=m.lora_alpha,
+                       lora_dropout=m.lora_dropout, seed=spec.study.seed, threads=m.threads)
+
+
+async def _train(ctx: StageContext) -> pl.DataFrame:
+    from calib.mitigation.train import Pair, train
+
+    pairs = ctx.table("pairs")
+    base = ctx.resources.server(ctx.spec.models.target).model_dir  # type: ignore[arg-type]
+
+    async def work(chunk: list[str]) -> pl.DataFrame:
+        method = chunk[0]
+        config = _config(ctx.spec, method)
+        rows = pairs.filter(pl.col("source") == SOURCE_OF[method]).to_dicts()
+        kept = [Pair(r["prompt"], r["chosen"] or "", r["rejected"]) for r in rows
+                if method == "npo" or (r["chosen"] or "").strip()]
+        if not kept:
+            raise InputError(f"mitigation.methods: {method} has no pair with a preferred completion to train on")
+        folder = ctx.run.root / "checkpoints" / method
+        result = await asyncio.to_thread(train, base, kept, folder, config)
+        ctx.event("trained", method=method, pairs=len(kept), steps=result.steps, epoch_losses=result.epoch_losses)
+        return pl.DataFrame([{"method": method, "epoch": epoch, "point": f"{method}@{epoch}",
+                              "folder": str(path.relative_to(ctx.run.root)), "pairs": len(kept),
+                              "left_out": len(rows) - len(kept), "learning_rate": config.lr,
+                              "loss": result.epoch_losses[epoch - 1], "pairs_fingerprint": result.fingerprint}
+                             for epoch, path in sorted(result.checkpoints.items())], schema=CHECKPOINTS_SCHEMA)
+
+    return await ctx.chunked(list(ctx.spec.mitigation.methods), 1, work, CHECKPOINTS_SCHEMA,  # type: ignore[union-attr]
+                             label="train")
+
+
+# --- generate -------------------------------------------------------------------------------------
+def _retain_ids(audit: Audit, memorized: set[str], n: int, seed: int) -> list[str]:
+    """A seeded draw of ``n`` audit samples outside the memorized set whose target completion came back."""
+    targets = audit.tables["generations"].filter((pl.col("role") == "target") & pl.col("text").is_not_null())
+    ids = sorted(set(targets["sample_id"]) - memorized)
+    random.Random(seed).shuffle(ids)
+    return sorted(ids[:n])
+
+
+def _prompts(spec: StudySpec, audit: Audit) -> list[tuple[str, str, str, str, str]]:
+    """(sample_id, set, prompt, signature, language) of the memorized set, then of the retain draw."""
+    memorized = audit.memorized()
+    ids = {m.sample_id for m in memorized}
+    out = [(m.sample_id, "memorized", m.prompt, m.signature, m.language) for m in memorized]
+    samples = {r["sample_id"]: r for r in audit.tables["samples"].iter_rows(named=True)}
+    for sid in _retain_ids(audit, ids, spec.mitigation.retain_prompts, spec.study.seed):  # type: ignore[union-attr]
+        s = samples[sid]
+        out.append((sid, "retain", s["prompt"], s["signature"], s["language"]))
+    return out
+
+
+def _generate_settings(spec: StudySpec, options: RunOptions) -> Any:
+    audit = _audit(spec)
+    return {"audit": audit.fingerprint, "retain_prompts": spec.mitigation.retain_prompts,  # type: ignore[union-attr]
+            "generation": audit.spec.generation.model_dump(mode="json"), "seed": spec.study.seed}
+
+
+async def _generate(ctx: StageContext) -> pl.DataFrame:
+    from calib.data.parseback import parse_back
+    from calib.servers import create_server
+    from calib.servers.messages import SamplingParams
+
+    audit = _audit(ctx.spec)
+    prompts = _prompts(ctx.spec, audit)
+    g = audit.spec.generation
+    params = SamplingParams(max_tokens=g.max_tokens, temperature=0.0, stop=tuple(g.stop))
+    threads = ctx.spec.servers[ctx.spec.models.target].get("threads")  # type: ignore[index]
+
+    async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
+        row = chunk[0]
+        config = {"kind": "embedded", "model_dir": str(ctx.run.root / row["folder"])}
+        if threads is not None:
+            config["threads"] = threads
+        server = create_server(row["point"], config)
+        try:
+            outs: list[Any] = await server.complete([p[2] for p in prompts], params)
+            error = None
+        except CalibError as exc:  # a checkpoint that cannot answer: recorded, its rows unscored
+            outs, error = [[None]] * len(prompts), str(exc)
+        finally:
+            await server.aclose()
+        rows = []
+        for (sid, which, _, signature, language), out in zip(prompts, outs):
+            c = out[0]
+            function = parse_back(language, signature, c.text).function if c is not None else None
+            rows.append({"point": row["point"], "sample_id": sid, "set": which,
+                         "text": c.text if c is not None else None, "function": function,
+                         "finish_reason": c.finish_reason if c is not None else None, "error": error})
+        return pl.DataFrame(rows, schema=MITIGATION_GENERATIONS_SCHEMA)
+
+    return await ctx.chunked(ctx.table("checkpoints").to_dicts(), 1, work, MITIGATION_GENERATIONS_SCHEMA,
+                             label="generate")
+
+
+# --- measure --------------------------------------------------------------------------------------
+def _measure_settings(spec: StudySpec, options: RunOptions) -> Any:
+    audit = _audit(spec)
+    return {"audit": audit.fingerprint, "execute": audit.spec.execute.model_dump(mode="json", exclude={"workers"}),
+            "text_metric": audit.spec.analyze.text_metric, "seed": audit.spec.study.seed}
+
+
+def _codes(audit: Audit, generations: pl.DataFrame) -> tuple[list[str], dict[str, dict[str, str | None]]]:
+    """The points in order (target, reference, then each checkpoint) and point -> sample_id -> scored code."""
+    signatures = dict(audit.tables["samples"].select("sample_id", "signature").iter_rows())
+    codes: dict[str, dict[str, str | None]] = {"target": {}, "reference": {}}
+    for r in audit.tables["generations"].iter_rows(named=True):
+        if r["role"] in codes:
+            codes[r["role"]][r["sample_id"]] = _candidate(signatures[r["sample_id"]], r["function"], r["text"])
+    for r in generations.iter_rows(named=True):
+        codes.setdefault(r["point"], {})[r["sample_id"]] = _candidate(signatures[r["sample_id"]], r["function"],
+                                                                      r["text"])
+    return list(codes), codes
+
+
+async def _measure(ctx: StageContext) -> pl.DataFrame:
+    from calib.metrics.base import MetricUnavailable, create_metric
+
+    audit = _audit(ctx.spec)
+    generations = ctx.table("mitigation_generations")
+    points, codes = _codes(audit, generations)
+    metric = create_metric(audit.spec.analyze.text_metric)
+    executor = executor_for(audit.spec)
+    memorized = {m.sample_id: m for m in audit.memorized()}
+    retain = sorted(set(generations.filter(pl.col("set") == "retain")["sample_id"]))
+    items = [("memorized", sid) for sid in memorized] + [("retain", sid) for sid in retain]
+    language = dict(audit.tables["samples"].select("sample_id", "language").iter_rows())
+
+    def text(reference: str | None, candidate: str | None, lang: str) -> float | None:
+        if reference is None or candidate is None:
+            return None
+        try:
+            return metric.score(reference, candidate, lang)
+        except MetricUnavailable:
+            return None
+
+    async def work(chunk: list[tuple[str, str]]) -> pl.DataFrame:
+        rows = []
+        for which, sid in chunk:
+            if which == "retain":
+                target = codes["target"].get(sid)
+                rows += [{"point": p, "sample_id": sid, "set": "retain", "verdict": None,
+                          "text": text(target, codes[p].get(sid), language[sid]), "func": None, "conclusive": None}
+                         for p in points]
+                continue
+            m = memorized[sid]
+            present = [p for p in points if codes[p].get(sid) is not None]
+            comparison = await executor(m.language).compare(m.function, [codes[p][sid] for p in present],
+                                                            context=m.context)
+            sims = {p: c.sim_func for p, c in zip(present, comparison.candidates)}
+            rows += [{"point": p, "sample_id": sid, "set": "memorized", "verdict": m.verdict,
+                      "text": text(m.function, codes[p].get(sid), m.language),
+                      "func": sims.get(p) if comparison.conclusive else None, "conclusive": comparison.conclusive}
+                     for p in points]
+        return pl.DataFrame(rows, schema=MITIGATION_SCORES_SCHEMA)
+
+    return await ctx.chunked(items, _MEASURE_CHUNK, work, MITIGATION_SCORES_SCHEMA, label="measure")
+
+
+# --- trajectory -----------------------------------------------------------------------------------
+def _trajectory_settings(spec: StudySpec, options: RunOptions) -> Any:
+    a = _audit(spec).spec.analyze
+    return {"tau_text": a.tau_text, "tau_func": a.tau_func, "confidence": a.confidence}
+
+
+async def _trajectory(ctx: StageContext) -> pl.DataFrame:
+    from calib.study.mitigation.trajectory import trajectory
+
+    a = _audit(ctx.spec).spec.analyze
+    return trajectory(ctx.table("mitigation_scores"), ctx.table("checkpoints"), tau_text=a.tau_text,
+                      tau_func=a.tau_func, confidence=a.confidence).cast(TRAJECTORY_SCHEMA)
+
+
+MITIGATION_STAGES = (
+    Stage("pairs", (), "pairs", "1", _pairs_settings, _pairs),
+    Stage("train", ("pairs",), "checkpoints", "1", _train_settings, _train),
+    Stage("generate", ("checkpoints",), "mitigation_generations", "1", _generate_settings, _generate),
+    Stage("measure", ("mitigation_generations",), "mitigation_scores", "1", _measure_settings, _measure),
+    Stage("trajectory", ("mitigation_scores", "checkpoints"), "trajectory", "1", _trajectory_settings, _trajectory,
+          offline=True),
+    Stage("report", ("trajectory",), None, "1", lambda s, o: None, write_report_stage, report_done),
+)

@@ -1,0 +1,69 @@
+"""The ``mitigation`` study's tables (columns documented in docs/mitigation.md)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from calib.mitigation.pairs import PAIRS_SCHEMA
+
+__all__ = ["CHECKPOINTS_SCHEMA", "MITIGATION_GENERATIONS_SCHEMA", "MITIGATION_SCORES_SCHEMA", "MITIGATION_TABLES",
+           "PAIRS_SCHEMA", "TRAJECTORY_SCHEMA"]
+
+CHECKPOINTS_SCHEMA: dict[str, pl.DataType] = {
+    "method": pl.String(),  # npo | dpo-ref | dpo-target | dpo-rewrite
+    "epoch": pl.Int64(),
+    "point": pl.String(),  # METHOD@EPOCH: the checkpoint's name in the other tables
+    "folder": pl.String(),  # the checkpoint folder, relative to the run directory (checkpoints/METHOD/epoch-K)
+    "pairs": pl.Int64(),  # pairs trained on
+    "left_out": pl.Int64(),  # DPO: pairs without a preferred completion, left out
+    "learning_rate": pl.Float64(),
+    "loss": pl.Float64(),  # the epoch's mean loss
+    "pairs_fingerprint": pl.String(),
+}
+
+MITIGATION_GENERATIONS_SCHEMA: dict[str, pl.DataType] = {
+    "point": pl.String(),
+    "sample_id": pl.String(),
+    "set": pl.String(),  # memorized (the audit's memorized set) | retain (held-out prompts)
+    "text": pl.String(),  # the greedy completion
+    "function": pl.String(),  # the completed function (parse-back); null when it does not parse
+    "finish_reason": pl.String(),
+    "error": pl.String(),  # why there is no completion (request failed); null otherwise
+}
+
+MITIGATION_SCORES_SCHEMA: dict[str, pl.DataType] = {
+    "point": pl.String(),  # target | reference | METHOD@EPOCH
+    "sample_id": pl.String(),
+    "set": pl.String(),  # memorized | retain
+    "verdict": pl.String(),  # memorized: the audit's verdict (textual | functional); retain: null
+    "text": pl.Float64(),  # memorized: SIM_text(x, completion); retain: SIM_text(target's completion, completion)
+    "func": pl.Float64(),  # memorized: SIM_func(x, completion), null when x's execution is inconclusive; retain: null
+    "conclusive": pl.Boolean(),  # memorized: x's execution met the validity criteria; retain: null
+}
+
+TRAJECTORY_SCHEMA: dict[str, pl.DataType] = {
+    "point": pl.String(),
+    "method": pl.String(),  # target | reference | a method
+    "epoch": pl.Int64(),  # 0 for the target and the reference
+    "n": pl.Int64(),  # memorized functions scored
+    "textual": pl.Int64(),  # completions with SIM_text >= tau_text
+    "functional": pl.Int64(),  # conclusive functions with SIM_func >= tau_func
+    "n_conclusive": pl.Int64(),
+    "memorized": pl.Int64(),  # still counterfactually memorized (the audit's rule against the reference)
+    "memorized_rate": pl.Float64(),
+    "memorized_low": pl.Float64(),  # Clopper-Pearson interval at analyze.confidence
+    "memorized_high": pl.Float64(),
+    "mean_text": pl.Float64(),  # mean SIM_text over the textually memorized functions
+    "mean_func": pl.Float64(),  # mean SIM_func over the functionally memorized, conclusive functions
+    "memorization": pl.Float64(),  # the paper's axis: mean_text and mean_func weighted by their counts
+    "retain_agreement": pl.Float64(),  # mean SIM_text against the target's completions of the retain prompts
+    "utility": pl.Float64(),  # normalized by the target's (1 for the target)
+}
+
+MITIGATION_TABLES: dict[str, dict[str, pl.DataType]] = {
+    "pairs": PAIRS_SCHEMA,
+    "checkpoints": CHECKPOINTS_SCHEMA,
+    "mitigation_generations": MITIGATION_GENERATIONS_SCHEMA,
+    "mitigation_scores": MITIGATION_SCORES_SCHEMA,
+    "trajectory": TRAJECTORY_SCHEMA,
+}

@@ -1,0 +1,78 @@
+"""The memorization–utility trajectory: one row per point (target, reference, every checkpoint).
+
+Memorization on the audit's memorized set D_m, with the audit's thresholds:
+
+- a completion reproduces x **textually** when SIM_text(x, completion) >= τ_text, **functionally** when x's
+  execution is conclusive and SIM_func(x, completion) >= τ_func;
+- a function is still **counterfactually memorized** by a point under the audit's rule, the reference being
+  the counterfactual: textually (the point reproduces it textually and the reference does not) or functionally
+  (the point reproduces it functionally but not textually, and the reference does not functionally). Its rate
+  over D_m gets a Clopper–Pearson interval (calib.stats.clopper_pearson);
+- the paper's memorization axis (Appendix H.3): mean SIM_text over the textually memorized functions and mean
+  SIM_func over the functionally memorized (conclusive) ones, weighted by their counts.
+
+Utility: retain agreement, the mean SIM_text of the point's completion against the target's on the retain
+prompts (1 for the target by construction), normalized by the target's value; the aggregate is the mean of the
+normalized measures (retain agreement alone until a benchmark is added; docs/mitigation.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from calib.stats import clopper_pearson
+
+__all__ = ["trajectory"]
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: float, tau_func: float,
+               confidence: float) -> pl.DataFrame:
+    """The trajectory table (:data:`calib.study.mitigation.tables.TRAJECTORY_SCHEMA`) of ``scores``."""
+    memorized = scores.filter(pl.col("set") == "memorized")
+    by_point: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in memorized.iter_rows(named=True):
+        by_point.setdefault(r["point"], {})[r["sample_id"]] = r
+    retain: dict[str, list[float | None]] = {}
+    for r in scores.filter(pl.col("set") == "retain").iter_rows(named=True):
+        retain.setdefault(r["point"], []).append(r["text"])
+
+    def textual(r: dict[str, Any] | None) -> bool:
+        return r is not None and r["text"] is not None and r["text"] >= tau_text
+
+    def functional(r: dict[str, Any] | None) -> bool:
+        return r is not None and bool(r["conclusive"]) and r["func"] is not None and r["func"] >= tau_func
+
+    reference = by_point.get("reference", {})
+    order = [("target", "target", 0), ("reference", "reference", 0)]
+    order += [(r["point"], r["method"], r["epoch"]) for r in checkpoints.sort("method", "epoch").iter_rows(named=True)]
+    target_retain = _mean(retain.get("target", []))
+    rows = []
+    for point, method, epoch in order:
+        rs = by_point.get(point, {})
+        n = len(rs)
+        still = sum((textual(r) and not textual(reference.get(sid)))
+                    or (functional(r) and not textual(r) and not functional(reference.get(sid)))
+                    for sid, r in rs.items())
+        ci = clopper_pearson(still, n, confidence) if n else None
+        texts = [r["text"] for r in rs.values() if r["verdict"] == "textual"]
+        funcs = [r["func"] for r in rs.values() if r["verdict"] == "functional" and r["conclusive"]]
+        mean_text, mean_func = _mean(texts), _mean(funcs)
+        n_t, n_f = sum(v is not None for v in texts), sum(v is not None for v in funcs)
+        weighted = ((n_t * (mean_text or 0.0) + n_f * (mean_func or 0.0)) / (n_t + n_f)) if n_t + n_f else None
+        agreement = _mean(retain.get(point, []))
+        utility = agreement / target_retain if agreement is not None and target_retain else None
+        rows.append({"point": point, "method": method, "epoch": epoch, "n": n,
+                     "textual": sum(textual(r) for r in rs.values()),
+                     "functional": sum(functional(r) for r in rs.values()),
+                     "n_conclusive": sum(bool(r["conclusive"]) for r in rs.values()), "memorized": still,
+                     "memorized_rate": still / n if n else None, "memorized_low": ci.low if ci else None,
+                     "memorized_high": ci.high if ci else None, "mean_text": mean_text, "mean_func": mean_func,
+                     "memorization": weighted, "retain_agreement": agreement, "utility": utility})
+    return pl.DataFrame(rows)
