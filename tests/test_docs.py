@@ -79,6 +79,9 @@ def test_every_server_config_key_is_documented():
                                         ("dedup.md", "calib.dedup.counts:DUPLICATES_SCHEMA"),
                                         ("dedup.md", "calib.dedup.counts:COUNTS_SCHEMA"),
                                         ("mitigation.md", "calib.mitigation.pairs:PAIRS_SCHEMA"),
+                                        *[("mitigation.md", f"calib.study.mitigation.tables:{name}") for name in (
+                                            "CHECKPOINTS_SCHEMA", "MITIGATION_GENERATIONS_SCHEMA",
+                                            "MITIGATION_SCORES_SCHEMA", "TRAJECTORY_SCHEMA")],
                                         *[("probes.md", f"calib.study.probes.tables:{name}") for name in (
                                             "PROBE_TASKS_SCHEMA", "PROBE_PROMPTS_SCHEMA", "PROBE_GENERATIONS_SCHEMA",
                                             "TEST_RESULTS_SCHEMA", "PASS_AT_K_SCHEMA", "MODEL_PAIRS_SCHEMA",

@@ -131,6 +131,18 @@ class StudySpec(Section):
             if name not in self.servers:
                 raise ValueError(f"budget.prices.{name} names no [servers.{name}] table")
         kind = self.study.kind
+        if kind == "mitigation":
+            if self.mitigation is None:
+                raise ValueError("study.kind = 'mitigation' needs a [mitigation] table (audit = \"RUN\")")
+            rewriter = self.mitigation.rewriter
+            if rewriter is not None and rewriter not in self.servers:
+                raise ValueError(f"mitigation.rewriter = {rewriter!r} names no [servers.{rewriter}] table")
+            target = self.servers.get(self.models.target or "", {})
+            if target.get("kind") != "embedded":
+                raise ValueError("models.target: a mitigation study post-trains the target, so it must be an "
+                                 "embedded server (kind = \"embedded\", model_dir = a model folder or organism:target)")
+        elif self.mitigation is not None:
+            raise ValueError(f"[mitigation] is read only by study.kind = 'mitigation' (kind is {kind!r})")
         if self.dedup is not None:
             if kind != "functional":
                 raise ValueError(f"[dedup] is read only by functional studies (kind is {kind!r})")
@@ -179,18 +191,6 @@ class StudySpec(Section):
                         raise ValueError(f"census.pairs: {side!r} needs an [organism] table")
         elif self.census is not None:
             raise ValueError(f"[census] is read only by study.kind = 'census' (kind is {kind!r})")
-        if kind == "mitigation":
-            if self.mitigation is None:
-                raise ValueError("study.kind = 'mitigation' needs a [mitigation] table (audit = \"RUN\")")
-            rewriter = self.mitigation.rewriter
-            if rewriter is not None and rewriter not in self.servers:
-                raise ValueError(f"mitigation.rewriter = {rewriter!r} names no [servers.{rewriter}] table")
-            target = self.servers.get(self.models.target or "", {})
-            if target.get("kind") != "embedded":
-                raise ValueError("models.target: a mitigation study post-trains the target, so it must be an "
-                                 "embedded server (kind = \"embedded\", model_dir = a model folder or organism:target)")
-        elif self.mitigation is not None:
-            raise ValueError(f"[mitigation] is read only by study.kind = 'mitigation' (kind is {kind!r})")
         if self.generation.route == "chat" and kind in ("extraction", "census"):
             chat_procedures(self.extraction, self.generation.chat_rule)
         if self.data.judge is not None and kind != "functional":

@@ -12,6 +12,7 @@ distribution after temperature, top-k and top-p instead).
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +60,18 @@ class Generation:
         return Completion(text=self.text, finish_reason=self.finish_reason, tokens=self.logprobs)
 
 
+#: One model load at a time in a process: transformers builds a model on the meta device under a context that
+#: patches torch globally, so two loads in two threads at once can leave one model's weights on the meta device.
+_LOADING = threading.Lock()
+
+
 def _load_model(model_dir: Path) -> torch.nn.Module:
     """The causal LM of ``model_dir``, float32; a LoRA adapter folder is merged into its base (needs ``peft``)."""
+    with _LOADING:
+        return _load_unlocked(model_dir)
+
+
+def _load_unlocked(model_dir: Path) -> torch.nn.Module:
     if not (model_dir / ADAPTER_CONFIG).is_file():
         return AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32)
     try:

@@ -183,8 +183,10 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
                          "finish_reason": c.finish_reason if c is not None else None, "error": error})
         return pl.DataFrame(rows, schema=MITIGATION_GENERATIONS_SCHEMA)
 
+    # two checkpoints answer at once (each an in-process model on the target's threads): a degraded checkpoint
+    # rarely stops before max_tokens, so this stage dominates a mitigation study's time
     return await ctx.chunked(ctx.table("checkpoints").to_dicts(), 1, work, MITIGATION_GENERATIONS_SCHEMA,
-                             label="generate")
+                             label="generate", concurrency=2)
 
 
 # --- measure --------------------------------------------------------------------------------------

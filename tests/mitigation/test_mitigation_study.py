@@ -1,0 +1,151 @@
+"""The ``mitigation`` study kind end to end on the tiny organism's real audit: NPO and DPO-ref post-training, every
+checkpoint re-measured, the trajectory recomputed here from the scores (the audit's counterfactual rule, Clopper-
+Pearson intervals against statsmodels), the audit's own numbers reproduced for the target and the reference, a
+re-run that does nothing, and one-line errors for bad specs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+from statsmodels.stats.proportion import proportion_confint
+
+pytest.importorskip("peft")
+
+SPEC = """[study]
+name = "mit"
+kind = "mitigation"
+seed = 0
+
+[organism]
+preset = "tiny"
+cache_dir = "{cache_dir}"
+
+[servers.target]
+kind = "embedded"
+model_dir = "organism:target"
+threads = 1
+
+[models]
+target = "target"
+
+[mitigation]
+audit = "{audit}"
+methods = ["npo", "dpo-ref"]
+epochs = 10
+save_epochs = [5, 10]
+npo_learning_rate = 1e-3
+dpo_learning_rate = 3e-3
+retain_prompts = 10
+"""
+
+ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _study(root, *args):
+    return subprocess.run([sys.executable, "-m", "calib", "study", "mit.toml", "--run-dir", "run", "--quiet", *args],
+                          capture_output=True, text=True, cwd=root, timeout=1200, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def mitigation(audit, organism_tiny, tmp_path_factory):
+    root = tmp_path_factory.mktemp("mitigation-study")
+    (root / "mit.toml").write_text(SPEC.format(cache_dir=organism_tiny.root.parent.parent, audit=audit))
+    done = _study(root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root
+
+
+def _table(root, name):
+    return pl.read_parquet(root / "run" / "tables" / f"{name}.parquet")
+
+
+def test_the_target_and_reference_points_are_the_audits_own_numbers(mitigation, audit):
+    scores = _table(mitigation, "mitigation_scores").filter(pl.col("set") == "memorized")
+    claims = {r["sample_id"]: r for r in pl.read_parquet(audit / "tables" / "claims.parquet").iter_rows(named=True)}
+    memorized = {s for s, r in claims.items()
+                 if r["membership"] == "member" and r["verdict"] in ("textual", "functional")}
+    assert set(scores["sample_id"]) == memorized
+    for r in scores.filter(pl.col("point").is_in(["target", "reference"])).iter_rows(named=True):
+        c = claims[r["sample_id"]]
+        assert r["verdict"] == c["verdict"]
+        assert r["text"] == pytest.approx(c[f"text_{r['point']}"], abs=1e-12)
+        # the same x, seed and executor settings choose the same input states: the same SIM_func
+        if r["conclusive"] and c["conclusive"]:
+            assert r["func"] == pytest.approx(c[f"func_{r['point']}"], abs=1e-12)
+
+
+def test_the_trajectory_is_recomputed_from_the_scores(mitigation, audit):
+    spec = json.loads((audit / "spec.json").read_text())
+    tau_text, tau_func, confidence = (spec["analyze"][k] for k in ("tau_text", "tau_func", "confidence"))
+    scores = _table(mitigation, "mitigation_scores")
+    memorized = scores.filter(pl.col("set") == "memorized")
+    ref = {r["sample_id"]: r for r in memorized.filter(pl.col("point") == "reference").iter_rows(named=True)}
+    trajectory = {r["point"]: r for r in _table(mitigation, "trajectory").iter_rows(named=True)}
+    checkpoints = _table(mitigation, "checkpoints")
+    assert sorted(checkpoints["point"]) == ["dpo-ref@10", "dpo-ref@5", "npo@10", "npo@5"]
+    assert set(trajectory) == {"target", "reference", *checkpoints["point"]}
+    for point, row in trajectory.items():
+        rows = memorized.filter(pl.col("point") == point).to_dicts()
+
+        def textual(r):
+            return r["text"] is not None and r["text"] >= tau_text
+
+        def functional(r):
+            return bool(r["conclusive"]) and r["func"] is not None and r["func"] >= tau_func
+
+        still = sum((textual(r) and not textual(ref[r["sample_id"]]))
+                    or (functional(r) and not textual(r) and not functional(ref[r["sample_id"]])) for r in rows)
+        assert (row["n"], row["memorized"]) == (len(rows), still)
+        low, high = proportion_confint(still, len(rows), alpha=1 - confidence, method="beta")
+        assert row["memorized_low"] == pytest.approx(low, abs=1e-9)
+        assert row["memorized_high"] == pytest.approx(high, abs=1e-9)
+        t = [r["text"] for r in rows if r["verdict"] == "textual"]
+        f = [r["func"] for r in rows if r["verdict"] == "functional" and r["conclusive"]]
+        assert row["memorization"] == pytest.approx((sum(t) + sum(f)) / (len(t) + len(f)))
+        retain = scores.filter((pl.col("set") == "retain") & (pl.col("point") == point))["text"].to_list()
+        assert row["retain_agreement"] == pytest.approx(sum(retain) / len(retain))
+        assert row["utility"] == pytest.approx(row["retain_agreement"] / trajectory["target"]["retain_agreement"])
+    assert trajectory["target"]["retain_agreement"] == pytest.approx(1.0)
+
+
+def test_npo_and_dpo_reduce_what_the_target_still_memorizes(mitigation):
+    t = {r["point"]: r for r in _table(mitigation, "trajectory").iter_rows(named=True)}
+    # NPO's last checkpoint: the interval lies below the target's (tiny organism, lr 1e-3, 10 epochs)
+    assert t["npo@10"]["memorized_high"] < t["target"]["memorized_low"]
+    assert t["dpo-ref@10"]["memorized_rate"] < t["target"]["memorized_rate"]
+    assert t["npo@10"]["utility"] < 1.0  # and it costs utility (retain agreement falls)
+
+
+def test_report_rerun_and_checkpoints(mitigation):
+    run = mitigation / "run"
+    assert (run / "report" / "report.html").is_file() and (run / "report" / "figures" / "trajectory.svg").is_file()
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    assert {p["point"] for p in summary["points"]} >= {"target", "reference", "npo@10"}
+    for folder in _table(mitigation, "checkpoints")["folder"]:
+        assert (run / folder / "adapter_model.safetensors").is_file()
+    before = {p.name: p.read_bytes() for p in (run / "tables").glob("*.parquet")}
+    done = _study(mitigation)
+    assert done.returncode == 0, done.stderr
+    assert {p.name: p.read_bytes() for p in (run / "tables").glob("*.parquet")} == before
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest and "stages" in manifest
+
+
+def test_bad_specs_get_one_line(mitigation, tmp_path):
+    text = (mitigation / "mit.toml").read_text()
+    cases = [
+        (text.replace('audit = "', 'audit = "/nowhere'), "mitigation.audit"),
+        (text.replace('"npo", "dpo-ref"', '"npo", "dpo-rewrite"'), "rewriter"),
+        (text.replace("save_epochs = [5, 10]", "save_epochs = [5, 12]"), "save_epochs"),
+        (text.replace('kind = "mitigation"', 'kind = "functional"'), "[mitigation]"),
+    ]
+    for number, (spec, key) in enumerate(cases):
+        (tmp_path / f"s{number}.toml").write_text(spec)
+        done = subprocess.run([sys.executable, "-m", "calib", "check", f"s{number}.toml"], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=300, env=ENV)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and key in done.stderr, (key, done.stderr)
