@@ -180,12 +180,22 @@ async def check_candidate(m: Memorized, body: str, executor: Any, *, bleu: Any =
     return Candidate(body, True, "", bleu=overlap, sim_func=sim)
 
 
+async def _budget(server: Any, prompt: str, max_tokens: int) -> int:
+    """``max_tokens``, lowered to what the model's context leaves after ``prompt`` when the server can say (its
+    tokenizer and context length; the audit's rule, docs/study-spec.md), so that no sample request is refused."""
+    caps = (await server.capabilities()).to_dict()
+    if not caps.get("max_context") or not caps.get("tokenize") or not hasattr(server, "tokenize"):
+        return max_tokens
+    return max(1, min(max_tokens, int(caps["max_context"]) - len(await server.tokenize(prompt)) - 1))
+
+
 async def _target_bodies(server: Any, m: Memorized, temperature: float, n: int, *, seed: int, max_tokens: int,
                          stop: Sequence[str]) -> list[str]:
     from calib.data.parseback import parse_back
     from calib.servers.messages import SamplingParams
 
-    params = SamplingParams(max_tokens=max_tokens, temperature=temperature, n=n, seed=seed, stop=tuple(stop))
+    params = SamplingParams(max_tokens=await _budget(server, m.prompt, max_tokens), temperature=temperature, n=n,
+                            seed=seed, stop=tuple(stop))
     [completions] = await server.complete([m.prompt], params)
     out = []
     for c in completions:

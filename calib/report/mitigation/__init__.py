@@ -51,12 +51,13 @@ def mitigation_report(run: Any) -> tuple[dict[str, Any], list[Any]]:
                   "retain agreement (SIM_text against the target's own completions of held-out prompts) normalized "
                   "to the target."),
         Table(("point", "still memorized", "interval", "textual", "functional", "memorization", "retain agreement",
-               "utility"),
+               "utility", "unscored"),
               tuple((p["point"], f"{p['memorized']}/{p['n']} ({_pct(p['memorized_rate'])})",
                      f"{_pct(p['memorized_low'])} – {_pct(p['memorized_high'])}", str(p["textual"]),
                      f"{p['functional']}/{p['n_conclusive']}", _num(p["memorization"]), _num(p["retain_agreement"]),
-                     _num(p["utility"])) for p in points), "trajectory-table",
-              "Every point: the target and the reference (the audit's completions) and each checkpoint."),
+                     _num(p["utility"]), str(p.get("unscored") or 0)) for p in points), "trajectory-table",
+              "Every point: the target and the reference (the audit's completions) and each checkpoint; "
+              "unscored: memorized functions without the point's completion (not counted as mitigated)."),
     ]
     svg = trajectory_figure(points)
     if svg is not None:

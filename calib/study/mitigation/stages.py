@@ -150,6 +150,26 @@ def _generate_settings(spec: StudySpec, options: RunOptions) -> Any:
             "generation": audit.spec.generation.model_dump(mode="json"), "seed": spec.study.seed}
 
 
+async def _complete(server: Any, prompts: list[str], params: Any) -> list[Any]:
+    """Greedy completions of ``prompts``, each within what the model's context leaves after it (the audit's rule,
+    calib.study.budgets.completion_budgets): prompts are asked in groups of equal budget."""
+    from dataclasses import replace
+
+    from calib.study.budgets import completion_budgets
+
+    caps = (await server.capabilities()).to_dict()
+    budgets = await completion_budgets(server, caps, prompts, params.max_tokens)
+    outs: list[Any] = [[None]] * len(prompts)
+    for budget in sorted(set(budgets)):
+        index = [i for i, b in enumerate(budgets) if b == budget]
+        if budget < 1:
+            continue  # the prompt fills the context: no completion (an unscored row)
+        got = await server.complete([prompts[i] for i in index], replace(params, max_tokens=budget))
+        for i, out in zip(index, got):
+            outs[i] = out
+    return outs
+
+
 async def _generate(ctx: StageContext) -> pl.DataFrame:
     from calib.data.parseback import parse_back
     from calib.servers import create_server
@@ -168,8 +188,7 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
             config["threads"] = threads
         server = create_server(row["point"], config)
         try:
-            outs: list[Any] = await server.complete([p[2] for p in prompts], params)
-            error = None
+            outs, error = await _complete(server, [p[2] for p in prompts], params), None
         except CalibError as exc:  # a checkpoint that cannot answer: recorded, its rows unscored
             outs, error = [[None]] * len(prompts), str(exc)
         finally:
@@ -270,9 +289,9 @@ async def _trajectory(ctx: StageContext) -> pl.DataFrame:
 MITIGATION_STAGES = (
     Stage("pairs", (), "pairs", "1", _pairs_settings, _pairs),
     Stage("train", ("pairs",), "checkpoints", "1", _train_settings, _train),
-    Stage("generate", ("checkpoints",), "mitigation_generations", "1", _generate_settings, _generate),
+    Stage("generate", ("checkpoints",), "mitigation_generations", "2", _generate_settings, _generate),
     Stage("measure", ("mitigation_generations",), "mitigation_scores", "1", _measure_settings, _measure),
-    Stage("trajectory", ("mitigation_scores", "checkpoints"), "trajectory", "1", _trajectory_settings, _trajectory,
+    Stage("trajectory", ("mitigation_scores", "checkpoints"), "trajectory", "2", _trajectory_settings, _trajectory,
           offline=True),
     Stage("report", ("trajectory",), None, "1", lambda s, o: None, write_report_stage, report_done),
 )

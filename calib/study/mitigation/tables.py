@@ -45,7 +45,8 @@ TRAJECTORY_SCHEMA: dict[str, pl.DataType] = {
     "point": pl.String(),
     "method": pl.String(),  # target | reference | a method
     "epoch": pl.Int64(),  # 0 for the target and the reference
-    "n": pl.Int64(),  # memorized functions scored
+    "n": pl.Int64(),  # memorized functions scored (the point's completion came back)
+    "unscored": pl.Int64(),  # memorized functions without the point's completion (a failed request)
     "textual": pl.Int64(),  # completions with SIM_text >= tau_text
     "functional": pl.Int64(),  # conclusive functions with SIM_func >= tau_func
     "n_conclusive": pl.Int64(),

@@ -4,6 +4,7 @@ Memorization on the audit's memorized set D_m, with the audit's thresholds:
 
 - a completion reproduces x **textually** when SIM_text(x, completion) >= τ_text, **functionally** when x's
   execution is conclusive and SIM_func(x, completion) >= τ_func;
+- only completions that came back are scored (``n``; ``unscored`` counts the others);
 - a function is still **counterfactually memorized** by a point under the audit's rule, the reference being
   the counterfactual: textually (the point reproduces it textually and the reference does not) or functionally
   (the point reproduces it functionally but not textually, and the reference does not functionally). Its rate
@@ -35,7 +36,12 @@ def _mean(values: list[float | None]) -> float | None:
 def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: float, tau_func: float,
                confidence: float) -> pl.DataFrame:
     """The trajectory table (:data:`calib.study.mitigation.tables.TRAJECTORY_SCHEMA`) of ``scores``."""
-    memorized = scores.filter(pl.col("set") == "memorized")
+    # a point is scored on the functions it completed: a missing completion (a failed request) is unscored, never
+    # counted as "no longer memorized"
+    memorized = scores.filter((pl.col("set") == "memorized") & pl.col("text").is_not_null())
+    unscored: dict[str, int] = {}
+    for r in scores.filter((pl.col("set") == "memorized") & pl.col("text").is_null()).iter_rows(named=True):
+        unscored[r["point"]] = unscored.get(r["point"], 0) + 1
     by_point: dict[str, dict[str, dict[str, Any]]] = {}
     for r in memorized.iter_rows(named=True):
         by_point.setdefault(r["point"], {})[r["sample_id"]] = r
@@ -68,7 +74,7 @@ def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: flo
         weighted = ((n_t * (mean_text or 0.0) + n_f * (mean_func or 0.0)) / (n_t + n_f)) if n_t + n_f else None
         agreement = _mean(retain.get(point, []))
         utility = agreement / target_retain if agreement is not None and target_retain else None
-        rows.append({"point": point, "method": method, "epoch": epoch, "n": n,
+        rows.append({"point": point, "method": method, "epoch": epoch, "n": n, "unscored": unscored.get(point, 0),
                      "textual": sum(textual(r) for r in rs.values()),
                      "functional": sum(functional(r) for r in rs.values()),
                      "n_conclusive": sum(bool(r["conclusive"]) for r in rs.values()), "memorized": still,
