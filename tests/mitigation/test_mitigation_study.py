@@ -35,7 +35,7 @@ target = "target"
 
 [mitigation]
 audit = "{audit}"
-methods = ["npo", "dpo-ref"]
+methods = ["npo", "dpo-ref", "dpo-target"]
 epochs = 10
 save_epochs = [5, 10]
 npo_learning_rate = 1e-3
@@ -87,7 +87,8 @@ def test_the_trajectory_is_recomputed_from_the_scores(mitigation, audit):
     ref = {r["sample_id"]: r for r in memorized.filter(pl.col("point") == "reference").iter_rows(named=True)}
     trajectory = {r["point"]: r for r in _table(mitigation, "trajectory").iter_rows(named=True)}
     checkpoints = _table(mitigation, "checkpoints")
-    assert sorted(checkpoints["point"]) == ["dpo-ref@10", "dpo-ref@5", "npo@10", "npo@5"]
+    assert sorted(checkpoints["point"]) == ["dpo-ref@10", "dpo-ref@5", "dpo-target@10", "dpo-target@5", "npo@10",
+                                            "npo@5"]
     assert set(trajectory) == {"target", "reference", *checkpoints["point"]}
     for point, row in trajectory.items():
         rows = memorized.filter(pl.col("point") == point).to_dicts()
@@ -121,6 +122,15 @@ def test_npo_and_dpo_reduce_what_the_target_still_memorizes(mitigation):
     assert t["npo@10"]["utility"] < 1.0  # and it costs utility (retain agreement falls)
 
 
+def test_dpo_target_trains_on_its_own_pairs(mitigation):
+    pairs = _table(mitigation, "pairs")
+    assert sorted(set(pairs["source"])) == ["ref", "target"]  # npo and dpo-ref share the ref pairs
+    target = pairs.filter(pl.col("source") == "target")
+    assert target.filter(pl.col("chosen_from") == "target").height + target["fallback"].sum() == target.height
+    checkpoints = _table(mitigation, "checkpoints").filter(pl.col("method") == "dpo-target")
+    assert set(checkpoints["pairs"]) == {target.filter(pl.col("chosen").is_not_null()).height}
+
+
 def test_report_rerun_and_checkpoints(mitigation):
     run = mitigation / "run"
     assert (run / "report" / "report.html").is_file() and (run / "report" / "figures" / "trajectory.svg").is_file()
@@ -140,7 +150,7 @@ def test_bad_specs_get_one_line(mitigation, tmp_path):
     text = (mitigation / "mit.toml").read_text()
     cases = [
         (text.replace('audit = "', 'audit = "/nowhere'), "mitigation.audit"),
-        (text.replace('"npo", "dpo-ref"', '"npo", "dpo-rewrite"'), "rewriter"),
+        (text.replace('"npo", "dpo-ref", "dpo-target"', '"npo", "dpo-rewrite"'), "rewriter"),
         (text.replace("save_epochs = [5, 10]", "save_epochs = [5, 12]"), "save_epochs"),
         (text.replace('kind = "mitigation"', 'kind = "functional"'), "[mitigation]"),
     ]

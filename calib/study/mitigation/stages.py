@@ -170,42 +170,62 @@ async def _complete(server: Any, prompts: list[str], params: Any) -> list[Any]:
     return outs
 
 
-async def _generate(ctx: StageContext) -> pl.DataFrame:
-    from calib.data.parseback import parse_back
+def _answers(folder: str, threads: int | None, prompts: list[str], max_tokens: int,
+             stop: tuple[str, ...]) -> tuple[list[tuple[str, str] | None], str | None]:
+    """In a worker process: the checkpoint in ``folder`` served by calib's embedded server, its greedy completions
+    of ``prompts`` as ``(text, finish_reason)`` (None: no room in the context), or the error that stopped it."""
     from calib.servers import create_server
     from calib.servers.messages import SamplingParams
+
+    config: dict[str, Any] = {"kind": "embedded", "model_dir": folder}
+    if threads is not None:
+        config["threads"] = threads
+
+    async def go() -> tuple[list[tuple[str, str] | None], str | None]:
+        server = create_server("checkpoint", config)
+        try:
+            outs = await _complete(server, prompts, SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=stop))
+            return [None if o[0] is None else (o[0].text, o[0].finish_reason) for o in outs], None
+        except CalibError as exc:  # a checkpoint that cannot answer: recorded, its rows unscored
+            return [None] * len(prompts), str(exc)
+        finally:
+            await server.aclose()
+
+    return asyncio.run(go())
+
+
+async def _generate(ctx: StageContext) -> pl.DataFrame:
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from calib.data.parseback import parse_back
 
     audit = _audit(ctx.spec)
     prompts = _prompts(ctx.spec, audit)
     g = audit.spec.generation
-    params = SamplingParams(max_tokens=g.max_tokens, temperature=0.0, stop=tuple(g.stop))
     threads = ctx.spec.servers[ctx.spec.models.target].get("threads")  # type: ignore[index]
+    checkpoints = ctx.table("checkpoints").to_dicts()
+    # one process per checkpoint being asked (greedy decoding of a small model is Python-bound: threads in one
+    # process would share one core), as many at once as there are CPUs; each loads the checkpoint once
+    workers = max(1, min(len(checkpoints), os.cpu_count() or 1))
+    loop = asyncio.get_running_loop()
 
-    async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
-        row = chunk[0]
-        config = {"kind": "embedded", "model_dir": str(ctx.run.root / row["folder"])}
-        if threads is not None:
-            config["threads"] = threads
-        server = create_server(row["point"], config)
-        try:
-            outs, error = await _complete(server, [p[2] for p in prompts], params), None
-        except CalibError as exc:  # a checkpoint that cannot answer: recorded, its rows unscored
-            outs, error = [[None]] * len(prompts), str(exc)
-        finally:
-            await server.aclose()
-        rows = []
-        for (sid, which, _, signature, language), out in zip(prompts, outs):
-            c = out[0]
-            function = parse_back(language, signature, c.text).function if c is not None else None
-            rows.append({"point": row["point"], "sample_id": sid, "set": which,
-                         "text": c.text if c is not None else None, "function": function,
-                         "finish_reason": c.finish_reason if c is not None else None, "error": error})
-        return pl.DataFrame(rows, schema=MITIGATION_GENERATIONS_SCHEMA)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
+            row = chunk[0]
+            outs, error = await loop.run_in_executor(pool, _answers, str(ctx.run.root / row["folder"]), threads,
+                                                     [p[2] for p in prompts], g.max_tokens, tuple(g.stop))
+            rows = []
+            for (sid, which, _, signature, language), out in zip(prompts, outs):
+                text, finish = out if out is not None else (None, None)
+                rows.append({"point": row["point"], "sample_id": sid, "set": which, "text": text,
+                             "function": parse_back(language, signature, text).function if text is not None else None,
+                             "finish_reason": finish, "error": error})
+            return pl.DataFrame(rows, schema=MITIGATION_GENERATIONS_SCHEMA)
 
-    # two checkpoints answer at once (each an in-process model on the target's threads): a degraded checkpoint
-    # rarely stops before max_tokens, so this stage dominates a mitigation study's time
-    return await ctx.chunked(ctx.table("checkpoints").to_dicts(), 1, work, MITIGATION_GENERATIONS_SCHEMA,
-                             label="generate", concurrency=2)
+        return await ctx.chunked(checkpoints, 1, work, MITIGATION_GENERATIONS_SCHEMA, label="generate",
+                                 concurrency=workers)
 
 
 # --- measure --------------------------------------------------------------------------------------
