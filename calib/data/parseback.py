@@ -30,7 +30,7 @@ from tree_sitter import Node
 
 from calib._exceptions import InvalidParameterError
 
-__all__ = ["OUTCOMES", "ParseBack", "parse_back"]
+__all__ = ["OUTCOMES", "ParseBack", "candidate_code", "parse_back"]
 
 Outcome = Literal["ok", "unparsable", "empty", "truncated"]
 OUTCOMES: tuple[Outcome, ...] = ("ok", "unparsable", "empty", "truncated")
@@ -189,3 +189,15 @@ def _tokens(root: Node) -> list[Node]:
         else:
             stack.extend(reversed(node.children))
     return out
+
+
+def candidate_code(signature: str, function: str | None, text: str | None) -> str | None:
+    """What a generation is compared as: its parsed-back function, else the signature plus the raw completion.
+
+    A completion that does not parse back is still a candidate (the paper compares every generation):
+    its text similarity is measured on what the model wrote, and executing it fails on every input, a
+    non-match. Only a generation that never came back (a failed request) has no candidate.
+    """
+    if function is not None:
+        return function
+    return None if text is None else signature + text

@@ -181,12 +181,12 @@ async def check_candidate(m: Memorized, body: str, executor: Any, *, bleu: Any =
 
 
 async def _budget(server: Any, prompt: str, max_tokens: int) -> int:
-    """``max_tokens``, lowered to what the model's context leaves after ``prompt`` when the server can say (its
-    tokenizer and context length; the audit's rule, docs/study-spec.md), so that no sample request is refused."""
+    """``max_tokens``, lowered to what the model's context leaves after ``prompt`` (the audit's rule,
+    calib.servers.context.completion_budgets), at least 1 so that the request is asked and its failure recorded."""
+    from calib.servers.context import completion_budgets
+
     caps = (await server.capabilities()).to_dict()
-    if not caps.get("max_context") or not caps.get("tokenize") or not hasattr(server, "tokenize"):
-        return max_tokens
-    return max(1, min(max_tokens, int(caps["max_context"]) - len(await server.tokenize(prompt)) - 1))
+    return max(1, (await completion_budgets(server, caps, [prompt], max_tokens))[0])
 
 
 async def _target_bodies(server: Any, m: Memorized, temperature: float, n: int, *, seed: int, max_tokens: int,

@@ -13,26 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from calib.servers.context import completion_budgets
+
 __all__ = ["ask_chat", "ask_chat_samples", "budget_after_refusal", "completion_budgets", "context_refusal"]
 
 _LIMIT = re.compile(r"maximum context length is (\d+)")
 # "(100 in the prompt, 500 in the completion)" / "(100 in the messages, ...)": vLLM before 0.8, the
 # OpenAI API, calib serve; "your request has 100 input tokens": vLLM 0.8 and later.
 _USED = re.compile(r"\((\d+) in the (?:prompt|messages)|request has (\d+) input tokens")
-
-
-async def completion_budgets(server: Any, caps: dict[str, Any], prompts: list[str], max_tokens: int) -> list[int]:
-    """Completion tokens per prompt: ``max_tokens``, lowered to what the model's context leaves after the prompt.
-
-    The paper generates up to 500 tokens; a model with a short context (the organism's 512) gets what
-    fits, so that no request is refused. Needs the server's tokenizer and ``max_context``; without them
-    every prompt gets ``max_tokens`` (and a refusal is answered by :func:`budget_after_refusal`).
-    """
-    limit = caps.get("max_context")
-    if not limit or not caps.get("tokenize") or not hasattr(server, "tokenize"):
-        return [max_tokens] * len(prompts)
-    lengths = [len(await server.tokenize(p)) for p in prompts]
-    return [min(max_tokens, int(limit) - n - 1) for n in lengths]
 
 
 def context_refusal(message: str) -> tuple[int, int] | None:

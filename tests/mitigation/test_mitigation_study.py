@@ -41,6 +41,7 @@ save_epochs = [5, 10]
 npo_learning_rate = 1e-3
 dpo_learning_rate = 3e-3
 retain_prompts = 10
+holdout = 0.25
 """
 
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
@@ -65,7 +66,7 @@ def _table(root, name):
 
 
 def test_the_target_and_reference_points_are_the_audits_own_numbers(mitigation, audit):
-    scores = _table(mitigation, "mitigation_scores").filter(pl.col("set") == "memorized")
+    scores = _table(mitigation, "mitigation_scores").filter(pl.col("set").is_in(["memorized", "heldout"]))
     claims = {r["sample_id"]: r for r in pl.read_parquet(audit / "tables" / "claims.parquet").iter_rows(named=True)}
     memorized = {s for s, r in claims.items()
                  if r["membership"] == "member" and r["verdict"] in ("textual", "functional")}
@@ -110,8 +111,33 @@ def test_the_trajectory_is_recomputed_from_the_scores(mitigation, audit):
         assert row["memorization"] == pytest.approx((sum(t) + sum(f)) / (len(t) + len(f)))
         retain = scores.filter((pl.col("set") == "retain") & (pl.col("point") == point))["text"].to_list()
         assert row["retain_agreement"] == pytest.approx(sum(retain) / len(retain))
-        assert row["utility"] == pytest.approx(row["retain_agreement"] / trajectory["target"]["retain_agreement"])
+        assert row["retain_utility"] == pytest.approx(row["retain_agreement"]
+                                                      / trajectory["target"]["retain_agreement"])
+        # the held-out benchmark: a task passes when the completion's output equals x's on every input state
+        tasks = scores.filter((pl.col("set") == "heldout") & (pl.col("point") == point) & pl.col("conclusive")
+                              & pl.col("text").is_not_null())
+        passed = sum(f == 1.0 for f in tasks["func"])
+        assert (row["benchmark_n"], row["benchmark_passed"]) == (tasks.height, passed)
+        low, high = proportion_confint(passed, tasks.height, alpha=1 - confidence, method="beta")
+        assert (row["pass_low"], row["pass_high"]) == (pytest.approx(low, abs=1e-9), pytest.approx(high, abs=1e-9))
+        normalized = (passed / tasks.height) / trajectory["target"]["pass_at_1"]
+        assert row["utility"] == pytest.approx((row["retain_utility"] + normalized) / 2)
     assert trajectory["target"]["retain_agreement"] == pytest.approx(1.0)
+    assert trajectory["target"]["utility"] == pytest.approx(1.0)
+
+
+def test_held_out_functions_are_never_trained_on_and_the_target_solves_them(mitigation, audit):
+    claims = pl.read_parquet(audit / "tables" / "claims.parquet")
+    memorized = set(claims.filter((pl.col("membership") == "member")
+                                  & pl.col("verdict").is_in(["textual", "functional"]))["sample_id"])
+    scores = _table(mitigation, "mitigation_scores")
+    held = set(scores.filter(pl.col("set") == "heldout")["sample_id"])
+    forget = set(scores.filter(pl.col("set") == "memorized")["sample_id"])
+    assert len(held) == round(0.25 * len(memorized)) and held | forget == memorized and not held & forget
+    assert not held & set(_table(mitigation, "pairs")["sample_id"])
+    t = {r["point"]: r for r in _table(mitigation, "trajectory").iter_rows(named=True)}
+    # the target memorized them, the reference did not: the benchmark separates the two
+    assert t["target"]["benchmark_n"] >= 1 and t["target"]["pass_at_1"] > t["reference"]["pass_at_1"]
 
 
 def test_npo_and_dpo_reduce_what_the_target_still_memorizes(mitigation):

@@ -53,3 +53,40 @@ def test_planted_points():
     assert t["npo@1"]["memorization"] == pytest.approx((0.8 + 0.1 + 0.9 + 1.0) / 4)
     assert t["npo@1"]["retain_agreement"] == pytest.approx(0.5) and t["npo@1"]["utility"] == pytest.approx(0.5)
     assert t["reference"]["utility"] == pytest.approx(0.2)
+    # without a holdout there is no benchmark: utility is retain agreement alone
+    assert t["npo@1"]["benchmark_n"] is None and t["npo@1"]["pass_at_1"] is None
+    assert t["npo@1"]["retain_utility"] == pytest.approx(0.5)
+
+
+def test_held_out_benchmark_pass_at_1_and_the_aggregate():
+    rows = [_row("target", "r1", None, 1.0, None, None, "retain"), _row("reference", "r1", None, 0.3, None, None,
+                                                                       "retain"),
+            _row("npo@1", "r1", None, 0.6, None, None, "retain")]
+    for p in ("target", "reference", "npo@1"):
+        rows.append(_row(p, "s1", "textual", 0.9, 0.9))  # one forget item per point
+    # held out: h1..h4 conclusive, h5 inconclusive (no tests), h6 with a missing completion at npo@1
+    plan = {"target": [1.0, 1.0, 1.0, 0.5], "reference": [0.0, 0.2, 0.0, 0.0], "npo@1": [1.0, 0.99, 1.0, 0.0]}
+    for p, funcs in plan.items():
+        rows += [_row(p, f"h{i}", "functional", 0.5, f, True, "heldout") for i, f in enumerate(funcs, 1)]
+        rows.append(_row(p, "h5", "textual", 0.9, None, False, "heldout"))
+        rows.append(_row(p, "h6", "functional", None if p == "npo@1" else 0.8, None if p == "npo@1" else 1.0, True,
+                         "heldout"))
+    scores = pl.DataFrame(rows, schema=MITIGATION_SCORES_SCHEMA)
+    checkpoints = pl.DataFrame([{"method": "npo", "epoch": 1, "point": "npo@1", "folder": "x", "pairs": 1,
+                                 "left_out": 0, "learning_rate": 1e-3, "loss": 1.0, "pairs_fingerprint": "f"}],
+                               schema=CHECKPOINTS_SCHEMA)
+    t = {r["point"]: r for r in trajectory(scores, checkpoints, tau_text=0.75, tau_func=0.8,
+                                          confidence=0.9).iter_rows(named=True)}
+    # held-out rows never enter the forget set's numbers
+    assert [t[p]["n"] for p in t] == [1, 1, 1]
+    # a task passes only when every output equals x's (SIM_func = 1): target h1-h3 + h6, reference h6, npo@1 h1, h3
+    # (its h6 is unscored)
+    assert [(t[p]["benchmark_passed"], t[p]["benchmark_n"]) for p in ("target", "reference", "npo@1")] == [
+        (4, 5), (1, 5), (2, 4)]
+    low, high = proportion_confint(2, 4, alpha=0.1, method="beta")  # Clopper-Pearson (statsmodels)
+    assert (t["npo@1"]["pass_low"], t["npo@1"]["pass_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert t["npo@1"]["benchmark_utility"] == pytest.approx((2 / 4) / (4 / 5))
+    # the aggregate: the mean of the normalized measures (paper App. H.2); the target's is 1 by construction
+    assert t["npo@1"]["utility"] == pytest.approx((0.6 + (2 / 4) / (4 / 5)) / 2)
+    assert t["reference"]["utility"] == pytest.approx((0.3 + (1 / 5) / (4 / 5)) / 2)
+    assert t["target"]["utility"] == pytest.approx(1.0)

@@ -28,6 +28,7 @@ def mitigation_report(run: Any) -> tuple[dict[str, Any], list[Any]]:
         if name not in run.tables:
             raise InputError(f"the run has no {name} table; run `calib study SPEC` to its end", path=str(run.root))
     points = run.tables["trajectory"].to_dicts()
+    bench = any(p.get("benchmark_n") is not None for p in points)
     pairs = run.tables["pairs"].to_dicts()
     spec = run.spec
     confidence = (spec.get("analyze") or {}).get("confidence", 0.95)
@@ -48,13 +49,17 @@ def mitigation_report(run: Any) -> tuple[dict[str, Any], list[Any]]:
                   "counterfactual rule with the reference; its interval is Clopper–Pearson at "
                   f"{100 * confidence:g} %. *Memorization* is the paper's axis (mean SIM_text over the textually, "
                   "mean SIM_func over the functionally memorized functions, weighted by their counts); *utility* is "
-                  "retain agreement (SIM_text against the target's own completions of held-out prompts) normalized "
-                  "to the target."),
+                  "the mean of retain agreement (SIM_text against the target's own completions of held-out prompts) "
+                  + ("and pass@1 on the memorized functions held out of post-training (a completion passes when its "
+                     "output equals x's on every input state) " if bench else "")
+                  + "each normalized to the target, so the reference's utility is the floor."),
         Table(("point", "still memorized", "interval", "textual", "functional", "memorization", "retain agreement",
-               "utility", "unscored"),
+               *(("pass@1", "pass@1 interval") if bench else ()), "utility", "unscored"),
               tuple((p["point"], f"{p['memorized']}/{p['n']} ({_pct(p['memorized_rate'])})",
                      f"{_pct(p['memorized_low'])} – {_pct(p['memorized_high'])}", str(p["textual"]),
                      f"{p['functional']}/{p['n_conclusive']}", _num(p["memorization"]), _num(p["retain_agreement"]),
+                     *((f"{p['benchmark_passed']}/{p['benchmark_n']} ({_pct(p['pass_at_1'])})",
+                        f"{_pct(p['pass_low'])} – {_pct(p['pass_high'])}") if bench else ()),
                      _num(p["utility"]), str(p.get("unscored") or 0)) for p in points), "trajectory-table",
               "Every point: the target and the reference (the audit's completions) and each checkpoint; "
               "unscored: memorized functions without the point's completion (not counted as mitigated)."),

@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import CalibError
+from calib.data.parseback import candidate_code
 from calib.study.resources import ROLES
 from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.spec import StudySpec
@@ -78,13 +79,7 @@ def _execute_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
 
 
 def _executor_config(spec: StudySpec, jobs: int) -> Any:
-    from calib.executors import ExecutorConfig
-
-    e = spec.execute
-    return ExecutorConfig(n_inputs=e.n_inputs, min_valid=e.min_valid, coverage=e.coverage,
-                          min_distinct=e.min_distinct, seed=spec.study.seed, input_timeout=e.input_timeout,
-                          budget_runs=e.budget_runs, budget_seconds=e.budget_seconds, memory_mb=e.memory_mb,
-                          workers=e.workers or jobs, unsafe_no_sandbox=e.unsafe_no_sandbox)
+    return spec.execute.executor_config(spec.study.seed, workers=spec.execute.workers or jobs)
 
 
 def _executor(spec: StudySpec, jobs: int, resources: Any = None) -> Any:
@@ -196,18 +191,6 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
 
     return await ctx.chunked(items, _EXECUTE_CHUNK, work, schema, label="execute",
                              concurrency=max(1, ctx.options.jobs))
-
-
-def candidate_code(signature: str, function: str | None, text: str | None) -> str | None:
-    """What a generation is compared as: its parsed-back function, else the signature plus the raw completion.
-
-    A completion that does not parse back is still a candidate (the paper compares every generation):
-    its text similarity is measured on what the model wrote, and executing it fails on every input, a
-    non-match. Only a generation that never came back (a failed request) has no candidate.
-    """
-    if function is not None:
-        return function
-    return None if text is None else signature + text
 
 
 def _missing_rows(sample_id: str, roles: list[str] | tuple[str, ...], reason: str, executor: str) -> pl.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,33 @@ class Audit:
         from calib.mitigation.pairs import memorized_set
 
         return memorized_set(self.tables["samples"], self.tables["generations"], self.tables["claims"])
+
+    def split(self, holdout: float, seed: int) -> tuple[list[Any], list[Any]]:
+        """The memorized set split into (forget, held out): ``holdout`` of it (rounded, at least one function when
+        ``holdout`` > 0) is kept out of post-training and serves as the benchmark of functions the target can
+        write (docs/mitigation.md). The draw is seeded and stratified by sample kind: the memorized set is shuffled,
+        each kind's functions spread evenly over the order, and the first ones held out.
+
+        Raises
+        ------
+        InputError
+            When holding out would leave nothing to post-train on.
+        """
+        memorized = self.memorized()
+        if holdout <= 0:
+            return memorized, []
+        order = list(memorized)
+        random.Random(f"{seed}-holdout").shuffle(order)
+        kinds: dict[str, list[Any]] = {}
+        for m in order:
+            kinds.setdefault(m.kind, []).append(m)
+        spread = sorted(order, key=lambda m: ((kinds[m.kind].index(m) + 0.5) / len(kinds[m.kind]), m.sample_id))
+        k = max(1, round(holdout * len(memorized)))
+        if k >= len(memorized):
+            raise InputError(f"mitigation.holdout: holding out {k} of the {len(memorized)} memorized functions "
+                             "leaves none to post-train on; lower holdout", path=str(self.root))
+        held = {m.sample_id for m in spread[:k]}
+        return [m for m in memorized if m.sample_id not in held], [m for m in memorized if m.sample_id in held]
 
 
 def load_audit(run: str | Path) -> Audit:
@@ -82,13 +110,9 @@ def load_audit(run: str | Path) -> Audit:
 
 def executor_for(spec: Any) -> Callable[[str], Any]:
     """language -> the executor with ``spec``'s execution settings (the sandbox for Python, else the native one)."""
-    from calib.executors import ExecutorConfig, create_executor
+    from calib.executors import create_executor
 
-    e = spec.execute
-    config = ExecutorConfig(n_inputs=e.n_inputs, min_valid=e.min_valid, coverage=e.coverage,
-                            min_distinct=e.min_distinct, seed=spec.study.seed, input_timeout=e.input_timeout,
-                            budget_runs=e.budget_runs, budget_seconds=e.budget_seconds, memory_mb=e.memory_mb,
-                            unsafe_no_sandbox=e.unsafe_no_sandbox)
+    config = spec.execute.executor_config(spec.study.seed)
     made: dict[str, Any] = {}
 
     def executor(language: str) -> Any:

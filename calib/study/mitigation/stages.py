@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from calib._exceptions import CalibError, InputError
+from calib.data.parseback import candidate_code
 from calib.study.mitigation.audit import Audit, executor_for, load_audit
 from calib.study.mitigation.tables import (
     CHECKPOINTS_SCHEMA,
@@ -40,12 +41,9 @@ def _audit(spec: StudySpec) -> Audit:
     return load_audit(spec.mitigation.audit)  # type: ignore[union-attr]
 
 
-def _candidate(signature: str, function: str | None, text: str | None) -> str | None:
-    """What a completion is scored as: its parsed-back function, else the signature plus the raw text (the audit's
-    rule, calib.study.functional's candidate_code)."""
-    if function is not None:
-        return function
-    return None if text is None else signature + text
+def _split(spec: StudySpec, audit: Audit) -> tuple[list[Any], list[Any]]:
+    """The audit's memorized set as (forget, held out) under ``mitigation.holdout`` (Audit.split)."""
+    return audit.split(spec.mitigation.holdout, spec.study.seed)  # type: ignore[union-attr]
 
 
 # --- pairs ----------------------------------------------------------------------------------------
@@ -53,6 +51,7 @@ def _pairs_settings(spec: StudySpec, options: RunOptions) -> Any:
     m = spec.mitigation
     sources = sorted({SOURCE_OF[x] for x in m.methods})  # type: ignore[union-attr]
     return {"audit": _audit(spec).fingerprint, "sources": sources, "seed": spec.study.seed,
+            "holdout": m.holdout,  # type: ignore[union-attr]
             "target": spec.servers[spec.models.target] if "target" in sources else None,  # type: ignore[index]
             "rewriter": spec.servers[m.rewriter] if "rewrite" in sources else None}  # type: ignore[union-attr,index]
 
@@ -61,7 +60,7 @@ async def _pairs(ctx: StageContext) -> pl.DataFrame:
     from calib.mitigation.pairs import build_pairs
 
     spec, audit = ctx.spec, _audit(ctx.spec)
-    memorized = audit.memorized()
+    memorized, _ = _split(spec, audit)
     if not memorized:
         raise InputError("mitigation.audit: the audit found no memorized member (verdict textual or functional); "
                          "there is nothing to mitigate", path=str(audit.root))
@@ -133,10 +132,12 @@ def _retain_ids(audit: Audit, memorized: set[str], n: int, seed: int) -> list[st
 
 
 def _prompts(spec: StudySpec, audit: Audit) -> list[tuple[str, str, str, str, str]]:
-    """(sample_id, set, prompt, signature, language) of the memorized set, then of the retain draw."""
-    memorized = audit.memorized()
-    ids = {m.sample_id for m in memorized}
-    out = [(m.sample_id, "memorized", m.prompt, m.signature, m.language) for m in memorized]
+    """(sample_id, set, prompt, signature, language) of the memorized set (forget), the held-out memorized functions
+    (the benchmark), then of the retain draw."""
+    forget, heldout = _split(spec, audit)
+    ids = {m.sample_id for m in forget + heldout}
+    out = [(m.sample_id, "memorized", m.prompt, m.signature, m.language) for m in forget]
+    out += [(m.sample_id, "heldout", m.prompt, m.signature, m.language) for m in heldout]
     samples = {r["sample_id"]: r for r in audit.tables["samples"].iter_rows(named=True)}
     for sid in _retain_ids(audit, ids, spec.mitigation.retain_prompts, spec.study.seed):  # type: ignore[union-attr]
         s = samples[sid]
@@ -147,15 +148,16 @@ def _prompts(spec: StudySpec, audit: Audit) -> list[tuple[str, str, str, str, st
 def _generate_settings(spec: StudySpec, options: RunOptions) -> Any:
     audit = _audit(spec)
     return {"audit": audit.fingerprint, "retain_prompts": spec.mitigation.retain_prompts,  # type: ignore[union-attr]
+            "holdout": spec.mitigation.holdout,  # type: ignore[union-attr]
             "generation": audit.spec.generation.model_dump(mode="json"), "seed": spec.study.seed}
 
 
 async def _complete(server: Any, prompts: list[str], params: Any) -> list[Any]:
     """Greedy completions of ``prompts``, each within what the model's context leaves after it (the audit's rule,
-    calib.study.budgets.completion_budgets): prompts are asked in groups of equal budget."""
+    calib.servers.context.completion_budgets): prompts are asked in groups of equal budget."""
     from dataclasses import replace
 
-    from calib.study.budgets import completion_budgets
+    from calib.servers.context import completion_budgets
 
     caps = (await server.capabilities()).to_dict()
     budgets = await completion_budgets(server, caps, prompts, params.max_tokens)
@@ -241,9 +243,9 @@ def _codes(audit: Audit, generations: pl.DataFrame) -> tuple[list[str], dict[str
     codes: dict[str, dict[str, str | None]] = {"target": {}, "reference": {}}
     for r in audit.tables["generations"].iter_rows(named=True):
         if r["role"] in codes:
-            codes[r["role"]][r["sample_id"]] = _candidate(signatures[r["sample_id"]], r["function"], r["text"])
+            codes[r["role"]][r["sample_id"]] = candidate_code(signatures[r["sample_id"]], r["function"], r["text"])
     for r in generations.iter_rows(named=True):
-        codes.setdefault(r["point"], {})[r["sample_id"]] = _candidate(signatures[r["sample_id"]], r["function"],
+        codes.setdefault(r["point"], {})[r["sample_id"]] = candidate_code(signatures[r["sample_id"]], r["function"],
                                                                       r["text"])
     return list(codes), codes
 
@@ -257,8 +259,9 @@ async def _measure(ctx: StageContext) -> pl.DataFrame:
     metric = create_metric(audit.spec.analyze.text_metric)
     executor = executor_for(audit.spec)
     memorized = {m.sample_id: m for m in audit.memorized()}
-    retain = sorted(set(generations.filter(pl.col("set") == "retain")["sample_id"]))
-    items = [("memorized", sid) for sid in memorized] + [("retain", sid) for sid in retain]
+    sets = dict(generations.select("sample_id", "set").unique().iter_rows())
+    items = [(sets[sid], sid) for sid in memorized if sid in sets]
+    items += [("retain", sid) for sid in sorted(s for s, w in sets.items() if w == "retain")]
     language = dict(audit.tables["samples"].select("sample_id", "language").iter_rows())
 
     def text(reference: str | None, candidate: str | None, lang: str) -> float | None:
@@ -283,7 +286,7 @@ async def _measure(ctx: StageContext) -> pl.DataFrame:
             comparison = await executor(m.language).compare(m.function, [codes[p][sid] for p in present],
                                                             context=m.context)
             sims = {p: c.sim_func for p, c in zip(present, comparison.candidates)}
-            rows += [{"point": p, "sample_id": sid, "set": "memorized", "verdict": m.verdict,
+            rows += [{"point": p, "sample_id": sid, "set": which, "verdict": m.verdict,
                       "text": text(m.function, codes[p].get(sid), m.language),
                       "func": sims.get(p) if comparison.conclusive else None, "conclusive": comparison.conclusive}
                      for p in points]
@@ -310,8 +313,8 @@ MITIGATION_STAGES = (
     Stage("pairs", (), "pairs", "1", _pairs_settings, _pairs),
     Stage("train", ("pairs",), "checkpoints", "1", _train_settings, _train),
     Stage("generate", ("checkpoints",), "mitigation_generations", "2", _generate_settings, _generate),
-    Stage("measure", ("mitigation_generations",), "mitigation_scores", "1", _measure_settings, _measure),
-    Stage("trajectory", ("mitigation_scores", "checkpoints"), "trajectory", "2", _trajectory_settings, _trajectory,
+    Stage("measure", ("mitigation_generations",), "mitigation_scores", "2", _measure_settings, _measure),
+    Stage("trajectory", ("mitigation_scores", "checkpoints"), "trajectory", "3", _trajectory_settings, _trajectory,
           offline=True),
     Stage("report", ("trajectory",), None, "1", lambda s, o: None, write_report_stage, report_done),
 )

@@ -24,7 +24,7 @@ CHECKPOINTS_SCHEMA: dict[str, pl.DataType] = {
 MITIGATION_GENERATIONS_SCHEMA: dict[str, pl.DataType] = {
     "point": pl.String(),
     "sample_id": pl.String(),
-    "set": pl.String(),  # memorized (the audit's memorized set) | retain (held-out prompts)
+    "set": pl.String(),  # memorized (forget) | heldout (memorized, kept out of post-training) | retain
     "text": pl.String(),  # the greedy completion
     "function": pl.String(),  # the completed function (parse-back); null when it does not parse
     "finish_reason": pl.String(),
@@ -34,11 +34,11 @@ MITIGATION_GENERATIONS_SCHEMA: dict[str, pl.DataType] = {
 MITIGATION_SCORES_SCHEMA: dict[str, pl.DataType] = {
     "point": pl.String(),  # target | reference | METHOD@EPOCH
     "sample_id": pl.String(),
-    "set": pl.String(),  # memorized | retain
-    "verdict": pl.String(),  # memorized: the audit's verdict (textual | functional); retain: null
-    "text": pl.Float64(),  # memorized: SIM_text(x, completion); retain: SIM_text(target's completion, completion)
-    "func": pl.Float64(),  # memorized: SIM_func(x, completion), null when x's execution is inconclusive; retain: null
-    "conclusive": pl.Boolean(),  # memorized: x's execution met the validity criteria; retain: null
+    "set": pl.String(),  # memorized | heldout | retain
+    "verdict": pl.String(),  # memorized, heldout: the audit's verdict (textual | functional); retain: null
+    "text": pl.Float64(),  # memorized, heldout: SIM_text(x, completion); retain: SIM_text(target's, completion)
+    "func": pl.Float64(),  # SIM_func(x, completion), null when x's execution is inconclusive; retain: null
+    "conclusive": pl.Boolean(),  # x's execution met the validity criteria; retain: null
 }
 
 TRAJECTORY_SCHEMA: dict[str, pl.DataType] = {
@@ -58,7 +58,14 @@ TRAJECTORY_SCHEMA: dict[str, pl.DataType] = {
     "mean_func": pl.Float64(),  # mean SIM_func over the functionally memorized, conclusive functions
     "memorization": pl.Float64(),  # the paper's axis: mean_text and mean_func weighted by their counts
     "retain_agreement": pl.Float64(),  # mean SIM_text against the target's completions of the retain prompts
-    "utility": pl.Float64(),  # normalized by the target's (1 for the target)
+    "retain_utility": pl.Float64(),  # retain agreement normalized by the target's
+    "benchmark_n": pl.Int64(),  # held-out tasks scored (x conclusive, the completion came back); null: no holdout
+    "benchmark_passed": pl.Int64(),  # tasks whose completion's output equals x's on every input state
+    "pass_at_1": pl.Float64(),  # benchmark_passed / benchmark_n (greedy: pass@1)
+    "pass_low": pl.Float64(),  # Clopper-Pearson interval at analyze.confidence
+    "pass_high": pl.Float64(),
+    "benchmark_utility": pl.Float64(),  # pass@1 normalized by the target's
+    "utility": pl.Float64(),  # aggregate: the mean of the normalized measures (1 for the target)
 }
 
 MITIGATION_TABLES: dict[str, dict[str, pl.DataType]] = {

@@ -12,9 +12,17 @@ Memorization on the audit's memorized set D_m, with the audit's thresholds:
 - the paper's memorization axis (Appendix H.3): mean SIM_text over the textually memorized functions and mean
   SIM_func over the functionally memorized (conclusive) ones, weighted by their counts.
 
-Utility: retain agreement, the mean SIM_text of the point's completion against the target's on the retain
-prompts (1 for the target by construction), normalized by the target's value; the aggregate is the mean of the
-normalized measures (retain agreement alone until a benchmark is added; docs/mitigation.md).
+Utility (the paper's Appendix H.2, each measure normalized by the target's value; docs/mitigation.md):
+
+- retain agreement: the mean SIM_text of the point's completion against the target's on the retain prompts (1 for
+  the target by construction);
+- benchmark pass@1 on the held-out memorized functions (``mitigation.holdout``: kept out of post-training, so they
+  are tasks the target can solve and no method was asked to forget): a task's tests are x's input states (those
+  with which its execution was conclusive), and the point's greedy completion passes when its output state equals
+  x's on every one of them (SIM_func = 1). Tasks whose x is inconclusive have no tests and are left out; a missing
+  completion is unscored. The pass rate gets a Clopper–Pearson interval;
+- the aggregate utility is the mean of the normalized measures the study has (retain agreement alone without a
+  holdout), so the target's is 1 by construction and the reference's is the floor.
 """
 
 from __future__ import annotations
@@ -46,6 +54,11 @@ def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: flo
     for r in memorized.iter_rows(named=True):
         by_point.setdefault(r["point"], {})[r["sample_id"]] = r
     retain: dict[str, list[float | None]] = {}
+    bench: dict[str, list[bool]] = {}
+    for r in scores.filter((pl.col("set") == "heldout") & pl.col("text").is_not_null()
+                           & pl.col("conclusive").fill_null(False)).iter_rows(named=True):
+        bench.setdefault(r["point"], []).append(r["func"] is not None and r["func"] >= 1.0 - 1e-12)
+    has_bench = scores.filter(pl.col("set") == "heldout").height > 0
     for r in scores.filter(pl.col("set") == "retain").iter_rows(named=True):
         retain.setdefault(r["point"], []).append(r["text"])
 
@@ -59,6 +72,7 @@ def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: flo
     order = [("target", "target", 0), ("reference", "reference", 0)]
     order += [(r["point"], r["method"], r["epoch"]) for r in checkpoints.sort("method", "epoch").iter_rows(named=True)]
     target_retain = _mean(retain.get("target", []))
+    target_pass = _mean([float(b) for b in bench.get("target", [])])
     rows = []
     for point, method, epoch in order:
         rs = by_point.get(point, {})
@@ -73,12 +87,22 @@ def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: flo
         n_t, n_f = sum(v is not None for v in texts), sum(v is not None for v in funcs)
         weighted = ((n_t * (mean_text or 0.0) + n_f * (mean_func or 0.0)) / (n_t + n_f)) if n_t + n_f else None
         agreement = _mean(retain.get(point, []))
-        utility = agreement / target_retain if agreement is not None and target_retain else None
+        retain_utility = agreement / target_retain if agreement is not None and target_retain else None
+        passes = bench.get(point, [])
+        pass_ci = clopper_pearson(sum(passes), len(passes), confidence) if passes else None
+        pass_rate = sum(passes) / len(passes) if passes else None
+        bench_utility = pass_rate / target_pass if pass_rate is not None and target_pass else None
+        measures = [retain_utility] + ([bench_utility] if has_bench else [])
+        utility = sum(measures) / len(measures) if all(m is not None for m in measures) else None
         rows.append({"point": point, "method": method, "epoch": epoch, "n": n, "unscored": unscored.get(point, 0),
                      "textual": sum(textual(r) for r in rs.values()),
                      "functional": sum(functional(r) for r in rs.values()),
                      "n_conclusive": sum(bool(r["conclusive"]) for r in rs.values()), "memorized": still,
                      "memorized_rate": still / n if n else None, "memorized_low": ci.low if ci else None,
                      "memorized_high": ci.high if ci else None, "mean_text": mean_text, "mean_func": mean_func,
-                     "memorization": weighted, "retain_agreement": agreement, "utility": utility})
+                     "memorization": weighted, "retain_agreement": agreement, "retain_utility": retain_utility,
+                     "benchmark_n": len(passes) if has_bench else None,
+                     "benchmark_passed": sum(passes) if has_bench else None, "pass_at_1": pass_rate,
+                     "pass_low": pass_ci.low if pass_ci else None, "pass_high": pass_ci.high if pass_ci else None,
+                     "benchmark_utility": bench_utility, "utility": utility})
     return pl.DataFrame(rows)

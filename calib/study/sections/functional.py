@@ -110,6 +110,17 @@ class ExecuteSection(Section):
             raise ValueError(f"executor = {self.executor!r} needs server = \"NAME\" (a chat server's [servers.NAME])")
         return self
 
+    def executor_config(self, seed: int, *, workers: int | None = None) -> Any:
+        """The :class:`calib.executors.ExecutorConfig` of these settings and the study's ``seed`` (every study kind
+        that executes builds it here); ``workers`` overrides the executor's default when given."""
+        from calib.executors import ExecutorConfig
+
+        extra = {} if workers is None else {"workers": workers}
+        return ExecutorConfig(n_inputs=self.n_inputs, min_valid=self.min_valid, coverage=self.coverage,
+                              min_distinct=self.min_distinct, seed=seed, input_timeout=self.input_timeout,
+                              budget_runs=self.budget_runs, budget_seconds=self.budget_seconds,
+                              memory_mb=self.memory_mb, unsafe_no_sandbox=self.unsafe_no_sandbox, **extra)
+
 
 #: Joins a metric's name and its server's in the name of a further server's metric (``judge_functional@NAME``).
 SERVER_SUFFIX = "@"

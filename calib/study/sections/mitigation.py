@@ -32,6 +32,7 @@ class MitigationSection(Section):
     lora_alpha: int = Field(default=32, ge=1, le=65_536)
     lora_dropout: float = Field(default=0.05, ge=0.0, lt=1.0)
     retain_prompts: int = Field(default=200, ge=0, le=10**6)
+    holdout: float = Field(default=0.0, ge=0.0, lt=1.0)
     threads: int | None = Field(default=None, ge=1, le=1_024)
 
     @model_validator(mode="after")
