@@ -131,7 +131,16 @@ def resolve_paths(spec: Any, base: Path, text: str, where: str) -> Any:
             raise InputError(f"mitigation.audit: {mitigation.audit!r} is not a run directory (no spec.json); name "
                              "the folder a finished functional study wrote (relative paths are read from the spec's "
                              "folder)", path=where, line=locate_key(text, ("mitigation", "audit")))
-        mitigation = mitigation.model_copy(update={"audit": audit})
+        benchmarks = []
+        for item in mitigation.benchmarks:
+            if not item.startswith(("mbpp", "humaneval", ORGANISM_MODEL_PREFIX)):
+                item = item if Path(item).is_absolute() else str(base / item)
+                if not Path(item).is_file():
+                    raise InputError(f"mitigation.benchmarks: {item!r} is not a task file, \"humaneval\", \"mbpp\" "
+                                     "or \"organism:business\" (relative paths are read from the spec's folder)",
+                                     path=where, line=locate_key(text, ("mitigation", "benchmarks")))
+            benchmarks.append(item)
+        mitigation = mitigation.model_copy(update={"audit": audit, "benchmarks": tuple(benchmarks)})
     organism = spec.organism
     if organism is not None and organism.cache_dir is not None and not organism.cache_dir.is_absolute():
         organism = organism.model_copy(update={"cache_dir": base / organism.cache_dir})

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -30,8 +31,14 @@ kind = "embedded"
 model_dir = "organism:target"
 threads = 1
 
+[servers.reference]
+kind = "embedded"
+model_dir = "organism:reference"
+threads = 1
+
 [models]
 target = "target"
+reference = "reference"
 
 [mitigation]
 audit = "{audit}"
@@ -42,9 +49,12 @@ npo_learning_rate = 1e-3
 dpo_learning_rate = 3e-3
 retain_prompts = 10
 holdout = 0.25
+benchmarks = ["{tasks}"]
+benchmark_max_tokens = 96
 """
 
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+TASKS = Path(__file__).parents[1] / "probes" / "fixtures" / "tasks.jsonl"
 
 
 def _study(root, *args):
@@ -55,7 +65,7 @@ def _study(root, *args):
 @pytest.fixture(scope="module")
 def mitigation(audit, organism_tiny, tmp_path_factory):
     root = tmp_path_factory.mktemp("mitigation-study")
-    (root / "mit.toml").write_text(SPEC.format(cache_dir=organism_tiny.root.parent.parent, audit=audit))
+    (root / "mit.toml").write_text(SPEC.format(cache_dir=organism_tiny.root.parent.parent, audit=audit, tasks=TASKS))
     done = _study(root)
     assert done.returncode == 0, done.stderr[-3000:]
     return root
@@ -120,8 +130,14 @@ def test_the_trajectory_is_recomputed_from_the_scores(mitigation, audit):
         assert (row["benchmark_n"], row["benchmark_passed"]) == (tasks.height, passed)
         low, high = proportion_confint(passed, tasks.height, alpha=1 - confidence, method="beta")
         assert (row["pass_low"], row["pass_high"]) == (pytest.approx(low, abs=1e-9), pytest.approx(high, abs=1e-9))
-        normalized = (passed / tasks.height) / trajectory["target"]["pass_at_1"]
-        assert row["utility"] == pytest.approx((row["retain_utility"] + normalized) / 2)
+        measures = [row["retain_utility"], (passed / tasks.height) / trajectory["target"]["pass_at_1"]]
+        # each named benchmark: pass@1 normalized by the target's, left out of the aggregate where the target's is 0
+        named = json.loads(row["benchmarks"])
+        base = json.loads(trajectory["target"]["benchmarks"])
+        for name, got in named.items():
+            if base[name]["pass_at_1"]:
+                measures.append(got["pass_at_1"] / base[name]["pass_at_1"])
+        assert row["utility"] == pytest.approx(sum(measures) / len(measures))
     assert trajectory["target"]["retain_agreement"] == pytest.approx(1.0)
     assert trajectory["target"]["utility"] == pytest.approx(1.0)
 
@@ -179,9 +195,39 @@ def test_bad_specs_get_one_line(mitigation, tmp_path):
         (text.replace('"npo", "dpo-ref", "dpo-target"', '"npo", "dpo-rewrite"'), "rewriter"),
         (text.replace("save_epochs = [5, 10]", "save_epochs = [5, 12]"), "save_epochs"),
         (text.replace('kind = "mitigation"', 'kind = "functional"'), "[mitigation]"),
+        (text.replace(str(TASKS), "no-such-tasks.jsonl"), "mitigation.benchmarks"),
     ]
     for number, (spec, key) in enumerate(cases):
         (tmp_path / f"s{number}.toml").write_text(spec)
         done = subprocess.run([sys.executable, "-m", "calib", "check", f"s{number}.toml"], capture_output=True,
                               text=True, cwd=tmp_path, timeout=300, env=ENV)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and key in done.stderr, (key, done.stderr)
+
+
+def test_benchmark_tasks_are_answered_by_every_point_and_their_verdicts_reproduce(mitigation):
+    import asyncio
+
+    from calib.executors.sandbox import Sandbox
+    from calib.probes.tasks import load_tasks
+    from calib.probes.testrun import run_tests
+
+    tasks = {t.task_id: t for t in load_tasks(str(TASKS))}
+    results = _table(mitigation, "benchmark_results")
+    points = {"target", "reference", *_table(mitigation, "checkpoints")["point"]}
+    assert set(results["point"]) == points and results.height == len(points) * len(tasks)
+    assert set(results["benchmark"]) == {str(TASKS)} and set(results["task_id"]) == set(tasks)
+    sandbox = Sandbox()
+    for r in results.filter(pl.col("program").is_not_null()).iter_rows(named=True):
+        t = tasks[r["task_id"]]
+        run = asyncio.run(run_tests(sandbox, r["program"], t.tests, setup=t.setup))
+        assert (run.all_passed, run.n_passed) == (r["passed"], r["tests_passed"]), r
+    for r in results.filter(pl.col("program").is_null()).iter_rows(named=True):
+        assert r["passed"] in (False, None) and r["status"] != "ok"
+    trajectory = {r["point"]: r for r in _table(mitigation, "trajectory").iter_rows(named=True)}
+    for point in points:
+        mine = results.filter((pl.col("point") == point) & pl.col("passed").is_not_null())
+        got = json.loads(trajectory[point]["benchmarks"])[str(TASKS)]
+        assert (got["n"], got["passed"]) == (mine.height, int(mine["passed"].sum()))
+        if got["n"]:
+            low, high = proportion_confint(got["passed"], got["n"], alpha=0.05, method="beta")
+            assert (got["low"], got["high"]) == (pytest.approx(low, abs=1e-9), pytest.approx(high, abs=1e-9))

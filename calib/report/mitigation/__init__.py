@@ -5,6 +5,7 @@ Reads the run's ``trajectory``, ``checkpoints`` and ``pairs`` tables (docs/mitig
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from calib._exceptions import InputError
@@ -68,6 +69,17 @@ def mitigation_report(run: Any) -> tuple[dict[str, Any], list[Any]]:
     if svg is not None:
         blocks.append(Figure("trajectory", svg, "Memorization against utility along post-training; the ideal keeps "
                                                 "the target's utility at the reference's memorization."))
+    named = [(p["point"], json.loads(p["benchmarks"])) for p in points if p.get("benchmarks")]
+    if named:
+        blocks.append(Heading(3, "Benchmarks", "benchmarks"))
+        blocks.append(Table(("point", "benchmark", "pass@1", "interval", "normalized"),
+                            tuple((point, name, f"{b['passed']}/{b['n']} ({_pct(b['pass_at_1'])})",
+                                   f"{_pct(b['low'])} – {_pct(b['high'])}", _num(b["utility"]))
+                                  for point, per in named for name, b in sorted(per.items())), "benchmarks-table",
+                            "Greedy pass@1 with the paper's protocols (HumanEval: the dataset's prompt, cut at the "
+                            "function's end; MBPP: 3-shot); a task passes when all its tests pass in the sandbox. "
+                            "Normalized by the target's; a benchmark the target does not solve at all stays out of "
+                            "the aggregate utility."))
     blocks.append(Heading(3, "Preference pairs", "pairs"))
     blocks.append(Table(("source", "pairs", "accepted", "fell back to the reference", "no preferred completion"),
                         tuple((src, str(v["pairs"]), str(v["accepted"]), str(v["fallback"]), str(v["no_chosen"]))

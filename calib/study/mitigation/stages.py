@@ -1,11 +1,12 @@
-"""The ``mitigation`` study kind's stages: pairs → train → generate → measure → trajectory → report.
+"""The ``mitigation`` study kind's stages: pairs → train → generate → measure → benchmark → trajectory → report.
 
 The functional-memorization paper's Appendix H on a finished functional audit (``mitigation.audit``): preference
 pairs from its memorized set (:mod:`calib.mitigation.pairs`), NPO and DPO post-training of the target with LoRA
 (:mod:`calib.mitigation.train`, a checkpoint per saved epoch under ``RUN/checkpoints/METHOD/epoch-K``), greedy
 completions of every checkpoint on the memorized prompts and on held-out (retain) prompts, memorization
-re-measured with the audit's own text metric, executor and thresholds, and utility as retain agreement
-(docs/mitigation.md). The target and the reference are the audit's own greedy completions (epoch 0).
+re-measured with the audit's own text metric, executor and thresholds, and utility: retain agreement, pass@1 on
+held-out memorized functions and on benchmarks (docs/mitigation.md). The target and the reference are the audit's
+own greedy completions (epoch 0).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from calib._exceptions import CalibError, InputError
 from calib.data.parseback import candidate_code
 from calib.study.mitigation.audit import Audit, executor_for, load_audit
 from calib.study.mitigation.tables import (
+    BENCHMARK_RESULTS_SCHEMA,
     CHECKPOINTS_SCHEMA,
     MITIGATION_GENERATIONS_SCHEMA,
     MITIGATION_SCORES_SCHEMA,
@@ -230,6 +232,97 @@ async def _generate(ctx: StageContext) -> pl.DataFrame:
                                  concurrency=workers)
 
 
+# --- benchmark ------------------------------------------------------------------------------------
+def _benchmark_settings(spec: StudySpec, options: RunOptions) -> Any:
+    m, models = spec.mitigation, spec.models
+    assert m is not None
+    return {"benchmarks": list(m.benchmarks), "limit": m.benchmark_limit, "max_tokens": m.benchmark_max_tokens,
+            "target": spec.servers[models.target],  # type: ignore[index]
+            "reference": spec.servers[models.reference] if models.reference else None,
+            "unsafe": _audit(spec).spec.execute.unsafe_no_sandbox}
+
+
+def _benchmark_prompts(ctx: StageContext) -> list[Any]:
+    from calib.study.mitigation.benchmarks import MBPP_SHOTS, benchmark_prompts, protocol_of
+
+    m = ctx.spec.mitigation
+    assert m is not None
+    out = []
+    for source in m.benchmarks:
+        if source == "organism:business":
+            from calib.probes.organism_tasks import business_tasks
+
+            tasks = business_tasks(ctx.resources.organism().truth, memberships=("member",))
+        else:
+            from calib.probes.tasks import load_tasks
+
+            tasks = list(load_tasks(source))
+        if m.benchmark_limit:
+            tasks = tasks[:m.benchmark_limit + (MBPP_SHOTS if protocol_of(source) == "mbpp-3shot" else 0)]
+        try:
+            out += benchmark_prompts(source, tasks)
+        except ValueError as exc:
+            raise InputError(f"mitigation.benchmarks: {exc}") from None
+    return out
+
+
+async def _benchmark(ctx: StageContext) -> pl.DataFrame:
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from calib.executors.sandbox import Sandbox
+    from calib.probes.testrun import TestJob, run_many
+    from calib.servers.messages import SamplingParams
+    from calib.study.mitigation.benchmarks import passed_row, program_of
+
+    m, models = ctx.spec.mitigation, ctx.spec.models
+    assert m is not None
+    if not m.benchmarks:
+        return pl.DataFrame(schema=BENCHMARK_RESULTS_SCHEMA)
+    prompts = _benchmark_prompts(ctx)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(p.stop, []).append(i)
+    points = [("target", models.target, None)] + ([("reference", models.reference, None)] if models.reference else [])
+    points += [(r["point"], None, str(ctx.run.root / r["folder"])) for r in ctx.table("checkpoints").to_dicts()]
+    threads = ctx.spec.servers[models.target].get("threads")  # type: ignore[index]
+    sandbox = Sandbox(unsafe=_audit(ctx.spec).spec.execute.unsafe_no_sandbox)
+    workers = max(1, os.cpu_count() or 1)
+    loop = asyncio.get_running_loop()
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        async def answers(server: str | None, folder: str | None) -> list[str | None]:
+            texts: list[str | None] = [None] * len(prompts)
+            for stop, index in groups.items():
+                asked = [prompts[i].prompt for i in index]
+                if server is not None:
+                    params = SamplingParams(max_tokens=m.benchmark_max_tokens, temperature=0.0, stop=stop)
+                    outs = await _complete(ctx.resources.server(server), asked, params)
+                    got = [None if o[0] is None else o[0].text for o in outs]
+                else:
+                    pairs, _ = await loop.run_in_executor(pool, _answers, folder, threads, asked,
+                                                          m.benchmark_max_tokens, stop)
+                    got = [None if o is None else o[0] for o in pairs]
+                for i, text in zip(index, got):
+                    texts[i] = text
+            return texts
+
+        async def work(chunk: list[tuple[str, str | None, str | None]]) -> pl.DataFrame:
+            point, server, folder = chunk[0]
+            texts = await answers(server, folder)
+            programs = [program_of(p, t) if t is not None else (None, None) for p, t in zip(prompts, texts)]
+            runnable = [i for i, (program, _) in enumerate(programs) if program is not None]
+            runs = await run_many(sandbox, [TestJob(programs[i][0], prompts[i].task.tests,  # type: ignore[arg-type]
+                                                    prompts[i].task.setup) for i in runnable], concurrency=workers)
+            by_index = dict(zip(runnable, runs))
+            rows = [passed_row(point, p, programs[i][0], by_index.get(i),
+                               programs[i][1] if texts[i] is not None else None) for i, p in enumerate(prompts)]
+            return pl.DataFrame(rows, schema=BENCHMARK_RESULTS_SCHEMA)
+
+        return await ctx.chunked(points, 1, work, BENCHMARK_RESULTS_SCHEMA, label="benchmark", concurrency=1)
+
+
 # --- measure --------------------------------------------------------------------------------------
 def _measure_settings(spec: StudySpec, options: RunOptions) -> Any:
     audit = _audit(spec)
@@ -306,7 +399,8 @@ async def _trajectory(ctx: StageContext) -> pl.DataFrame:
 
     a = _audit(ctx.spec).spec.analyze
     return trajectory(ctx.table("mitigation_scores"), ctx.table("checkpoints"), tau_text=a.tau_text,
-                      tau_func=a.tau_func, confidence=a.confidence).cast(TRAJECTORY_SCHEMA)
+                      tau_func=a.tau_func, confidence=a.confidence,
+                      benchmarks=ctx.table("benchmark_results")).cast(TRAJECTORY_SCHEMA)
 
 
 MITIGATION_STAGES = (
@@ -314,7 +408,9 @@ MITIGATION_STAGES = (
     Stage("train", ("pairs",), "checkpoints", "1", _train_settings, _train),
     Stage("generate", ("checkpoints",), "mitigation_generations", "2", _generate_settings, _generate),
     Stage("measure", ("mitigation_generations",), "mitigation_scores", "2", _measure_settings, _measure),
-    Stage("trajectory", ("mitigation_scores", "checkpoints"), "trajectory", "3", _trajectory_settings, _trajectory,
+    Stage("benchmark", ("checkpoints",), "benchmark_results", "1", _benchmark_settings, _benchmark),
+    Stage("trajectory", ("mitigation_scores", "checkpoints", "benchmark_results"), "trajectory", "4",
+          _trajectory_settings, _trajectory,
           offline=True),
     Stage("report", ("trajectory",), None, "1", lambda s, o: None, write_report_stage, report_done),
 )

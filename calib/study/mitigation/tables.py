@@ -6,7 +6,8 @@ import polars as pl
 
 from calib.mitigation.pairs import PAIRS_SCHEMA
 
-__all__ = ["CHECKPOINTS_SCHEMA", "MITIGATION_GENERATIONS_SCHEMA", "MITIGATION_SCORES_SCHEMA", "MITIGATION_TABLES",
+__all__ = ["BENCHMARK_RESULTS_SCHEMA", "CHECKPOINTS_SCHEMA",
+           "MITIGATION_GENERATIONS_SCHEMA", "MITIGATION_SCORES_SCHEMA", "MITIGATION_TABLES",
            "PAIRS_SCHEMA", "TRAJECTORY_SCHEMA"]
 
 CHECKPOINTS_SCHEMA: dict[str, pl.DataType] = {
@@ -41,6 +42,19 @@ MITIGATION_SCORES_SCHEMA: dict[str, pl.DataType] = {
     "conclusive": pl.Boolean(),  # x's execution met the validity criteria; retain: null
 }
 
+BENCHMARK_RESULTS_SCHEMA: dict[str, pl.DataType] = {
+    "point": pl.String(),  # target | reference | METHOD@EPOCH
+    "benchmark": pl.String(),  # the source named in mitigation.benchmarks
+    "task_id": pl.String(),
+    "program": pl.String(),  # what ran on the tests (preamble + completed function, or MBPP's code); null: none
+    # the test run's status (ok, syntax, program_error, timeout, died, ...; calib.probes.testrun), the reason there
+    # is no program ("no function: ...", "no definition of f", ...), or no_completion (the request failed)
+    "status": pl.String(),
+    "passed": pl.Boolean(),  # every test passed; null when there is no completion (unscored)
+    "tests_passed": pl.Int64(),
+    "tests_total": pl.Int64(),
+}
+
 TRAJECTORY_SCHEMA: dict[str, pl.DataType] = {
     "point": pl.String(),
     "method": pl.String(),  # target | reference | a method
@@ -65,12 +79,15 @@ TRAJECTORY_SCHEMA: dict[str, pl.DataType] = {
     "pass_low": pl.Float64(),  # Clopper-Pearson interval at analyze.confidence
     "pass_high": pl.Float64(),
     "benchmark_utility": pl.Float64(),  # pass@1 normalized by the target's
+    # JSON: benchmark -> {n, passed, pass_at_1, low, high, utility} for each of mitigation.benchmarks
+    "benchmarks": pl.String(),
     "utility": pl.Float64(),  # aggregate: the mean of the normalized measures (1 for the target)
 }
 
 MITIGATION_TABLES: dict[str, dict[str, pl.DataType]] = {
     "pairs": PAIRS_SCHEMA,
     "checkpoints": CHECKPOINTS_SCHEMA,
+    "benchmark_results": BENCHMARK_RESULTS_SCHEMA,
     "mitigation_generations": MITIGATION_GENERATIONS_SCHEMA,
     "mitigation_scores": MITIGATION_SCORES_SCHEMA,
     "trajectory": TRAJECTORY_SCHEMA,

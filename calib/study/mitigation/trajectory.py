@@ -21,12 +21,16 @@ Utility (the paper's Appendix H.2, each measure normalized by the target's value
   with which its execution was conclusive), and the point's greedy completion passes when its output state equals
   x's on every one of them (SIM_func = 1). Tasks whose x is inconclusive have no tests and are left out; a missing
   completion is unscored. The pass rate gets a Clopper–Pearson interval;
+- pass@1 on each benchmark of ``mitigation.benchmarks`` (HumanEval, MBPP, a task file; calib.study.mitigation.
+  benchmarks), with a Clopper–Pearson interval; a task without a completion is unscored;
 - the aggregate utility is the mean of the normalized measures the study has (retain agreement alone without a
-  holdout), so the target's is 1 by construction and the reference's is the floor.
+  holdout or benchmarks), so the target's is 1 by construction and the reference's is the floor. A measure on which
+  the target scores 0 cannot be normalized and is left out of the aggregate (its raw values stay in the table).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import polars as pl
@@ -41,8 +45,21 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
+def _named(results: pl.DataFrame | None, confidence: float) -> dict[str, dict[str, dict[str, Any]]]:
+    """point -> benchmark -> {n, passed, pass_at_1, low, high} of the ``benchmark_results`` table."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    if results is None or results.is_empty():
+        return out
+    for (point, name), group in results.filter(pl.col("passed").is_not_null()).group_by(["point", "benchmark"]):
+        n, passed = group.height, int(group["passed"].sum())
+        ci = clopper_pearson(passed, n, confidence)
+        out.setdefault(point, {})[name] = {"n": n, "passed": passed, "pass_at_1": passed / n, "low": ci.low,
+                                           "high": ci.high}
+    return out
+
+
 def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: float, tau_func: float,
-               confidence: float) -> pl.DataFrame:
+               confidence: float, benchmarks: pl.DataFrame | None = None) -> pl.DataFrame:
     """The trajectory table (:data:`calib.study.mitigation.tables.TRAJECTORY_SCHEMA`) of ``scores``."""
     # a point is scored on the functions it completed: a missing completion (a failed request) is unscored, never
     # counted as "no longer memorized"
@@ -73,6 +90,8 @@ def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: flo
     order += [(r["point"], r["method"], r["epoch"]) for r in checkpoints.sort("method", "epoch").iter_rows(named=True)]
     target_retain = _mean(retain.get("target", []))
     target_pass = _mean([float(b) for b in bench.get("target", [])])
+    named = _named(benchmarks, confidence)
+    names = sorted(set(benchmarks["benchmark"])) if benchmarks is not None and not benchmarks.is_empty() else []
     rows = []
     for point, method, epoch in order:
         rs = by_point.get(point, {})
@@ -92,8 +111,16 @@ def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: flo
         pass_ci = clopper_pearson(sum(passes), len(passes), confidence) if passes else None
         pass_rate = sum(passes) / len(passes) if passes else None
         bench_utility = pass_rate / target_pass if pass_rate is not None and target_pass else None
-        measures = [retain_utility] + ([bench_utility] if has_bench else [])
-        utility = sum(measures) / len(measures) if all(m is not None for m in measures) else None
+        measures = [retain_utility] + ([bench_utility] if has_bench and target_pass else [])
+        per: dict[str, dict[str, Any]] = {}
+        for name in names:
+            got, base = named.get(point, {}).get(name), named.get("target", {}).get(name)
+            norm = got["pass_at_1"] / base["pass_at_1"] if got and base and base["pass_at_1"] else None
+            per[name] = {**(got or {"n": 0, "passed": 0, "pass_at_1": None, "low": None, "high": None}),
+                         "utility": norm}
+            if base and base["pass_at_1"]:
+                measures.append(norm)
+        utility = sum(measures) / len(measures) if all(m is not None for m in measures) else None  # type: ignore[misc]
         rows.append({"point": point, "method": method, "epoch": epoch, "n": n, "unscored": unscored.get(point, 0),
                      "textual": sum(textual(r) for r in rs.values()),
                      "functional": sum(functional(r) for r in rs.values()),
@@ -104,5 +131,7 @@ def trajectory(scores: pl.DataFrame, checkpoints: pl.DataFrame, *, tau_text: flo
                      "benchmark_n": len(passes) if has_bench else None,
                      "benchmark_passed": sum(passes) if has_bench else None, "pass_at_1": pass_rate,
                      "pass_low": pass_ci.low if pass_ci else None, "pass_high": pass_ci.high if pass_ci else None,
-                     "benchmark_utility": bench_utility, "utility": utility})
+                     "benchmark_utility": bench_utility,
+                     "benchmarks": json.dumps(per, sort_keys=True) if names else None,
+                     "utility": utility})
     return pl.DataFrame(rows)

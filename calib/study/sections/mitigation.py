@@ -33,6 +33,9 @@ class MitigationSection(Section):
     lora_dropout: float = Field(default=0.05, ge=0.0, lt=1.0)
     retain_prompts: int = Field(default=200, ge=0, le=10**6)
     holdout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    benchmarks: tuple[str, ...] = ()
+    benchmark_limit: int = Field(default=0, ge=0, le=10**6)
+    benchmark_max_tokens: int = Field(default=512, ge=1, le=1_000_000)
     threads: int | None = Field(default=None, ge=1, le=1_024)
 
     @model_validator(mode="after")
@@ -47,6 +50,9 @@ class MitigationSection(Section):
             raise ValueError(f"save_epochs: {bad} lie outside 1..epochs ({self.epochs})")
         if list(self.save_epochs) != sorted(set(self.save_epochs)):
             raise ValueError("save_epochs: list each epoch once, in increasing order")
+        if any(not b.strip() for b in self.benchmarks) or len(set(self.benchmarks)) != len(self.benchmarks):
+            raise ValueError("benchmarks: name each benchmark once (\"humaneval\", \"mbpp\", a task file or "
+                             "\"organism:business\")")
         if "dpo-rewrite" in self.methods and self.rewriter is None:
             raise ValueError("rewriter: method dpo-rewrite needs rewriter = \"NAME\" (a chat server of [servers])")
         return self
