@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.probes.conftest import sandbox  # noqa: F401 - the probes' bubblewrap sandbox (a fixture)
+
 SPEC = """[study]
 name = "audit"
 seed = 0

@@ -5,12 +5,10 @@ end and run after the prompt's preamble; MBPP is 3-shot with the first three tas
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
 
-from calib.executors.sandbox import Sandbox, SandboxUnavailable
 from calib.probes.tasks import Task, load_tasks
 from calib.probes.testrun import run_tests
 from calib.study.mitigation.benchmarks import benchmark_prompts, passed_row, program_of, protocol_of
@@ -38,16 +36,6 @@ def has_close_elements(numbers: List[float], threshold: float) -> bool:
 TESTS = ("assert has_close_elements([1.0, 2.0, 3.9, 4.0], 0.3) == True",
          "assert has_close_elements([1.0, 2.0, 3.0], 0.5) == False")
 FIXTURE = Path(__file__).parents[1] / "probes" / "fixtures" / "tasks.jsonl"
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Sandbox:
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap (bwrap) is not installed; CI installs it (apt-get install bubblewrap)")
-    try:
-        return Sandbox()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap cannot create its namespaces here: {exc}")
 
 
 def _run(sandbox, program, task):

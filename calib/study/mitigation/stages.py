@@ -82,7 +82,8 @@ async def _pairs(ctx: StageContext) -> pl.DataFrame:
 
 # --- train ----------------------------------------------------------------------------------------
 def _train_settings(spec: StudySpec, options: RunOptions) -> Any:
-    m = spec.mitigation.model_dump(mode="json", exclude={"retain_prompts", "threads", "audit"})  # type: ignore[union-attr]
+    m = spec.mitigation.model_dump(mode="json", exclude={"retain_prompts", "threads", "audit", "benchmarks",  # type: ignore[union-attr]
+                                                         "benchmark_limit", "benchmark_max_tokens"})
     return {"mitigation": m, "target": spec.servers[spec.models.target], "seed": spec.study.seed}  # type: ignore[index]
 
 
