@@ -40,7 +40,7 @@ fi
 # torch first, pinned: on these machines 2.13.0 is a local CPU build, while an unpinned torch would
 # pull a multi-GB CUDA build. The "embedded" extra then finds torch already satisfied.
 python3 -m pip install --quiet "torch==2.13.0"
-python3 -m pip install --quiet -e ".[dev,embedded,organism,embed,dedup,native,mitigate]"
+python3 -m pip install --quiet -e ".[dev,embedded,organism,embed,dedup,native,mitigate,ray]"
 
 # A normal user (calib-ci) with a Python environment it can run: the sandbox's hostile battery also runs
 # as that user (tests/executors/sandbox/test_sandbox_threats.py), since calib as root and as a normal user

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests._ray import ray_cluster
 from tests._served import (
     served_model,
     served_organism_chat_target,
@@ -17,7 +18,7 @@ from tests._served import (
     vllm_pair,
 )
 
-__all__ = ["organism_tiny", "organism_tiny_chat", "pytest_collection_modifyitems", "served_model",
+__all__ = ["organism_tiny", "organism_tiny_chat", "pytest_collection_modifyitems", "ray_cluster", "served_model",
            "served_organism_chat_target", "served_organism_target", "tiny_model_dir", "vllm_pair"]
 
 #: The modules on the session's vLLM pair (tests/_served.py :func:`vllm_pair`), in the order they run, last: the

@@ -1,0 +1,49 @@
+"""Connecting to a Ray cluster: the one place calib imports ``ray`` and calls ``ray.init``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from calib._exceptions import InputError
+
+__all__ = ["RAY_EXTRA", "connect", "disconnect", "import_ray"]
+
+#: How to install what the Ray runner needs (the ``ray`` extra: Ray with Ray Data).
+RAY_EXTRA = "pip install 'calib[ray]'"
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError(f"the Ray runner needs ray, which is not installed here ({exc}): {RAY_EXTRA}") from None
+    return ray
+
+
+def connect(address: str) -> bool:
+    """Connect this process to the Ray cluster at ``address`` (``HOST:PORT`` of its head, or ``"auto"``).
+
+    Returns whether this call connected (False: this process was connected already, and stays so). The
+    workers' log lines stay on the workers (``log_to_driver=False``): a study's progress and its events
+    are calib's own. A cluster that cannot be reached is a one-line error naming the address.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False, namespace="calib",
+                 configure_logging=True)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = " ".join(str(exc).split())[:300]
+        raise InputError(f"runner.address = {address!r}: cannot connect to a Ray cluster there ({first}); start "
+                         "one with `ray start --head` and give its HOST:PORT (docs/scale.md)") from None
+    return True
+
+
+def disconnect(connected: bool) -> None:
+    """Leave the cluster when :func:`connect` connected this process (``connected`` is what it returned)."""
+    if connected:
+        import_ray().shutdown()
