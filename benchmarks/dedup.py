@@ -13,7 +13,18 @@ It prints, in memory and, when ``redis-server`` is on PATH, in a Redis started f
 - queries per second (:meth:`TextualIndex.query` of ``--queries`` corpus functions, themselves left out,
   with exact verification), with the LSH candidates and the verified near-duplicates per query.
 
-    python benchmarks/dedup.py [--n 100000] [--queries 10000] [--seed 0] [--no-redis]
+Then the band-table pipeline (:mod:`calib.dedup.bands`) on the same functions, written first as 4 Parquet shards
+(``id``, ``text``): building the band table (functions/s, signatures included, and its bytes on disk per
+function) and searching it for the same queries (queries/s, every candidate's text read back from the shards and
+verified), with Polars streaming in this process and with Ray Data on a Ray cluster: ``--ray-address HOST:PORT``,
+or else a local head started for the run (``tests/_ray.py``: ``ray start --head`` on 127.0.0.1 with
+``--ray-cpus`` CPUs, stopped at the end); ``--no-ray`` skips it. Before timing, the benchmark connects to the
+cluster once and warms it up (a 2,000-function table built and searched: the workers start and import calib; its
+seconds are printed), so the figures are the steady state. Each search's pairs are checked against the in-memory
+index's (``same pairs: True``).
+
+    python benchmarks/dedup.py [--n 100000] [--queries 10000] [--seed 0] [--no-redis] [--no-ray]
+                               [--ray-address HOST:PORT] [--ray-cpus 2]
 """
 
 from __future__ import annotations
@@ -35,6 +46,8 @@ from pathlib import Path
 from calib.dedup.minhash import MinHasher, TextualIndex, code_tokens
 
 MAX_FILE_BYTES = 300_000
+ROOT = Path(__file__).resolve().parents[1]
+SHARDS = 4
 
 
 def _python_files() -> Iterator[Path]:
@@ -114,7 +127,9 @@ def _rss_mb() -> float:
         return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def bench_index(label: str, keys: list[str], texts: list[str], queries: list[int], storage: str | None) -> None:
+def bench_index(label: str, keys: list[str], texts: list[str], queries: list[int],
+                storage: str | None) -> list[tuple[str, str, float]]:
+    """The index's figures; returns its verified pairs (query key, corpus key, Jaccard) in query order."""
     print(f"{label}:", flush=True)
     index = TextualIndex(storage=storage, prefix="bench")
     rss = _rss_mb()
@@ -144,6 +159,89 @@ def bench_index(label: str, keys: list[str], texts: list[str], queries: list[int
     start = time.perf_counter()
     index.clear()
     print(f"  clear: {time.perf_counter() - start:.1f} s", flush=True)
+    return [(q, key, value) for q, matches in zip(excluded, found) for key, value in matches]
+
+
+def write_shards(keys: list[str], texts: list[str], folder: Path, quiet: bool = False) -> list[Path]:
+    import polars as pl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    size = -(-len(keys) // SHARDS)
+    paths = []
+    for n in range(SHARDS):
+        paths.append(folder / f"shard-{n}.parquet")
+        pl.DataFrame({"id": keys[n * size:(n + 1) * size], "text": texts[n * size:(n + 1) * size]}) \
+            .write_parquet(paths[-1])
+    megabytes = sum(p.stat().st_size for p in paths) / 2**20
+    if not quiet:
+        print(f"corpus shards: {SHARDS} Parquet files (id, text), {megabytes:,.0f} MB, written in "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+    return paths
+
+
+def bench_bands(label: str, shards: list[Path], folder: Path, keys: list[str], texts: list[str], queries: list[int],
+                expected: list[tuple[str, str, float]], ray_address: str | None) -> None:
+    from calib.dedup.bands import build_band_table
+
+    print(f"{label}:", flush=True)
+    start = time.perf_counter()
+    table = build_band_table(shards, folder, ray_address=ray_address)
+    _rate("band table (signatures included)", table.functions, time.perf_counter() - start, "functions")
+    size = table.bytes
+    print(f"  on disk: {size['total'] / table.functions:,.0f} bytes per function (bands "
+          f"{size['bands'] / table.functions:,.0f}, ids {size['ids'] / table.functions:,.0f}); "
+          f"{size['total'] / 2**20:,.1f} MB, {table.manifest['band_rows']:,} band rows", flush=True)
+    asked = [texts[i] for i in queries]
+    excluded = [keys[i] for i in queries]
+    start = time.perf_counter()
+    found = table.search(excluded, asked, ray_address=ray_address)
+    _rate("queries (verified)", len(queries), time.perf_counter() - start, "queries")
+    print(f"  per query: {found.height / len(queries):.2f} near-duplicates; same pairs as the in-memory index: "
+          f"{found.rows() == expected}", flush=True)
+
+
+def bench_pipeline(args: argparse.Namespace, keys: list[str], texts: list[str], queries: list[int],
+                   expected: list[tuple[str, str, float]]) -> None:
+    with tempfile.TemporaryDirectory(prefix="calib-bands-") as tmp:
+        folder = Path(tmp)
+        shards = write_shards(keys, texts, folder)
+        bench_bands("band table, Polars streaming in this process", shards, folder / "polars", keys, texts, queries,
+                    expected, None)
+        if args.no_ray:
+            return
+        cluster = None
+        address = args.ray_address
+        if address is None:
+            sys.path.insert(0, str(ROOT))
+            from tests._ray import start_cluster
+
+            start = time.perf_counter()
+            cluster = start_cluster(cpus=args.ray_cpus)
+            address = cluster.address
+            print(f"local Ray head on {address} ({args.ray_cpus} CPUs) started in {time.perf_counter() - start:.1f} s",
+                  flush=True)
+        from calib.dedup.bands import build_band_table
+        from calib.scale import connect, disconnect
+
+        try:
+            start = time.perf_counter()
+            connected = connect(address)
+            print(f"connected to {address} in {time.perf_counter() - start:.1f} s", flush=True)
+            try:
+                start = time.perf_counter()
+                warm = write_shards(keys[:2000], texts[:2000], folder / "warm", quiet=True)
+                build_band_table(warm, folder / "warm" / "table", ray_address=address, batch_rows=500) \
+                    .search(keys[:200], texts[:200], ray_address=address)
+                print(f"warm-up on the cluster (workers start and import calib; 2,000 functions, 200 queries): "
+                      f"{time.perf_counter() - start:.1f} s", flush=True)
+                bench_bands(f"band table, Ray Data on {address}", shards, folder / "ray", keys, texts, queries,
+                            expected, address)
+            finally:
+                disconnect(connected)
+        finally:
+            if cluster is not None:
+                cluster.stop()
 
 
 def main() -> None:
@@ -152,6 +250,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10_000, help="functions queried (default 10,000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-redis", action="store_true", help="skip the Redis-backed index")
+    parser.add_argument("--no-ray", action="store_true", help="skip the band table's Ray Data engine")
+    parser.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                        help="a running Ray cluster (default: a local head started for the run)")
+    parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of the local head (default 2)")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -178,7 +280,8 @@ def main() -> None:
     hasher.hashvalues(typical)
     _rate("hashvalues, 10-50-line functions", len(typical), time.perf_counter() - start, "functions")
 
-    bench_index("in-memory index (threshold 0.4)", keys, texts, queries, None)
+    expected = bench_index("in-memory index (threshold 0.4)", keys, texts, queries, None)
+    bench_pipeline(args, keys, texts, queries, expected)
     if args.no_redis:
         return
     if shutil.which("redis-server") is None:

@@ -32,6 +32,12 @@ in it). Target (issue, 2-core machine):
 
 Run: ``python benchmarks/executor.py [--n 100] [--seed 0] [--workers 2] [--in-flight 2] [--no-fork-server]
 [--budget-seconds S] [--budget-runs N] [--skip-inconclusive-candidates] [--target x|copy] [--json]``
+
+``--ray ADDRESS`` (docs/scale.md): the study case instead runs as a study's execute stage does under ``[runner]
+kind = "ray"``: chunks of 4 functions as Ray tasks of 1 CPU (:class:`calib.scale.runner.RayRunner` with
+:func:`calib.study.functional.execute.execute_chunk`) on the cluster at ADDRESS (``ray start --head --num-cpus 2``),
+once with 1 task in flight and once with 2 (1 and 2 worker processes): functions/s of each, the scaling ratio,
+and on paper the figure for ``--nodes`` nodes of ``--cores-per-node`` cores from the measured per-core rate.
 """
 
 from __future__ import annotations
@@ -255,6 +261,48 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def ray_passes(args: argparse.Namespace) -> dict[str, Any]:
+    """The study case through the Ray runner with 1 and then 2 tasks in flight (see the module's docstring)."""
+    from calib.scale.runner import RayRunner, RemoteWork
+    from calib.study.functional.execute import execute_chunk
+    from calib.study.sections import RunnerSection
+    from calib.study.spec import StudySpec
+
+    functions = sample_functions(args.n, args.seed)
+    execute = {k: v for k, v in (("budget_seconds", args.budget_seconds), ("budget_runs", args.budget_runs))
+               if v is not None}
+    spec = StudySpec.model_validate({
+        "study": {"name": "executor-benchmark", "seed": args.seed},
+        "servers": {"none": {"kind": "openai", "base_url": "http://127.0.0.1:9"}},  # never asked: execute only
+        "models": {"target": "none", "reference": "none"}, "execute": {**execute, "workers": 1}})
+    rows = [{"sample_id": f"f{i}", "context": fn.context, "function": fn.text, "language": "python"}
+            for i, fn in enumerate(functions)]
+    targets = {f"f{i}": fn.text if args.target == "x" else fn.text.rstrip("\n") + "  # target\n"
+               for i, fn in enumerate(functions)}
+    by_role = {"target": targets, "reference": {f"f{i}": mutant(fn.text) for i, fn in enumerate(functions)}}
+    chunks = [(i // 4, rows[i:i + 4]) for i in range(0, len(rows), 4)]
+    out: dict[str, Any] = {"n": len(functions), "address": args.ray, "passes": []}
+    for in_flight in (1, 2):
+        runner = RayRunner(RunnerSection(kind="ray", address=args.ray, max_in_flight=in_flight))
+        tables: list[Any] = []
+        warm = [(0, rows[:1])]  # the cluster check and the workers' first imports, outside the timing
+        asyncio.run(runner.map(RemoteWork(execute_chunk, (spec, 1, by_role)), warm, lambda *a: None, lambda: False))
+        started = time.perf_counter()
+        asyncio.run(runner.map(RemoteWork(execute_chunk, (spec, 1, by_role)), chunks,
+                               lambda index, table, events, where, got=tables: got.append(table), lambda: False))
+        wall = time.perf_counter() - started
+        runner.close()
+        conclusive = sum(t.filter(t["role"] == "target")["conclusive"].sum() for t in tables)
+        out["passes"].append({"workers": in_flight, "wall_s": round(wall, 2),
+                              "functions_per_s": round(len(functions) / wall, 2), "conclusive": int(conclusive)})
+    one, two = (p["functions_per_s"] for p in out["passes"])
+    out["scaling_2_over_1"] = round(two / one, 2)
+    out["per_core_functions_per_s"] = round(two / 2, 2)
+    out["paper_cluster"] = {"nodes": args.nodes, "cores_per_node": args.cores_per_node,
+                            "functions_per_s": round(two / 2 * args.nodes * args.cores_per_node, 1)}
+    return out
+
+
 def _num(value: float | None, width: int, digits: int) -> str:
     return f"{value:>{width}.{digits}f}" if value is not None else f"{'n/a':>{width}}"
 
@@ -280,7 +328,26 @@ def main() -> None:
     parser.add_argument("--probe-seconds", type=float, default=3.0,
                         help="seconds to measure other load on the machine before and after")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--ray", metavar="ADDRESS", default=None,
+                        help="the study case on the Ray cluster at ADDRESS, with 1 and 2 worker processes")
+    parser.add_argument("--nodes", type=int, default=64, help="with --ray: the cluster figured on paper")
+    parser.add_argument("--cores-per-node", type=int, default=32, help="with --ray: its cores per node")
     args = parser.parse_args()
+    if args.ray is not None:
+        out = ray_passes(args)
+        if args.json:
+            print(json.dumps(out, indent=1))
+            return
+        print(f"{out['n']} functions, study case compare(x, [target, x']) as Ray tasks of 4 functions, 1 CPU "
+              f"each, on {out['address']}")
+        for p in out["passes"]:
+            print(f"{p['workers']} worker process(es): {p['functions_per_s']:.2f} functions/s ({p['wall_s']} s), "
+                  f"conclusive {p['conclusive']}/{out['n']}")
+        c = out["paper_cluster"]
+        print(f"scaling 2 over 1: {out['scaling_2_over_1']:.2f}x; per core {out['per_core_functions_per_s']:.2f} "
+              f"functions/s; on paper, {c['nodes']} nodes x {c['cores_per_node']} cores: "
+              f"{c['functions_per_s']:,.0f} functions/s")
+        return
     report = asyncio.run(main_async(args))
     if args.json:
         print(json.dumps(report, indent=1))

@@ -43,7 +43,9 @@ class RayCluster:
     def processes(self) -> dict[int, str]:
         """This head's processes (pid -> command line): those started with its temporary folder and their
         descendants (the raylet's workers and agents, whose titles no longer name the folder)."""
-        out = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=True).stdout
+        # -ww: whole command lines (under pytest, readline sets COLUMNS=80 and ps would cut them there)
+        out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True,
+                             check=True).stdout
         table = {}
         for line in out.splitlines():
             pid, ppid, *args = line.split(None, 2)
@@ -90,15 +92,18 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-def start_cluster(cpus: int = 2) -> RayCluster:
-    """``ray start --head`` on 127.0.0.1 with ``cpus`` CPUs and free ports; returns when it accepts drivers."""
+def start_cluster(cpus: int = 2, env: dict[str, str] | None = None) -> RayCluster:
+    """``ray start --head`` on 127.0.0.1 with ``cpus`` CPUs and free ports; returns when it accepts drivers.
+
+    ``env``: variables set (over this process's environment) for the head's processes and so for its workers,
+    e.g. a ``PATH`` or ``PYTHONPATH`` that only this cluster's nodes see."""
     ray = shutil.which("ray")
     if ray is None:
         raise RuntimeError("the ray command is not on PATH: pip install 'calib[ray]' (scripts/test.sh does)")
     # a short folder: Ray's unix socket paths must fit in 107 bytes
     temp_dir = Path(tempfile.mkdtemp(prefix="rayc-", dir="/tmp"))
     port = _free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, **(env or {}), "RAY_USAGE_STATS_ENABLED": "0"}
     worker_low = 20000 + (os.getpid() % 200) * 100
     cmd = [ray, "start", "--head", f"--num-cpus={cpus}", "--num-gpus=0", "--node-ip-address=127.0.0.1",
            f"--port={port}", "--include-dashboard=false", "--disable-usage-stats",

@@ -6,6 +6,11 @@ an audited function and a corpus function that is a textual near-duplicate (MinH
 exact shingle Jaccard) or a semantic-only one (embedding cosine) is written to ``--out``; the counts
 per audited function to ``--counts``. docs/dedup.md defines both. Source files are read under the caps of
 ``calib extract`` (``--max-file-bytes``, ``--max-line-chars``); a file dropped whole is listed with its reason.
+
+For a corpus larger than memory, ``calib dedup bands SHARD... --out DIR`` writes its band table
+(:mod:`calib.dedup.bands`) and ``calib dedup search DIR --against ...`` finds the same textual pairs in it, in
+this process or on a Ray cluster (``--ray``). ``calib dedup`` followed by anything but those two names is the
+search above.
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ def _text(signature: str, body: str) -> str:
     return signature + ("" if body.startswith("\n") else "\n") + body
 
 
-@click.command()
+@click.command("dedup")
 @click.argument("corpus", nargs=-1, required=True)
 @click.option("--against", "against", multiple=True, required=True,
               help="The audited functions: a functions table (.parquet) or source files, folders or globs; repeatable.")
@@ -112,11 +117,15 @@ def _text(signature: str, body: str) -> str:
 @click.option("--redis", "redis_url", default=None, metavar="URL",
               help="Keep the MinHash LSH index in Redis (redis://HOST:PORT/DB) instead of memory.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def dedup(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_out: Path | None, language: str | None,
+def find(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_out: Path | None, language: str | None,
           min_lines: int, max_file_bytes: int, max_line_chars: int, jaccard: float, num_perm: int,
           shingle_tokens: int, cosine: float, no_semantic: bool, embed_name: str | None, servers_file: Path | None,
           index: str, redis_url: str | None, as_json: bool) -> None:
-    """Near-duplicates of the functions of --against in the training corpus CORPUS."""
+    """Near-duplicates of the functions of --against in the training corpus CORPUS.
+
+    Out of core: calib dedup bands SHARD... --out DIR writes a corpus's band table, calib dedup search DIR
+    --against ... searches it (docs/dedup.md).
+    """
     from calib._files import atomic_write
     from calib.cli.similarity import _server
     from calib.dedup import DedupConfig, duplicate_counts, find_duplicates
@@ -158,3 +167,129 @@ def dedup(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_o
             click.echo(f"  dropped {name}: {reason}")
         if len(dropped_files) > _LISTED:
             click.echo(f"  ... and {len(dropped_files) - _LISTED} more files dropped whole (--json lists all)")
+
+
+_RAY = click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+                    help="Run on the Ray cluster at HOST:PORT (Ray Data) instead of in this process.")
+
+
+@click.command("bands")
+@click.argument("shards", nargs=-1, required=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="New folder for the band table (manifest.json, bands/, ids/).")
+@click.option("--id-column", default="id", show_default=True, help="The shards' id column.")
+@click.option("--text-column", default="text", show_default=True, help="The shards' text column.")
+@click.option("--jaccard", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.4, show_default=True,
+              help="Textual threshold on the exact Jaccard of shingle sets (it sets the LSH bands).")
+@click.option("--num-perm", type=click.IntRange(min=16), default=128, show_default=True, help="MinHash permutations.")
+@click.option("--shingle-tokens", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Shingle size in code tokens.")
+@click.option("--batch-rows", type=click.IntRange(min=1), default=50_000, show_default=True,
+              help="Rows of a shard hashed and written at once (one band file, one Ray task).")
+@_RAY
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bands(shards: tuple[str, ...], out: Path, id_column: str, text_column: str, jaccard: float, num_perm: int,
+          shingle_tokens: int, batch_rows: int, ray_address: str | None, as_json: bool) -> None:
+    """Write the band table of the corpus SHARD... (Parquet or JSONL files, folders or globs) to --out."""
+    from calib.dedup.bands import build_band_table
+
+    table = build_band_table(shards, out, id_column=id_column, text_column=text_column, threshold=jaccard,
+                             num_perm=num_perm, shingle_size=shingle_tokens, batch_rows=batch_rows,
+                             ray_address=ray_address)
+    manifest = table.manifest
+    result = {"functions": table.functions, "shards": len(table.shards), "band_rows": manifest["band_rows"],
+              "bytes": table.bytes, "bytes_per_function": round(table.bytes_per_function(), 1),
+              "settings": manifest["settings"], "engine": manifest["engine"], "seconds": manifest["seconds"],
+              "out": str(out)}
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        settings = result["settings"]
+        click.echo(f"{result['functions']} functions from {result['shards']} shards: {result['band_rows']} band rows "
+                   f"({settings['bands']} bands of {settings['rows']}), {result['bytes_per_function']} bytes per "
+                   f"function, in {result['seconds']} s ({result['engine']}); {out}")
+
+
+@click.command("search")
+@click.argument("table", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--against", "against", multiple=True, required=True,
+              help="The audited functions: a functions table (.parquet) or source files, folders or globs; repeatable.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Parquet file for the pairs (sample_id, corpus_id, kind, similarity, copies).")
+@click.option("--counts", "counts_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Parquet file for the counts per audited function (sample_id, textual_dups, semantic_dups).")
+@click.option("--language", type=click.Choice(["python", "c", "cpp", "java", "rust", "go"]), default=None,
+              help="Language of the --against source files (default: from each file's extension).")
+@click.option("--max-file-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_DOCUMENT_BYTES,
+              show_default=True, help="Drop a source file over this many bytes unread (too_large), as calib extract.")
+@click.option("--max-line-chars", type=click.IntRange(min=1), default=DEFAULT_MAX_LINE_CHARS,
+              show_default=True, help="Drop a source file with a line over this many characters (long_line).")
+@_RAY
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def search(table: Path, against: tuple[str, ...], out: Path, counts_out: Path | None, language: str | None,
+           max_file_bytes: int, max_line_chars: int, ray_address: str | None, as_json: bool) -> None:
+    """Textual near-duplicates of the functions of --against in the band table TABLE (calib dedup bands)."""
+    from calib._files import atomic_write
+    from calib.dedup import DUPLICATES_SCHEMA, duplicate_counts
+    from calib.dedup.bands import BandTable
+
+    started = time.perf_counter()
+    index = BandTable(table)
+    dropped_files: dict[str, str] = {}
+    sample_ids, sample_texts = _functions(against, language, 0, "--against", (max_file_bytes, max_line_chars),
+                                          dropped_files)
+    if not sample_ids:
+        raise InputError("--against names no function; check the paths and --language")
+    found = index.search(sample_ids, sample_texts, ray_address=ray_address)
+    pairs = found.select(pl.col("query_id").alias("sample_id"), "corpus_id", pl.lit("textual").alias("kind"),
+                         pl.col("jaccard").alias("similarity"), pl.lit(1).alias("copies")) \
+        .cast(DUPLICATES_SCHEMA).sort(["sample_id", "kind", "corpus_id"])
+    atomic_write(out, pairs.write_parquet, suffix=".parquet")
+    counts = duplicate_counts(pairs, list(dict.fromkeys(sample_ids)))
+    if counts_out is not None:
+        atomic_write(counts_out, counts.write_parquet, suffix=".parquet")
+    result: dict[str, Any] = {
+        "corpus_functions": index.functions, "samples": counts.height, "pairs": {"textual": pairs.height},
+        "samples_with": {"textual": int((counts["textual_dups"] > 0).sum())},
+        "settings": index.manifest["settings"], "engine": "polars" if ray_address is None else "ray",
+        "seconds": round(time.perf_counter() - started, 3), "out": str(out),
+        "counts": None if counts_out is None else str(counts_out), "dropped_files": dropped_files,
+    }
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"{result['samples']} functions against the {result['corpus_functions']} corpus functions of "
+                   f"{table}: {pairs.height} textual near-duplicate pairs ({result['samples_with']['textual']} "
+                   f"functions with at least one); {out}")
+        for name, reason in list(dropped_files.items())[:_LISTED]:
+            click.echo(f"  dropped {name}: {reason}")
+        if len(dropped_files) > _LISTED:
+            click.echo(f"  ... and {len(dropped_files) - _LISTED} more files dropped whole (--json lists all)")
+
+
+class _DedupCommands(click.Group):
+    """``calib dedup``: the search (``find``) unless the first argument names a subcommand (``bands``, ``search``).
+
+    The search keeps its command line (``calib dedup CORPUS... --against ...``): :meth:`make_context` hands any
+    other arguments to it whole. ``params`` lists the search's parameters (for help and docs); the group itself
+    parses none of them (:meth:`get_params`).
+    """
+
+    def __init__(self, default: click.Command, commands: list[click.Command]) -> None:
+        super().__init__(name=default.name, commands=commands, help=default.help,
+                         short_help="Near-duplicates of audited functions in a training corpus.")
+        self.default = default
+        self.params = default.params
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        help_option = self.get_help_option(ctx)
+        return [] if help_option is None else [help_option]
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        if args and args[0] in self.commands:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        return self.default.make_context(info_name, args, parent=parent, **extra)
+
+
+dedup = _DedupCommands(find, [bands, search])

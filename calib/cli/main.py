@@ -30,6 +30,7 @@ EXIT_USAGE = 2
 #: does not pay for the servers: each costs seconds of start-up otherwise.
 COMMANDS = {
     "check": "calib.cli.study:check",
+    "cluster": "calib.cli.cluster:cluster",
     "compare": "calib.cli.compare:compare",
     "compare-runs": "calib.cli.compare_runs:compare_runs",
     "dedup": "calib.cli.dedup:dedup",

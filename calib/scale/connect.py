@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from typing import Any
 
 from calib._exceptions import InputError
@@ -32,6 +33,7 @@ def connect(address: str) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
+    _reachable(address)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, namespace="calib",
@@ -41,6 +43,21 @@ def connect(address: str) -> bool:
         raise InputError(f"runner.address = {address!r}: cannot connect to a Ray cluster there ({first}); start "
                          "one with `ray start --head` and give its HOST:PORT (docs/scale.md)") from None
     return True
+
+
+def _reachable(address: str) -> None:
+    """A one-line error when nothing accepts a connection at ``HOST:PORT`` (Ray's own connect retries such an
+    address for about 14 minutes). Other forms (``auto``, ``ray://...``) are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or "://" in address:
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=10):
+            pass
+    except OSError as exc:
+        raise InputError(f"runner.address = {address!r}: cannot connect to a Ray cluster there (nothing accepts a "
+                         f"connection: {exc.strerror or exc}); start one with `ray start --head` and give its "
+                         "HOST:PORT (docs/scale.md)") from None
 
 
 def disconnect(connected: bool) -> None:

@@ -17,6 +17,9 @@ one-line warning on stderr. A ``manifest.json`` that is not a JSON object is set
 each table then written under the stage fingerprint the spec gives now (recorded in the table's
 Parquet metadata) is adopted as it is, and only the other stages run again.
 
+A stage giving :meth:`StageContext.chunked` a :class:`~calib.scale.runner.RemoteWork` has its chunks run as Ray
+tasks under ``[runner] kind = "ray"`` (docs/scale.md), written to the same chunk files: resume does not change.
+
 Progress goes to stderr: rich bars on a terminal, else lines (:class:`calib._progress.LineProgress`)
 at least every ``$CALIB_PROGRESS_SECONDS`` seconds per stage.
 """
@@ -38,6 +41,7 @@ import pyarrow.parquet as pq
 from calib._exceptions import InvalidParameterError
 from calib._progress import LineProgress, use_lines
 from calib._version import __version__
+from calib.scale.runner import runner_for
 from calib.study.provenance import collect as collect_provenance
 from calib.study.rundir import RunDir, file_sha256, now_iso
 from calib.study.spec import StudySpec, spec_hash
@@ -100,6 +104,7 @@ class StageContext:
         self.stage = ""
         self.fingerprint = ""
         self.save_manifest: Callable[..., None] = lambda **fields: None
+        self.runner: Any = None  # the Ray runner of [runner] kind = "ray" (calib.scale.runner), else None
 
     def phase_progress(self, label: str) -> Callable[[str, int, int], None]:
         """A ``progress(phase, done, total)`` callback drawing one bar (for work outside :meth:`chunked`)."""
@@ -133,11 +138,11 @@ class StageContext:
 
     async def chunked(self, items: Sequence[Any], size: int, work: Callable[[list[Any]], Awaitable[pl.DataFrame]],
                       schema: dict[str, pl.DataType], *, label: str | None = None,
-                      concurrency: int = 1) -> pl.DataFrame:
+                      concurrency: int = 1, remote: Any = None) -> pl.DataFrame:
         """Run ``work`` over ``items`` in chunks of ``size``; finished chunks are kept across a kill.
 
-        Chunks are numbered in item order; up to ``concurrency`` run at once. The result concatenates
-        every chunk's table in order.
+        Chunks are numbered in item order; up to ``concurrency`` run at once; the result is their tables in order.
+        ``remote``: the same work as a :class:`~calib.scale.runner.RemoteWork`, for the Ray runner's cluster.
         """
         chunks = [list(items[i:i + size]) for i in range(0, len(items), size)]
         done = self.run.done_chunks(self.stage, self.fingerprint)
@@ -154,13 +159,22 @@ class StageContext:
             async with semaphore:
                 if reached or self._over_budget(reached):
                     return  # no new chunk once a cap is reached; those in flight finish and are kept
-                frame = await work(chunk)
-                self.run.write_chunk(self.stage, self.fingerprint, index, frame.cast(schema))
-                self.event("chunk", index=index, rows=frame.height)
-                if task is not None:
-                    self._progress.advance(task, len(chunk))
+                finished(index, await work(chunk), [], {})
 
-        await asyncio.gather(*(one(i, c) for i, c in enumerate(chunks) if i not in done))
+        def finished(index: int, frame: pl.DataFrame, events: list[tuple[str, dict[str, Any]]],
+                     where: dict[str, Any]) -> None:
+            for name, fields in events:
+                self.event(name, **fields)
+            self.run.write_chunk(self.stage, self.fingerprint, index, frame.cast(schema))
+            self.event("chunk", index=index, rows=frame.height, **where)
+            if task is not None:
+                self._progress.advance(task, len(chunks[index]))
+
+        if remote is not None and self.runner is not None:
+            await self.runner.map(remote, [(i, c) for i, c in enumerate(chunks) if i not in done], finished,
+                                  lambda: bool(reached) or self._over_budget(reached))
+        else:
+            await asyncio.gather(*(one(i, c) for i, c in enumerate(chunks) if i not in done))
         if task is not None:
             self._progress.finish(task)
         paths = self.run.done_chunks(self.stage, self.fingerprint)
@@ -298,6 +312,7 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
     with _Progress(options.progress) as progress, asyncio.Runner() as loop:
         ctx = StageContext(spec, run, options, resources, progress)
         ctx.save_manifest = save_manifest
+        ctx.runner = runner_for(spec.runner)
         changed: set[str] = set()
         try:
             for stage in stages:
@@ -317,6 +332,8 @@ def run_stages(stages: Sequence[Stage], spec: StudySpec, spec_text: str, run_dir
                 if stage.name == options.until:
                     break
         finally:
+            if ctx.runner is not None:
+                ctx.runner.close()
             save_manifest()
             aclose = getattr(resources, "aclose", None)
             if aclose is not None:

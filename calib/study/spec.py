@@ -33,6 +33,7 @@ from calib.study.sections import (
     ModelsSection,
     OrganismSection,
     ReportSection,
+    RunnerSection,
     Section,
     StudySection,
     same_checkpoint,
@@ -62,7 +63,8 @@ __all__ = ["ORGANISM_MODEL_PREFIX", "PROBABILISTIC", "PROCEDURES", "AnalyzeSecti
            "DedupSection", "ExtractionSection", "DataSection", "ExecuteSection", "GenerationSection",
            "HubSection", "MeasureSection", "MitigationSection",
            "ModelsSection", "OrganismSection", "ProbesSection", "PromptSection",
-           "ReportSection", "StudySection", "StudySpec", "load_spec", "locate_key", "spec_hash", "spec_model"]
+           "ReportSection", "RunnerSection", "StudySection",
+           "StudySpec", "load_spec", "locate_key", "spec_hash", "spec_model"]
 
 
 class StudySpec(Section):
@@ -83,6 +85,7 @@ class StudySpec(Section):
     analyze: AnalyzeSection = AnalyzeSection()
     report: ReportSection = ReportSection()
     budget: BudgetSection | None = None
+    runner: RunnerSection = RunnerSection()
     probes: ProbesSection | None = None
     mitigation: MitigationSection | None = None
 

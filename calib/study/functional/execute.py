@@ -128,69 +128,124 @@ def _cost(rows: pl.DataFrame, runs: int | None, usage: dict[str, int] | None) ->
                              *[pl.lit(v, dtype=pl.Int64).alias(k) for k, v in tokens.items()])
 
 
-async def _execute(ctx: StageContext) -> pl.DataFrame:
+async def _compare_one(spec: StudySpec, workers: int, executor: Any, natives: dict[str, Any], r: dict[str, Any],
+                       by_role: dict[str, dict[str, str]], gate: asyncio.Semaphore, event: Any,
+                       transcripts: Any = None) -> pl.DataFrame:
+    """One sample's executions rows: x and the candidates that came back, compared by the study's executor.
+
+    The same code runs here (the local runner) and in a Ray task (:func:`execute_chunk`); ``event(name,
+    **fields)`` records the sample's events, ``transcripts(sample_id, transcript)`` keeps the agent's.
+    """
     from calib.executors import EXECUTIONS_SCHEMA, execution_rows
+
+    schema = EXECUTIONS_TABLE_SCHEMA
+    kind = spec.execute.executor
+    metered = kind in ("llm", "agent")
+    roles = [role for role in ROLES if by_role[role].get(r["sample_id"])]
+    runner = executor
+    if r["language"] != "python":
+        if kind != "sandbox":
+            return _missing_rows(r["sample_id"], ROLES, f"the {kind} executor runs python only, not {r['language']}",
+                                 kind)
+        try:
+            runner = _native(spec, workers, r["language"], natives)
+        except CalibError as exc:  # a missing compiler: say which, for every sample of that language
+            return _missing_rows(r["sample_id"], ROLES, " ".join(str(exc).split())[:300], f"native-{r['language']}")
+    usage = {"input_tokens": 0, "output_tokens": 0, "missing": 0}
+    async with gate:
+        _USAGE.set(usage)  # this sample's task only (asyncio tasks run in a copy of the context)
+        start = time.perf_counter()
+        try:
+            candidates = [by_role[role][r["sample_id"]] for role in roles]
+            if hasattr(runner, "compare_with_transcript"):  # the agent: its whole conversation is kept
+                comparison, transcript = await runner.compare_with_transcript(
+                    r["function"], candidates, context=r["context"] or "", names=roles)
+                transcripts(r["sample_id"], transcript)
+            else:
+                comparison = await runner.compare(r["function"], candidates, context=r["context"] or "", names=roles)
+        except CalibError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one bad sample is recorded and skipped
+            event("sample_error", sample_id=r["sample_id"], error=f"{type(exc).__name__}: {exc}")
+            made = f"native-{r['language']}" if runner is not executor else kind
+            rows = _missing_rows(r["sample_id"], ROLES, f"executor error: {type(exc).__name__}", made)
+            event("sample_cost", sample_id=r["sample_id"], seconds=round(time.perf_counter() - start, 6))
+            return _cost(rows, None, usage if metered and runner is executor else None)
+        event("sample_cost", sample_id=r["sample_id"], seconds=round(time.perf_counter() - start, 6))
+    rows = execution_rows(r["sample_id"], comparison, roles) if roles else pl.DataFrame(schema=EXECUTIONS_SCHEMA)
+    missing = [role for role in ROLES if role not in roles]
+    if missing:
+        extra = _missing_rows(r["sample_id"], missing, "no generation (the request failed)", comparison.executor)
+        extra = extra.select(list(EXECUTIONS_SCHEMA)).with_columns(
+            pl.lit(comparison.valid_inputs).alias("valid_inputs"), pl.lit(comparison.coverage).alias("coverage"),
+            pl.lit(comparison.distinct_outputs).alias("distinct_outputs"),
+            pl.lit(comparison.conclusive).alias("conclusive"))
+        rows = pl.concat([rows, extra.cast(EXECUTIONS_SCHEMA)])
+    return _cost(rows, comparison.runs, usage if metered and runner is executor else None).cast(schema)
+
+
+#: Per Ray worker process: the event loop and the executors of the study whose chunks it runs (by settings).
+_WORKER: dict[str, Any] = {}
+
+
+def execute_chunk(shared: tuple[StudySpec, int, dict[str, dict[str, str]]],
+                  chunk: list[dict[str, Any]]) -> tuple[pl.DataFrame, list[tuple[str, dict[str, Any]]]]:
+    """A chunk of the execute stage in a Ray task (:class:`calib.scale.runner.RemoteWork`): its rows and events.
+
+    ``shared``: the spec, the sandbox's worker processes per task (``runner.cpus_per_task``) and the candidates
+    (role -> sample_id -> code). The executors live as long as the worker process, on one event loop, so the
+    sandbox's fork servers serve every chunk the process runs.
+    """
+    from calib.study.spec import spec_hash
+
+    spec, workers, by_role = shared
+    key = spec_hash({"execute": _execute_settings(spec, RunOptions()), "workers": workers})
+    if _WORKER.get("key") != key:
+        for made in [_WORKER.get("executor"), *_WORKER.get("natives", {}).values()]:
+            if hasattr(made, "close"):
+                made.close()
+        loop = _WORKER.get("loop") or asyncio.new_event_loop()
+        _WORKER.update(key=key, loop=loop, executor=_executor(spec, workers), natives={})
+    events: list[tuple[str, dict[str, Any]]] = []
+    loop = _WORKER["loop"]
+
+    async def run() -> list[pl.DataFrame]:
+        gate = asyncio.Semaphore(workers)
+        return await asyncio.gather(*(_compare_one(spec, workers, _WORKER["executor"], _WORKER["natives"], r, by_role,
+                                                   gate, lambda name, **fields: events.append((name, fields)))
+                                      for r in chunk))
+
+    frames = loop.run_until_complete(run())
+    return pl.concat([f.cast(EXECUTIONS_TABLE_SCHEMA) for f in frames]), events
+
+
+async def _execute(ctx: StageContext) -> pl.DataFrame:
+    from calib.scale.runner import RemoteWork
 
     schema = EXECUTIONS_TABLE_SCHEMA
     samples = ctx.table("samples")
     by_role = candidates(samples, ctx.table("generations"))
+    workers = ctx.spec.execute.workers or ctx.options.jobs
     executor = _executor(ctx.spec, ctx.options.jobs, ctx.resources)
-    metered = ctx.spec.execute.executor in ("llm", "agent")
     natives: dict[str, Any] = {}
     items = samples.select("sample_id", "context", "function", "language").to_dicts()
-    gate = asyncio.Semaphore(max(1, ctx.spec.execute.workers or ctx.options.jobs))
-
-    async def one(r: dict[str, Any]) -> pl.DataFrame:
-        roles = [role for role in ROLES if by_role[role].get(r["sample_id"])]
-        runner = executor
-        if r["language"] != "python":
-            if ctx.spec.execute.executor != "sandbox":
-                return _missing_rows(r["sample_id"], ROLES, f"the {ctx.spec.execute.executor} executor runs python "
-                                     f"only, not {r['language']}", ctx.spec.execute.executor)
-            try:
-                runner = _native(ctx.spec, ctx.options.jobs, r["language"], natives)
-            except CalibError as exc:  # a missing compiler: say which, for every sample of that language
-                return _missing_rows(r["sample_id"], ROLES, " ".join(str(exc).split())[:300],
-                                     f"native-{r['language']}")
-        usage = {"input_tokens": 0, "output_tokens": 0, "missing": 0}
-        async with gate:
-            _USAGE.set(usage)  # this sample's task only (asyncio tasks run in a copy of the context)
-            start = time.perf_counter()
-            try:
-                candidates = [by_role[role][r["sample_id"]] for role in roles]
-                if hasattr(runner, "compare_with_transcript"):  # the agent: its whole conversation is kept
-                    comparison, transcript = await runner.compare_with_transcript(
-                        r["function"], candidates, context=r["context"] or "", names=roles)
-                    _save_transcript(ctx, r["sample_id"], transcript)
-                else:
-                    comparison = await runner.compare(r["function"], candidates, context=r["context"] or "",
-                                                      names=roles)
-            except CalibError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one bad sample is recorded and skipped
-                ctx.event("sample_error", sample_id=r["sample_id"], error=f"{type(exc).__name__}: {exc}")
-                kind = f"native-{r['language']}" if runner is not executor else ctx.spec.execute.executor
-                rows = _missing_rows(r["sample_id"], ROLES, f"executor error: {type(exc).__name__}", kind)
-                ctx.event("sample_cost", sample_id=r["sample_id"], seconds=round(time.perf_counter() - start, 6))
-                return _cost(rows, None, usage if metered and runner is executor else None)
-            ctx.event("sample_cost", sample_id=r["sample_id"], seconds=round(time.perf_counter() - start, 6))
-        rows = execution_rows(r["sample_id"], comparison, roles) if roles else pl.DataFrame(schema=EXECUTIONS_SCHEMA)
-        missing = [role for role in ROLES if role not in roles]
-        if missing:
-            extra = _missing_rows(r["sample_id"], missing, "no generation (the request failed)", comparison.executor)
-            extra = extra.select(list(EXECUTIONS_SCHEMA)).with_columns(
-                pl.lit(comparison.valid_inputs).alias("valid_inputs"), pl.lit(comparison.coverage).alias("coverage"),
-                pl.lit(comparison.distinct_outputs).alias("distinct_outputs"),
-                pl.lit(comparison.conclusive).alias("conclusive"))
-            rows = pl.concat([rows, extra.cast(EXECUTIONS_SCHEMA)])
-        return _cost(rows, comparison.runs, usage if metered and runner is executor else None).cast(schema)
+    gate = asyncio.Semaphore(max(1, workers))
 
     async def work(chunk: list[dict[str, Any]]) -> pl.DataFrame:
-        frames = await asyncio.gather(*(one(r) for r in chunk))
+        frames = await asyncio.gather(*(_compare_one(ctx.spec, ctx.options.jobs, executor, natives, r, by_role, gate,
+                                                     ctx.event, lambda sid, t: _save_transcript(ctx, sid, t))
+                                        for r in chunk))
         return pl.concat([f.cast(schema) for f in frames])
 
+    remote = None
+    if ctx.spec.execute.executor == "sandbox":  # the llm and agent executors ask a server: they run here
+        cpus = ctx.spec.runner.cpus_per_task  # a task's sandbox workers: the CPUs Ray gave it
+        spec = ctx.spec.model_copy(update={"execute": ctx.spec.execute.model_copy(update={"workers": cpus})})
+        needed = {s["sample_id"] for s in items}
+        shared = {role: {k: v for k, v in codes.items() if k in needed} for role, codes in by_role.items()}
+        remote = RemoteWork(execute_chunk, (spec, cpus, shared))
     return await ctx.chunked(items, _EXECUTE_CHUNK, work, schema, label="execute",
-                             concurrency=max(1, ctx.options.jobs))
+                             concurrency=max(1, ctx.options.jobs), remote=remote)
 
 
 def _missing_rows(sample_id: str, roles: list[str] | tuple[str, ...], reason: str, executor: str) -> pl.DataFrame:

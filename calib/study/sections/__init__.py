@@ -19,7 +19,7 @@ from calib.study.corpus_caps import CorpusCaps
 __all__ = ["CONCURRENCY_MAX", "COUNT_MAX", "DEFAULT_ALPHAS", "LINES_MAX", "ORGANISM_MODEL_PREFIX", "SEED_MAX",
            "TOKENS_MAX", "AnalyzeSection", "BudgetSection",
            "DataSection", "HubSection", "JudgeSection", "ModelsSection", "OrganismSection",
-           "Price", "ReportSection", "Section", "StudySection", "same_checkpoint"]
+           "Price", "ReportSection", "RunnerSection", "Section", "StudySection", "same_checkpoint"]
 
 #: ``model_dir = "organism:target"`` in an embedded server table names a model of the study's organism.
 ORGANISM_MODEL_PREFIX = "organism:"
@@ -256,6 +256,32 @@ class Price(Section):
 
     input: float = Field(ge=0.0, le=1e9)
     output: float = Field(ge=0.0, le=1e9)
+
+
+class RunnerSection(Section):
+    """``[runner]``: where the stages that map over samples with no server to ask run (docs/scale.md).
+
+    ``local`` (the default): in this process and its sandboxes. ``ray``: chunks go to the Ray cluster at
+    ``address`` as tasks of ``cpus_per_task`` CPUs each (the sandbox's worker processes in that task), at most
+    ``max_in_flight`` at once (default: twice what the cluster's CPUs hold), a task lost with its worker retried
+    ``max_retries`` times. The runner decides where work runs, never what it computes: no stage's fingerprint
+    includes it, so a run started on one runner resumes on the other with the same tables.
+    """
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = Field(default=None, min_length=1, max_length=1000)
+    cpus_per_task: int = Field(default=1, ge=1, le=CONCURRENCY_MAX)
+    max_in_flight: int | None = Field(default=None, ge=1, le=CONCURRENCY_MAX)
+    max_retries: int = Field(default=3, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _addressed(self) -> RunnerSection:
+        if self.kind == "ray" and self.address is None:
+            raise ValueError('kind = "ray" needs address = "HOST:PORT" of the cluster\'s head (`ray start --head` '
+                             'prints it), or "auto" on a cluster node')
+        if self.kind == "local" and self.address is not None:
+            raise ValueError('address is for kind = "ray"; a local runner has none (remove it, or set kind = "ray")')
+        return self
 
 
 class BudgetSection(Section):
