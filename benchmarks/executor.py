@@ -274,6 +274,7 @@ def ray_passes(args: argparse.Namespace) -> dict[str, Any]:
     spec = StudySpec.model_validate({
         "study": {"name": "executor-benchmark", "seed": args.seed},
         "servers": {"none": {"kind": "openai", "base_url": "http://127.0.0.1:9"}},  # never asked: execute only
+        "organism": {"preset": "tiny"},  # a valid spec needs data: the organism, never built here
         "models": {"target": "none", "reference": "none"}, "execute": {**execute, "workers": 1}})
     rows = [{"sample_id": f"f{i}", "context": fn.context, "function": fn.text, "language": "python"}
             for i, fn in enumerate(functions)]
