@@ -163,10 +163,7 @@ def find(corpus: tuple[str, ...], against: tuple[str, ...], out: Path, counts_ou
                    f"{result['pairs']['textual']} textual and {result['pairs']['semantic']} semantic-only "
                    f"near-duplicate pairs ({result['samples_with']['textual']} and "
                    f"{result['samples_with']['semantic']} functions with at least one); {out}")
-        for name, reason in list(dropped_files.items())[:_LISTED]:
-            click.echo(f"  dropped {name}: {reason}")
-        if len(dropped_files) > _LISTED:
-            click.echo(f"  ... and {len(dropped_files) - _LISTED} more files dropped whole (--json lists all)")
+        _echo_dropped(dropped_files)
 
 
 _RAY = click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
@@ -261,10 +258,15 @@ def search(table: Path, against: tuple[str, ...], out: Path, counts_out: Path | 
         click.echo(f"{result['samples']} functions against the {result['corpus_functions']} corpus functions of "
                    f"{table}: {pairs.height} textual near-duplicate pairs ({result['samples_with']['textual']} "
                    f"functions with at least one); {out}")
-        for name, reason in list(dropped_files.items())[:_LISTED]:
-            click.echo(f"  dropped {name}: {reason}")
-        if len(dropped_files) > _LISTED:
-            click.echo(f"  ... and {len(dropped_files) - _LISTED} more files dropped whole (--json lists all)")
+        _echo_dropped(dropped_files)
+
+
+def _echo_dropped(dropped_files: dict[str, str]) -> None:
+    """The corpus files dropped whole, the first few by name."""
+    for name, reason in list(dropped_files.items())[:_LISTED]:
+        click.echo(f"  dropped {name}: {reason}")
+    if len(dropped_files) > _LISTED:
+        click.echo(f"  ... and {len(dropped_files) - _LISTED} more files dropped whole (--json lists all)")
 
 
 class _DedupCommands(click.Group):

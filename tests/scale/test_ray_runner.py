@@ -20,42 +20,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.study.test_run import _spec as _study_spec
+
 TABLE_NAMES = ("samples", "generations", "executions", "similarities", "claims")
 
 
 def _spec(cache_dir: Path, runner: str = "") -> str:
-    # The input search is bounded by runs, not seconds (budget_seconds high), so that runs on a busy machine
-    # choose the same inputs and give equal tables (tests/study/test_run.py does the same).
-    return f"""[study]
-name = "tiny-ray"
-seed = 0
-
-[organism]
-preset = "tiny"
-cache_dir = "{cache_dir}"
-
-[servers.target]
-kind = "embedded"
-model_dir = "organism:target"
-
-[servers.reference]
-kind = "embedded"
-model_dir = "organism:reference"
-
-[models]
-target = "target"
-reference = "reference"
-
-[data]
-source = "organism"
-limit = 12
-
-[generation]
-max_tokens = 300
-
-[execute]
-budget_seconds = 120.0
-{runner}"""
+    # tests/study/test_run.py's spec (12 organism samples; the input search bounded by runs, not seconds, so that
+    # runs on a busy machine choose the same inputs and give equal tables), then the runner
+    return _study_spec(cache_dir).replace('name = "tiny"', 'name = "tiny-ray"') + runner
 
 
 def _ray(address: str, **extra: object) -> str:
