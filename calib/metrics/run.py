@@ -22,7 +22,7 @@ import asyncio
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,10 @@ def _local(metric: Metric) -> bool:
     return metric.kind in ("textual", "structural") and not hasattr(metric, "ascore_batch")
 
 
+#: ``pool(fn, calls)``: ``fn(*call)`` for each call, in order, wherever the caller runs them.
+ChunkPool = Callable[[Callable[..., Any], list[tuple[Any, ...]]], Iterable[Any]]
+
+
 def _score_chunk(metrics: Sequence[Metric], pairs: Sequence[Pair]) -> list[list[Score]]:
     """One pool task: every local metric on every pair of the chunk (metric-major)."""
     out = []
@@ -79,7 +83,8 @@ def compute_similarities(pairs: pl.DataFrame, metrics: Sequence[Metric], **optio
 
 async def acompute_similarities(pairs: pl.DataFrame, metrics: Sequence[Metric], *,
                                 cache: RequestCache | str | Path | None = None, workers: int | None = None,
-                                chunk_size: int = 64, progress: Progress | None = None) -> pl.DataFrame:
+                                chunk_size: int = 64, progress: Progress | None = None,
+                                pool: ChunkPool | None = None) -> pl.DataFrame:
     """Every metric on every pair: the ``similarities`` table (:data:`~calib.metrics.base.SIMILARITIES_SCHEMA`).
 
     Servers behind remote metrics are used in the running event loop; the caller closes them.
@@ -100,6 +105,10 @@ async def acompute_similarities(pairs: pl.DataFrame, metrics: Sequence[Metric], 
         Pairs per pool task and per remote batch; results are cached chunk by chunk.
     progress
         Called as ``progress(metric_group, done, total)`` after every chunk.
+    pool
+        Where the CPU-bound metrics' chunks run instead of a local process pool: ``pool(fn, calls)`` yields
+        ``fn(*call)`` for each call in order (the Ray runner's :meth:`~calib.scale.runner.RayRunner.starmap`).
+        The same function scores the same chunks, so the table does not depend on it.
     """
     missing = [c for c in PAIRS_COLUMNS if c not in pairs.columns]
     if missing:
@@ -112,14 +121,14 @@ async def acompute_similarities(pairs: pl.DataFrame, metrics: Sequence[Metric], 
     own_cache = isinstance(cache, (str, Path))
     store = RequestCache(cache) if own_cache else cache
     try:
-        return await _compute(pairs, list(metrics), store, workers, chunk_size, progress)
+        return await _compute(pairs, list(metrics), store, workers, chunk_size, progress, pool)
     finally:
         if own_cache and store is not None:
             store.close()
 
 
 async def _compute(pairs: pl.DataFrame, metrics: list[Metric], store: RequestCache | None, workers: int | None,
-             chunk_size: int, progress: Progress | None) -> pl.DataFrame:
+             chunk_size: int, progress: Progress | None, pool: ChunkPool | None = None) -> pl.DataFrame:
     rows = pairs.select(PAIRS_COLUMNS).to_dicts()
     items: list[Pair | None] = []
     invalid: dict[int, str] = {}
@@ -161,7 +170,7 @@ async def _compute(pairs: pl.DataFrame, metrics: list[Metric], store: RequestCac
                             for i, s in zip(indices, scores) if not s.transient])
 
     local = [m for m in metrics if _local(m)]
-    _run_local(local, items, todo, record, workers, chunk_size, progress)
+    _run_local(local, items, todo, record, workers, chunk_size, progress, pool)
     for metric in metrics:
         if metric in local:
             continue
@@ -200,8 +209,9 @@ def _detail(score: Score) -> str | None:
 
 
 def _run_local(local: list[Metric], items: list[Pair | None], todo: dict[str, list[int]], record,
-               workers: int | None, chunk_size: int, progress: Progress | None) -> None:
-    """The CPU-bound metrics, all of them per chunk, in a spawned process pool (or here for one worker)."""
+               workers: int | None, chunk_size: int, progress: Progress | None, pool: ChunkPool | None = None) -> None:
+    """The CPU-bound metrics, all of them per chunk, in ``pool``, else a spawned process pool (or here for one
+    worker)."""
     if not local:
         return
     union = sorted({i for m in local for i in todo[m.name]})
@@ -224,6 +234,10 @@ def _run_local(local: list[Metric], items: list[Pair | None], todo: dict[str, li
         if progress is not None:
             progress("+".join(m.name for m in local), done, len(union))
 
+    if pool is not None:
+        for chunk, scores in zip(chunks, pool(_score_chunk, [(local, [items[i] for i in chunk]) for chunk in chunks])):
+            collect(chunk, scores)
+        return
     if workers == 1 or len(chunks) == 1:
         for chunk in chunks:
             collect(chunk, _score_chunk(local, [items[i] for i in chunk]))

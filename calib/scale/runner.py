@@ -55,6 +55,15 @@ def run_chunk(fn: Callable[..., Any], shared: Any, chunk: list[Any]) -> tuple[pl
                            "pid": os.getpid()}
 
 
+def _call(fn: Callable[..., Any], call: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
+    """The body of a :meth:`RayRunner.starmap` task: ``fn(*call)`` and where it ran."""
+    import os
+
+    import ray
+
+    return fn(*call), {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+
+
 def runner_for(section: Any) -> RayRunner | None:
     """The Ray runner of ``[runner] kind = "ray"`` (it connects at its first chunk), else None: the local one."""
     return RayRunner(section) if section is not None and section.kind == "ray" else None
@@ -70,13 +79,14 @@ class RayRunner:
         self._connected: bool | None = None
         self._checked: set[bool] = set()
         self.cluster: Any = None  # the ClusterReport of the check at the first chunk
+        self.where: list[dict[str, Any]] = []  # where each starmap call ran
 
     def _start(self, sandbox: bool) -> None:
         from calib.scale.connect import connect
 
         if self._connected is None:
             self._connected = connect(self.section.address)
-        if sandbox not in self._checked:
+        if sandbox not in self._checked and True not in self._checked:  # a sandbox check covers the rest
             from calib.scale.cluster import check_cluster
 
             report = check_cluster(self.section.address, need_sandbox=sandbox)
@@ -132,6 +142,28 @@ class RayRunner:
                 done(index, table, events, where)
 
         await asyncio.gather(*(one(i, c) for i, c in chunks))
+
+    def starmap(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+        """``fn(*call)`` for each call, as Ray tasks on the cluster (at most ``max_in_flight`` at once), in order.
+
+        For work that runs no untrusted code (the measure stage's CPU-bound metrics: a
+        :data:`calib.metrics.run.ChunkPool`); where each ran is added to :attr:`where`.
+        """
+        if not calls:
+            return []
+        self._start(False)
+        import ray
+
+        task = ray.remote(_call).options(num_cpus=self.section.cpus_per_task, max_retries=self.section.max_retries,
+                                         retry_exceptions=False, name=f"calib:{getattr(fn, '__qualname__', 'call')}")
+        limit, refs, results = self._in_flight(), [], []
+        for call in calls:
+            if len(refs) - len(results) >= limit:
+                results.append(ray.get(refs[len(results)]))
+            refs.append(task.remote(fn, call))
+        results.extend(ray.get(refs[len(results):]))
+        self.where.extend(w for _, w in results)
+        return [r for r, _ in results]
 
     def close(self) -> None:
         """Leave the cluster (when this runner connected this process)."""

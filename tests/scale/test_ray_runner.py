@@ -87,6 +87,9 @@ def test_the_ray_runner_gives_the_local_runners_tables_row_for_row(local_run, ra
     assert chunks and all(e.get("node") and e.get("pid") for e in chunks)
     drivers = {e.get("pid") for e in _events(local_run) if e["event"] == "chunk"}
     assert not drivers & {e["pid"] for e in chunks}
+    # the measure stage's CPU-bound metrics (textual, structural) were scored in Ray tasks too
+    remote = [e for e in _events(ray_run) if e["event"] == "remote_chunks" and e.get("stage") == "measure"]
+    assert remote and all(w["pid"] not in drivers and w["node"] for e in remote for w in e["where"])
     assert (ray_run / "report" / "report.html").is_file()
     costs = [e for e in _events(ray_run) if e["event"] == "sample_cost"]
     assert len(costs) == 12  # the tasks' events came back to the run's events.jsonl

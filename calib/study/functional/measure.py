@@ -70,9 +70,13 @@ async def _measure(ctx: StageContext) -> pl.DataFrame:
         if task is not None:
             ctx._progress.bar.update(task, completed=min(done, pairs.height))
 
+    runner = ctx.runner  # the Ray runner scores the CPU-bound metrics' chunks on its cluster
     with RequestCache(ctx.run.cache_path) as cache:
         table = await acompute_similarities(pairs, metrics, cache=cache, workers=m.workers or ctx.options.jobs,
-                                            progress=progress)
+                                            progress=progress, pool=runner.starmap if runner is not None else None)
+    if runner is not None and runner.where:
+        ctx.event("remote_chunks", chunks=len(runner.where), where=runner.where)
+        runner.where.clear()
     for server in dict.fromkeys(server for _, _, server in m.measured() if server is not None):
         record_requests(ctx, server)  # each judge and embedding server's requests and tokens, apart
     return table
