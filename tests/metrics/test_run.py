@@ -77,6 +77,27 @@ def test_process_pool_gives_the_same_table_as_one_process():
     assert pooled.equals(one)
 
 
+def test_a_chunk_pool_gets_every_chunk_once_and_gives_the_same_table(tmp_path):
+    """``pool=``: where the Ray runner scores chunks (tests/scale/test_ray_runner.py runs it on a real cluster);
+    here a pool of the test's own, which runs the calls in reverse and hands the results back in order."""
+    metrics = [create_metric(n) for n in ("exact", "bleu", "edit")]
+    pairs = _pairs(10)
+    calls: list[int] = []
+
+    def pool(fn, arguments):
+        calls.extend(len(chunk) for _, chunk in arguments)
+        done = [fn(*a) for a in reversed(arguments)]
+        return list(reversed(done))
+
+    cache = tmp_path / "cache.sqlite"
+    pooled = compute_similarities(pairs, metrics, workers=1, chunk_size=4, pool=pool, cache=cache)
+    assert calls == [4, 4, 2]  # 10 pairs in chunks of 4, each sent once
+    assert pooled.equals(compute_similarities(pairs, metrics, workers=1))
+    calls.clear()  # the pooled scores went to the cache: a rerun sends nothing to the pool
+    assert compute_similarities(pairs, metrics, workers=1, chunk_size=4, pool=pool, cache=cache).equals(pooled)
+    assert calls == []
+
+
 def test_cache_makes_a_rerun_compute_nothing_and_resumes_a_partial_run(tmp_path):
     path = tmp_path / "cache.sqlite"
     pairs = _pairs(10)
