@@ -83,6 +83,10 @@ def check(spec: Path, no_probe: bool, estimate: bool, as_json: bool) -> None:
                        f"{', '.join(entry['needs'])}: {state}")
             if "allows" in entry:
                 click.echo(f"    allows: {'; '.join(entry['allows']) or 'nothing calib uses'}")
+        if "runner" in found:
+            r = found["runner"]
+            click.echo(f"  runner ray at {r['address']}: {r['nodes']} node(s), {r['cpus']:g} CPUs: "
+                       + ("; ".join(r["problems"]) or "ok"))
         if found.get("estimate") is not None:
             from calib.study.estimate import render
 

@@ -135,6 +135,23 @@ def unmatched_globs(spec: StudySpec) -> None:
                                  "paths are read from the spec's folder) or fetch the data first")
 
 
+async def _runner_check(spec: StudySpec) -> dict[str, Any]:
+    """``[runner] kind = "ray"``: the cluster's nodes and CPUs, and what stops it from running the study
+    (:func:`calib.scale.cluster.check_cluster`, the check the study itself makes at its first chunk)."""
+    import asyncio
+
+    from calib._exceptions import CalibError
+    from calib.scale.cluster import check_cluster
+
+    address = spec.runner.address
+    try:
+        found = await asyncio.to_thread(check_cluster, address, need_sandbox=True)
+    except CalibError as exc:
+        return {"kind": "ray", "address": address, "nodes": 0, "cpus": 0.0, "problems": [" ".join(str(exc).split())]}
+    return {"kind": "ray", "address": address, "nodes": len(found.nodes), "cpus": found.cpus,
+            "problems": list(found.problems)}
+
+
 async def check(spec: StudySpec, *, probe: bool = True, estimate: bool = False) -> dict[str, Any]:
     """The check's findings as JSON data; ``ok`` is False when a server is unreachable or lacks a capability.
 
@@ -181,6 +198,9 @@ async def check(spec: StudySpec, *, probe: bool = True, estimate: bool = False) 
             total = truth.filter(pl.col("kind").is_in(list(spec.data.kinds))).height
             total += _extra_controls(spec, set(truth["source"]))
             report["samples"] = total if not spec.data.limit else min(total, spec.data.limit)
+        if probe and spec.runner.kind == "ray":
+            report["runner"] = await _runner_check(spec)
+            report["ok"] = report["ok"] and not report["runner"]["problems"]
         if estimate:
             from calib.study.estimate import estimate_study
 

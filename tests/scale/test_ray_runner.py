@@ -176,6 +176,17 @@ def test_a_cluster_that_cannot_be_reached_is_one_line_naming_the_address(local_r
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert f"runner.address = '127.0.0.1:{port}'" in last and "ray start --head" in last
+    checked = _calib("check", "nowhere.toml", cwd=workspace)  # calib check says so before any run
+    assert checked.returncode == 2 and f"runner ray at 127.0.0.1:{port}: 0 node(s)" in checked.stdout
+
+
+def test_calib_check_says_what_the_cluster_offers(workspace, local_run, ray_cluster):
+    proc = _calib("check", "ray.toml", "--json", cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    runner = json.loads(proc.stdout)["runner"]
+    assert runner == {"kind": "ray", "address": ray_cluster.address, "nodes": 1, "cpus": 2.0, "problems": []}
+    text = _calib("check", "ray.toml", cwd=workspace).stdout
+    assert f"runner ray at {ray_cluster.address}: 1 node(s), 2 CPUs: ok" in text
 
 
 def test_a_ray_runner_without_an_address_is_refused_by_calib_check(workspace, organism_tiny):
