@@ -25,10 +25,17 @@ import pytest
 __all__ = ["RayCluster", "ray_cluster", "start_cluster"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int, avoid: range) -> list[int]:
+    """``n`` distinct free ports on 127.0.0.1, none in ``avoid`` (the workers' range: the kernel's ephemeral ports
+    overlap it, and Ray refuses a port two components would share)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid and port not in ports:
+            ports.append(port)
+    return ports
 
 
 @dataclass
@@ -102,15 +109,15 @@ def start_cluster(cpus: int = 2, env: dict[str, str] | None = None) -> RayCluste
         raise RuntimeError("the ray command is not on PATH: pip install 'calib[ray]' (scripts/test.sh does)")
     # a short folder: Ray's unix socket paths must fit in 107 bytes
     temp_dir = Path(tempfile.mkdtemp(prefix="rayc-", dir="/tmp"))
-    port = _free_port()
     env = {**os.environ, **(env or {}), "RAY_USAGE_STATS_ENABLED": "0"}
     worker_low = 20000 + (os.getpid() % 200) * 100
+    port, node, objects, metrics, agent, agent_grpc, runtime = _free_ports(7, range(worker_low, worker_low + 100))
     cmd = [ray, "start", "--head", f"--num-cpus={cpus}", "--num-gpus=0", "--node-ip-address=127.0.0.1",
            f"--port={port}", "--include-dashboard=false", "--disable-usage-stats",
            f"--temp-dir={temp_dir}", "--object-store-memory=200000000",
-           f"--node-manager-port={_free_port()}", f"--object-manager-port={_free_port()}",
-           f"--metrics-export-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
-           f"--dashboard-agent-grpc-port={_free_port()}", f"--runtime-env-agent-port={_free_port()}",
+           f"--node-manager-port={node}", f"--object-manager-port={objects}",
+           f"--metrics-export-port={metrics}", f"--dashboard-agent-listen-port={agent}",
+           f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={runtime}",
            f"--min-worker-port={worker_low}", f"--max-worker-port={worker_low + 99}"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     cluster = RayCluster(address=f"127.0.0.1:{port}", temp_dir=temp_dir, cpus=cpus, env=env)

@@ -26,7 +26,7 @@ import polars as pl
 
 from calib._exceptions import CalibError
 
-__all__ = ["RayRunner", "RemoteWork", "run_chunk", "runner_for"]
+__all__ = ["RayRunner", "RemoteWork", "run_call", "runner_for"]
 
 
 @dataclass(frozen=True)
@@ -43,25 +43,18 @@ class RemoteWork:
     sandbox: bool = True
 
 
-def run_chunk(fn: Callable[..., Any], shared: Any, chunk: list[Any]) -> tuple[pl.DataFrame, list[Any], dict[str, Any]]:
-    """The body of every Ray task: ``fn(shared, chunk)``, and where it ran (node id, host, process id)."""
+def run_call(fn: Callable[..., Any], *call: Any) -> tuple[Any, dict[str, Any]]:
+    """The body of every Ray task calib sends: ``fn(*call)``, and where it ran (node id, host, process id).
+
+    The call's values are the task's own arguments, so that Ray gives the function an object put in its store
+    (a stage's ``shared``) as the value, not as its reference."""
     import os
     import socket
 
     import ray
 
-    table, events = fn(shared, chunk)
-    return table, events, {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
-                           "pid": os.getpid()}
-
-
-def _call(fn: Callable[..., Any], call: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
-    """The body of a :meth:`RayRunner.starmap` task: ``fn(*call)`` and where it ran."""
-    import os
-
-    import ray
-
-    return fn(*call), {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+    return fn(*call), {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
+                       "pid": os.getpid()}
 
 
 def runner_for(section: Any) -> RayRunner | None:
@@ -96,6 +89,20 @@ class RayRunner:
             self.cluster = report
             self._checked.add(sandbox)
 
+    def ready(self, sandbox: bool = False) -> str:
+        """Connect and check the cluster as the first chunk does (``sandbox``: its nodes must run calib's sandbox);
+        the cluster's address, for a stage that hands it to Ray Data (the dedup stage's band-table search)."""
+        self._start(sandbox)
+        return self.section.address
+
+    def _task(self, fn: Callable[..., Any]) -> Any:
+        """:func:`run_call` as a Ray task of ``cpus_per_task`` CPUs, retried ``max_retries`` times when its worker
+        dies (never when it raises), named ``calib:FUNCTION`` (the worker's process title while it runs)."""
+        import ray
+
+        return ray.remote(run_call).options(num_cpus=self.section.cpus_per_task, max_retries=self.section.max_retries,
+                                            retry_exceptions=False, name=f"calib:{getattr(fn, '__qualname__', 'call')}")
+
     def _in_flight(self) -> int:
         if self.section.max_in_flight is not None:
             return self.section.max_in_flight
@@ -119,9 +126,7 @@ class RayRunner:
         from ray.exceptions import RayTaskError, WorkerCrashedError
 
         shared = ray.put(work.shared)
-        task = ray.remote(run_chunk).options(num_cpus=self.section.cpus_per_task,
-                                             max_retries=self.section.max_retries, retry_exceptions=False,
-                                             name=f"calib:{getattr(work.fn, '__qualname__', 'chunk')}")
+        task = self._task(work.fn)
         gate = asyncio.Semaphore(self._in_flight())
 
         async def one(index: int, chunk: list[Any]) -> None:
@@ -130,7 +135,7 @@ class RayRunner:
                     return
                 ref = task.remote(work.fn, shared, chunk)
                 try:
-                    table, events, where = await asyncio.wrap_future(ref.future())
+                    (table, events), where = await asyncio.wrap_future(ref.future())
                 except RayTaskError as exc:
                     cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
                     first = " ".join(str(cause).split())[-400:]
@@ -154,13 +159,12 @@ class RayRunner:
         self._start(False)
         import ray
 
-        task = ray.remote(_call).options(num_cpus=self.section.cpus_per_task, max_retries=self.section.max_retries,
-                                         retry_exceptions=False, name=f"calib:{getattr(fn, '__qualname__', 'call')}")
+        task = self._task(fn)
         limit, refs, results = self._in_flight(), [], []
         for call in calls:
             if len(refs) - len(results) >= limit:
                 results.append(ray.get(refs[len(results)]))
-            refs.append(task.remote(fn, call))
+            refs.append(task.remote(fn, *call))
         results.extend(ray.get(refs[len(results):]))
         self.where.extend(w for _, w in results)
         return [r for r, _ in results]

@@ -76,7 +76,7 @@ def ray_run(workspace: Path) -> Path:
     return workspace / "ray"
 
 
-def test_the_ray_runner_gives_the_local_runners_tables_row_for_row(local_run, ray_run):
+def test_the_ray_runner_gives_the_local_runners_tables_row_for_row(local_run, ray_run, ray_cluster):
     local, remote = _tables(local_run), _tables(ray_run)
     assert remote["executions"].height == 24  # 12 samples x (target, reference)
     assert remote["executions"]["conclusive"].any()  # something was really executed and compared
@@ -85,6 +85,12 @@ def test_the_ray_runner_gives_the_local_runners_tables_row_for_row(local_run, ra
     # every execute chunk ran in a Ray worker process (not the driver), and the report was written
     chunks = [e for e in _events(ray_run) if e["event"] == "chunk" and e.get("stage") == "execute"]
     assert chunks and all(e.get("node") and e.get("pid") for e in chunks)
+    # ... on the runner's cluster (not on a Ray instance of the driver's own, which any Ray call made before
+    # connecting would start)
+    from calib.scale.cluster import check_cluster
+
+    cluster_nodes = {node.node_id for node in check_cluster(ray_cluster.address, need_sandbox=False).nodes}
+    assert {e["node"] for e in chunks} <= cluster_nodes
     drivers = {e.get("pid") for e in _events(local_run) if e["event"] == "chunk"}
     assert not drivers & {e["pid"] for e in chunks}
     # the measure stage's CPU-bound metrics (textual, structural) were scored in Ray tasks too
