@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from typing import Any
@@ -35,14 +36,41 @@ def connect(address: str) -> bool:
         return False
     _reachable(address)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    token = _token_auth()
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, namespace="calib",
                  configure_logging=True)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = " ".join(str(exc).split())[:300]
+        hint = ("" if token else "; if the cluster uses token authentication, give this machine its token "
+                "(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
         raise InputError(f"runner.address = {address!r}: cannot connect to a Ray cluster there ({first}); start "
-                         "one with `ray start --head` and give its HOST:PORT (docs/scale.md)") from None
+                         f"one with `ray start --head` and give its HOST:PORT{hint} (docs/scale.md)") from None
     return True
+
+
+def _token_auth() -> bool:
+    """Turn Ray's token authentication on for this process when ``RAY_AUTH_MODE`` is not set and this machine
+    has a token, as ``ray start --head`` does; whether it is on.
+
+    ``ray start --head`` enables token authentication whenever a token exists (``~/.ray/auth_token``, which any
+    local ``ray.init()`` writes, ``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH``), but ``ray.init(address=...)``
+    never does, so such a head refused calib ("Authentication token is missing or incorrect"). A client in token
+    mode also connects to a head without authentication. Ray's own function does it (its module is private:
+    a Ray without it, before 2.5x, has no token authentication)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:
+        return False
+    quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # its warning that token authentication is on: for `ray start`'s user
+    try:
+        return bool(maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+    finally:
+        quiet.setLevel(level)
 
 
 def _reachable(address: str) -> None:

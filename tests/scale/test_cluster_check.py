@@ -187,6 +187,32 @@ def test_a_node_where_calib_cannot_be_imported_is_a_problem(tmp_path, monkeypatc
     assert problem.endswith(f"pip install calib=={calib.__version__} on node {node.address}")
 
 
+def test_a_head_with_token_authentication_is_reached_with_this_machines_token_and_refused_without(tmp_path):
+    # `ray start --head` turns Ray's token authentication on when a token exists (any local ray.init() writes
+    # ~/.ray/auth_token), but ray.init(address=...) does not: calib turns it on for itself as the head did.
+    token = tmp_path / "auth_token"
+    token.write_text("0123456789abcdef0123456789abcdef")
+    cluster = _own_cluster({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+    try:
+        home = tmp_path / "home"  # no ~/.ray/auth_token of this machine's user
+        home.mkdir()
+        base = {k: v for k, v in os.environ.items()
+                if k not in ("CALIB_DEBUG", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+        for env, code in (({"RAY_AUTH_TOKEN_PATH": str(token)}, 0), ({}, 2)):
+            done = subprocess.run([sys.executable, "-m", "calib", "cluster", "check", cluster.address, "--no-sandbox",
+                                   "--timeout", "60"], cwd=tmp_path, env={**base, "HOME": str(home), **env},
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == code, (env, done.stdout, done.stderr[-2000:])
+            if code == 0:
+                assert done.stdout.splitlines()[-1].startswith("ok: 1 node, 2 CPUs")
+            else:
+                last = done.stderr.strip().splitlines()[-1]
+                assert last.startswith("calib: error: runner.address = ") and cluster.address in last
+                assert "uses token authentication, give this machine its token" in last
+    finally:
+        cluster.stop()
+
+
 def test_an_address_nobody_listens_at_is_one_line_naming_it_exit_2(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
