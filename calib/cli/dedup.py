@@ -187,7 +187,11 @@ _RAY = click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bands(shards: tuple[str, ...], out: Path, id_column: str, text_column: str, jaccard: float, num_perm: int,
           shingle_tokens: int, batch_rows: int, ray_address: str | None, as_json: bool) -> None:
-    """Write the band table of the corpus SHARD... (Parquet or JSONL files, folders or globs) to --out."""
+    """Write the band table of the corpus SHARD... (Parquet or JSONL files, folders or globs) to --out.
+
+    A SHARD of the form hf://datasets/OWNER/NAME@COMMIT/PATTERN names files of a Hugging Face Hub dataset at a
+    pinned commit (PATTERN: a file, a glob or a folder), read from the HF cache (fetched unless HF_HUB_OFFLINE=1).
+    """
     from calib.dedup.bands import build_band_table
 
     table = build_band_table(shards, out, id_column=id_column, text_column=text_column, threshold=jaccard,

@@ -32,7 +32,8 @@ The table is a folder:
 
 - ``manifest.json``: the settings (``threshold``, ``num_perm``, ``seed``, ``shingle_size``, ``bands``,
   ``rows``, ``key`` = ``packed`` or ``hash64``), the shards (path, format, columns, rows, first row, size and
-  modification time: a shard changed since is refused), ``functions``, ``band_rows`` and ``bytes``;
+  modification time: a shard changed since is refused; ``hub``, the ``hf://datasets/...@COMMIT/FILE`` origin of
+  a Hub shard, else null), ``functions``, ``band_rows`` and ``bytes``;
 - ``bands/*.parquet``: ``band`` (UInt16), ``key`` (UInt64), ``row`` (UInt32), one file per slice, sorted by band
   then key (zstd; ``band`` in a dictionary, ``key`` as deltas);
 - ``ids/*.parquet``: ``row`` (UInt32) and ``id`` (String), one file per shard. A function's row is its shard's
@@ -97,8 +98,9 @@ def build_band_table(shards: Sequence[str | Path], out: str | Path, *, id_column
     ----------
     shards
         Parquet (``.parquet``) or JSONL (``.jsonl``, ``.ndjson``) files with ``id_column`` and ``text_column``,
-        folders of them or globs; a functions table written by ``calib extract`` is read as (``function_id``,
-        signature and body) when it has neither default column.
+        folders of them or globs, or files of a Hub dataset at a pinned commit
+        (``hf://datasets/OWNER/NAME@COMMIT/PATTERN``: :mod:`calib.dedup.hub_shards`); a functions table written
+        by ``calib extract`` is read as (``function_id``, signature and body) when it has neither default column.
     out
         A folder that does not exist or is empty.
     threshold, num_perm, shingle_size, seed

@@ -5,7 +5,9 @@ table with Polars in this process, :mod:`calib.dedup.bands_ray` on a Ray cluster
 on the same units of work, so they give the same table and the same pairs:
 
 - a **shard** is a Parquet or JSONL file with an id and a text column (or a functions table written by
-  ``calib extract``: ``function_id``, and the text ``signature`` + ``body`` as ``calib dedup`` joins them);
+  ``calib extract``: ``function_id``, and the text ``signature`` + ``body`` as ``calib dedup`` joins them): a
+  local file, or a file of a Hugging Face Hub dataset at a pinned commit (``hf://datasets/OWNER/NAME@COMMIT/...``,
+  :mod:`calib.dedup.hub_shards`) read from the HF cache, and fetched again there by a node that lacks it;
 - a **slice** is a run of at most ``batch_rows`` consecutive rows of one shard; a function's ``row`` in the band
   table is its shard's first row plus its position in the shard, so a slice is read back by position;
 - :func:`band_table` turns a slice's texts into its band rows, :func:`verify_slice` checks the candidate pairs
@@ -15,6 +17,7 @@ on the same units of work, so they give the same table and the same pairs:
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,11 +29,13 @@ import pyarrow as pa
 from numba import njit
 
 from calib._exceptions import InputError, InvalidParameterError
+from calib.dedup.hub_shards import is_hub, local_path
+from calib.dedup.hub_shards import resolve as resolve_hub
 from calib.dedup.minhash import lsh_params
 from calib.dedup.shingles import _GOLDEN, _MASK64, _POLY, MinHasher, _fmix64_array, _shingle_hashes
 
 __all__ = ["BAND_SCHEMA", "FUNCTIONS_TEXT", "IDS_SCHEMA", "PARQUET_OPTIONS", "Settings", "Shard", "band_keys",
-           "band_table", "plan_shards", "read_slice", "shard_files", "slices", "verify_slice"]
+           "band_table", "plan_shards", "read_slice", "shard_files", "shard_path", "slices", "verify_slice"]
 
 #: The band table: one row per (corpus function with shingles, band).
 BAND_SCHEMA = {"band": pl.UInt16, "key": pl.UInt64, "row": pl.UInt32}
@@ -77,7 +82,11 @@ class Settings:
 
 @dataclass(frozen=True)
 class Shard:
-    """One corpus file: its columns, its rows and their place in the table, and what it was when read."""
+    """One corpus file: its columns, its rows and their place in the table, and what it was when read.
+
+    ``hub``: for a file of a Hub dataset, ``hf://datasets/OWNER/NAME@COMMIT/FILE``, its origin (``path`` is then
+    its place in the HF cache of the node that built the table); ``None`` for a local file.
+    """
 
     path: str
     format: str  # parquet | jsonl
@@ -87,38 +96,58 @@ class Shard:
     first_row: int
     bytes: int
     mtime_ns: int
+    hub: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def changed(self) -> str | None:
-        """Why the file is no longer the one the table was built from, or None."""
+        """Why the file is no longer the one the table was built from, or None.
+
+        A local file: gone, or another size or modification time. A Hub file: its commit pins its bytes, so a
+        file gone from the HF cache is not a change (it is fetched again when read: :func:`read_slice`) and a
+        cached one is checked by size only (fetching the same bytes again gives a new modification time).
+        """
         try:
             stat = Path(self.path).stat()
         except OSError:
-            return "it is gone"
+            return None if self.hub else "it is gone"
+        if self.hub:
+            if stat.st_size != self.bytes:
+                return f"the cached copy of {self.hub} has {stat.st_size} bytes, not {self.bytes}; remove it from " \
+                       "the HF cache to fetch it again"
+            return None
         if (stat.st_size, stat.st_mtime_ns) != (self.bytes, self.mtime_ns):
             return f"it changed since the band table was built ({stat.st_size} bytes, was {self.bytes})"
         return None
 
 
 def shard_files(paths: Sequence[str | Path]) -> list[Path]:
-    """The shard files ``paths`` name: files, folders (their Parquet and JSONL files, sorted) or globs."""
-    out: list[Path] = []
+    """The shard files ``paths`` name: files, folders (their Parquet and JSONL files, sorted), globs, or files of
+    Hub datasets (``hf://datasets/OWNER/NAME@COMMIT/PATTERN``: their paths in the HF cache)."""
+    return [path for path, _ in _shard_sources(paths)]
+
+
+def _shard_sources(paths: Sequence[str | Path]) -> list[tuple[Path, str | None]]:
+    """Each shard file with its Hub origin (``hf://datasets/OWNER/NAME@COMMIT/FILE``) or None for a local one."""
+    out: list[tuple[Path, str | None]] = []
     for arg in map(str, paths):
+        if is_hub(arg):
+            out += [(Path(os.path.abspath(local)), hub) for hub, local in resolve_hub(arg)]
+            continue
         path = Path(arg)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.suffix in _FORMATS and p.is_file())
             if not found:
                 raise InputError("the folder holds no .parquet or .jsonl shard", path=arg)
-            out += found
+            out += [(p, None) for p in found]
         elif path.is_file():
-            out.append(path)
+            out.append((path, None))
         elif any(c in arg for c in "*?["):
             found = sorted(Path(p) for p in glob.glob(arg, recursive=True) if Path(p).is_file())
             if not found:
                 raise InputError("the glob matches no file; check the pattern", path=arg)
-            out += found
+            out += [(p, None) for p in found]
         else:
             raise InputError("no such file or directory", path=arg)
     return out
@@ -132,8 +161,9 @@ def plan_shards(paths: Sequence[str | Path], id_column: str = "id", text_column:
     """Check each shard's columns and count its rows; a table without the columns is a one-line error."""
     shards: list[Shard] = []
     first = 0
-    for file in shard_files(paths):
-        name = str(file.resolve())
+    for file, hub in _shard_sources(paths):
+        # a file of the HF cache is a link to its blob, which has no suffix: it keeps its snapshot path
+        name = str(file) if hub else str(file.resolve())
         format = _FORMATS.get(file.suffix.lower())
         if format is None:
             raise InputError(f"a shard must be .parquet or .jsonl, not {file.suffix or 'without a suffix'}", path=name)
@@ -156,7 +186,7 @@ def plan_shards(paths: Sequence[str | Path], id_column: str = "id", text_column:
             raise InputError(f"column {text!r} is {schema[text]}, not text; name the text column with --text-column",
                              path=name)
         stat = file.stat()
-        shards.append(Shard(name, format, ids, text, rows, first, stat.st_size, stat.st_mtime_ns))
+        shards.append(Shard(name, format, ids, text, rows, first, stat.st_size, stat.st_mtime_ns, hub))
         first += rows
     if first > _MAX_ROWS:
         raise InputError(f"{first} corpus functions: a band table holds at most {_MAX_ROWS}; build several tables")
@@ -172,9 +202,27 @@ def slices(shards: Sequence[Shard], batch_rows: int) -> list[dict[str, Any]]:
     return out
 
 
+def shard_path(task: dict[str, Any]) -> str:
+    """The file to read for a shard or slice (``path``, ``hub``, ``bytes``): its path, or, where this node does not
+    have it, a Hub shard's file resolved again from its origin in this node's HF cache (fetched unless
+    ``HF_HUB_OFFLINE=1``), checked to have the shard's size."""
+    path, hub = task["path"], task.get("hub")
+    if not hub or os.path.exists(path):
+        return path
+    local = local_path(hub)
+    size = local.stat().st_size
+    if size != task["bytes"]:
+        raise InputError(f"{size} bytes in the HF cache, {task['bytes']} when the band table was built; remove the "
+                         "file from the HF cache to fetch it again", path=hub)
+    return str(local)
+
+
 def read_slice(task: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The ids and texts of a slice (``path, format, id_column, text_column, offset, length``), in shard order."""
-    frame = _scan(task["path"], task["format"])
+    """The ids and texts of a slice (``path, format, id_column, text_column, offset, length``), in shard order.
+
+    A Hub shard (``hub`` set) whose ``path`` this node does not have is read from this node's HF cache
+    (:func:`shard_path`)."""
+    frame = _scan(shard_path(task), task["format"])
     if task["text_column"] == FUNCTIONS_TEXT:
         body = pl.col("body")
         text = pl.when(body.str.starts_with("\n")).then(pl.col("signature") + body) \

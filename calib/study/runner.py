@@ -27,6 +27,7 @@ at least every ``$CALIB_PROGRESS_SECONDS`` seconds per stage.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 import time
@@ -138,14 +139,16 @@ class StageContext:
 
     async def chunked(self, items: Sequence[Any], size: int, work: Callable[[list[Any]], Awaitable[pl.DataFrame]],
                       schema: dict[str, pl.DataType], *, label: str | None = None,
-                      concurrency: int = 1, remote: Any = None) -> pl.DataFrame:
+                      concurrency: int = 1, remote: Any = None, usual_size: int | None = None) -> pl.DataFrame:
         """Run ``work`` over ``items`` in chunks of ``size``; finished chunks are kept across a kill.
 
         Chunks are numbered in item order; up to ``concurrency`` run at once; the result is their tables in order.
         ``remote``: the same work as a :class:`~calib.scale.runner.RemoteWork`, for the Ray runner's cluster.
-        """
+        ``usual_size``: the stage's own size when ``size`` is the user's (``[runner] chunk_size``): chunks of another
+        size are kept apart (their folder's key names the size), so a resume never mixes two numberings."""
         chunks = [list(items[i:i + size]) for i in range(0, len(items), size)]
-        done = self.run.done_chunks(self.stage, self.fingerprint)
+        key = self.fingerprint if usual_size is None or size == usual_size else f"{self.fingerprint}-n{size}"
+        done = self.run.done_chunks(self.stage, key)
         task = self._progress.add(label or self.stage, len(items)) if self._progress is not None else None
         for index in done:
             if index < len(chunks) and task is not None:
@@ -165,7 +168,7 @@ class StageContext:
                      where: dict[str, Any]) -> None:
             for name, fields in events:
                 self.event(name, **fields)
-            self.run.write_chunk(self.stage, self.fingerprint, index, frame.cast(schema))
+            self.run.write_chunk(self.stage, key, index, frame.cast(schema))
             self.event("chunk", index=index, rows=frame.height, **where)
             if task is not None:
                 self._progress.advance(task, len(chunks[index]))
@@ -177,7 +180,7 @@ class StageContext:
             await asyncio.gather(*(one(i, c) for i, c in enumerate(chunks) if i not in done))
         if task is not None:
             self._progress.finish(task)
-        paths = self.run.done_chunks(self.stage, self.fingerprint)
+        paths = self.run.done_chunks(self.stage, key)
         if reached and len(paths) < len(chunks):
             from calib.study.spending import BudgetReached, spent
 
@@ -191,11 +194,8 @@ class StageContext:
 
 
 class _Progress:
-    """Progress on stderr (counts, rate, ETA), one bar or line series per long stage.
-
-    Rich bars on a terminal; without one (``nohup``, CI, a pipe) :class:`~calib._progress.LineProgress`
-    lines, which take the same calls.
-    """
+    """Progress on stderr (counts, rate, ETA), one bar or line series per long stage: Rich bars on a terminal;
+    without one (``nohup``, CI, a pipe) :class:`~calib._progress.LineProgress` lines, which take the same calls."""
 
     def __init__(self, enabled: bool) -> None:
         self.lines: LineProgress | None = None
@@ -395,7 +395,7 @@ def _run_one(stage: Stage, ctx: StageContext, fingerprint: str, manifest: dict[s
              progress: _Progress, loop: asyncio.Runner) -> None:
     ctx.stage, ctx.fingerprint = stage.name, fingerprint
     for folder in (run.chunks.glob(f"{stage.name}-*") if run.chunks.is_dir() else []):
-        if folder.name != f"{stage.name}-{fingerprint}":
+        if re.sub(r"-n\d+$", "", folder.name) != f"{stage.name}-{fingerprint}":  # -nSIZE: [runner] chunk_size
             shutil.rmtree(folder, ignore_errors=True)  # chunks of an older spec: useless now
     run.event("stage_start", stage=stage.name, fingerprint=fingerprint)
     began = time.monotonic()

@@ -58,6 +58,7 @@ def workspace(organism_tiny, ray_cluster, tmp_path_factory) -> Path:
     (root / "ray.toml").write_text(_spec(cache, _ray(ray_cluster.address)))
     # one task at a time, so that a worker can be caught running one and killed before the stage ends
     (root / "ray-slow.toml").write_text(_spec(cache, _ray(ray_cluster.address, max_in_flight=1)))
+    (root / "ray-chunks.toml").write_text(_spec(cache, _ray(ray_cluster.address, chunk_size=5)))
     return root
 
 
@@ -99,6 +100,19 @@ def test_the_ray_runner_gives_the_local_runners_tables_row_for_row(local_run, ra
     assert (ray_run / "report" / "report.html").is_file()
     costs = [e for e in _events(ray_run) if e["event"] == "sample_cost"]
     assert len(costs) == 12  # the tasks' events came back to the run's events.jsonl
+
+
+def test_a_chunk_size_of_the_users_gives_tasks_of_that_size_and_the_same_tables(local_run, workspace):
+    proc = _calib("study", "ray-chunks.toml", "--run-dir", "chunks", "--stage", "analyze", "--quiet", "--jobs", "2",
+                  cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    run = workspace / "chunks"
+    for name in TABLE_NAMES:
+        assert _tables(run)[name].equals(_tables(local_run)[name]), name
+    # 12 samples in chunks of 5: three Ray tasks, of 5, 5 and 2 samples (each sample executed for 2 roles)
+    executed = [e for e in _events(run) if e["event"] == "chunk" and e.get("stage") == "execute"]
+    assert sorted((e["index"], e["rows"]) for e in executed) == [(0, 10), (1, 10), (2, 4)]
+    assert all(e.get("pid") for e in executed)
 
 
 def _start(workspace: Path, spec: str, run: str) -> subprocess.Popen:

@@ -47,4 +47,11 @@ def describe(spec: Any) -> dict[str, Any]:
         from calib.data.rules import load_rule
 
         out["rule"] = load_rule(spec.generation.chat_rule).fingerprint()
+    if spec.dedup is not None and spec.dedup.source == "bands":
+        # the table the dedup stage will search: readable, its shards unchanged, built with [dedup]'s settings
+        from calib.study.functional.dedup import band_table_for
+
+        table = band_table_for(spec.dedup)
+        out["band_table"] = {"path": str(table.path), "functions": table.functions,
+                             "settings": table.manifest["settings"]}
     return out

@@ -17,7 +17,7 @@ from calib.study.sampling import sample_id
 from calib.study.spec import StudySpec
 from calib.study.tables import DUPLICATES_TABLE_SCHEMA
 
-__all__ = ["EXCERPT_CHARS", "dedup_stage"]
+__all__ = ["EXCERPT_CHARS", "band_table_for", "dedup_stage"]
 
 #: How much of a duplicate's text the duplicates table keeps (its first characters).
 EXCERPT_CHARS = 2000
@@ -26,10 +26,26 @@ EXCERPT_CHARS = 2000
 # --- dedup --------------------------------------------------------------------------------------
 def _dedup_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     d = spec.dedup
-    return {"dedup": d.model_dump(mode="json", exclude={"redis_url"}),
-            "organism": spec.organism and spec.organism.model_dump(mode="json", exclude={"cache_dir"}),
-            "language": spec.data.language,
-            "embedding": spec.servers[d.embedding_server] if d.embedding_server else None}
+    settings = {"dedup": d.model_dump(mode="json", exclude={"redis_url"}),
+                "organism": spec.organism and spec.organism.model_dump(mode="json", exclude={"cache_dir"}),
+                "language": spec.data.language,
+                "embedding": spec.servers[d.embedding_server] if d.embedding_server else None}
+    if d.source == "bands":  # a table built again (same folder, other corpus or settings) is another corpus
+        settings["band_table"] = _manifest_key(d.paths[0])
+    return settings
+
+
+def _manifest_key(folder: str) -> Any:
+    import json
+    from pathlib import Path
+
+    from calib.dedup.bands import MANIFEST
+
+    try:
+        manifest = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # the stage says why, in one line
+    return {key: manifest.get(key) for key in ("settings", "shards", "functions", "batch_rows")}
 
 
 def _dedup_corpus(ctx: StageContext) -> tuple[list[str], list[str], dict[str, int], list[str | None]]:
@@ -81,6 +97,8 @@ async def _dedup(ctx: StageContext) -> pl.DataFrame:
 
     d = ctx.spec.dedup
     samples = ctx.table("samples")
+    if d.source == "bands":
+        return await _band_table_dedup(ctx, samples)
     ids, texts, copies, sources = await asyncio.to_thread(_dedup_corpus, ctx)
     ctx.event("dedup_corpus", documents=len(ids))
     config = DedupConfig(jaccard=d.jaccard, num_perm=d.num_perm, shingle_tokens=d.shingle_tokens,
@@ -91,6 +109,73 @@ async def _dedup(ctx: StageContext) -> pl.DataFrame:
                                    config=config, server=server, copies=copies)
     ctx.resources.counts["dedup_corpus"] = len(ids)
     return _with_documents(pairs, ids, texts, sources)
+
+
+async def _band_table_dedup(ctx: StageContext, samples: pl.DataFrame) -> pl.DataFrame:
+    """``source = "bands"``: the samples searched in the band table of ``paths`` (``calib dedup bands``), with Polars
+    on the driver, or with Ray Data on the cluster of ``[runner] kind = "ray"`` (the table and its shards must be
+    readable at the same path on every node); the same pairs as the in-memory index on the same corpus."""
+    d = ctx.spec.dedup
+    table = await asyncio.to_thread(band_table_for, d)
+    address = None
+    if ctx.runner is not None:
+        address = await asyncio.to_thread(ctx.runner.ready, False)
+    ctx.event("dedup_corpus", documents=table.functions, band_table=str(table.path),
+              engine="polars" if address is None else "ray", seed=table.settings.seed)
+    found = await asyncio.to_thread(table.search, samples["sample_id"].to_list(), samples["function"].to_list(),
+                                    exclude_self=True, ray_address=address)
+    pairs = found.select(pl.col("query_id").alias("sample_id"), "corpus_id", pl.lit("textual").alias("kind"),
+                         pl.col("jaccard").alias("similarity"), pl.lit(1).alias("copies")) \
+        .sort(["sample_id", "kind", "corpus_id"])
+    ctx.resources.counts["dedup_corpus"] = table.functions
+    ids, texts, sources = await asyncio.to_thread(_band_documents, table, pairs["corpus_id"].unique().to_list())
+    return _with_documents(pairs, ids, texts, sources)
+
+
+def band_table_for(d: Any) -> Any:
+    """The band table of ``[dedup] source = "bands"`` (a :class:`~calib.dedup.bands.BandTable`), its shards
+    unchanged; a one-line error when a ``[dedup]`` key disagrees with the settings it was built with."""
+    from calib._exceptions import InputError
+    from calib.dedup.bands import BandTable
+
+    table = BandTable(d.paths[0])
+    for shard in table.shards:
+        why = shard.changed()
+        if why is not None:
+            raise InputError(f"dedup.paths: a shard of the band table {table.path}: {why}; build the table again",
+                             path=shard.hub or shard.path)
+    built = table.settings
+    for key, option, value, want in (("jaccard", "--jaccard", d.jaccard, built.threshold),
+                                     ("num_perm", "--num-perm", d.num_perm, built.num_perm),
+                                     ("shingle_tokens", "--shingle-tokens", d.shingle_tokens, built.shingle_size)):
+        if value != want:
+            raise InputError(f"dedup.{key} = {value} but the band table was built with {option} {want}; set "
+                             f"dedup.{key} = {want}, or build the table again with {option} {value}",
+                             path=str(table.path))
+    return table
+
+
+def _band_documents(table: Any, corpus_ids: list[str]) -> tuple[list[str], list[str], list[str | None]]:
+    """(ids, texts, sources) of the band table's corpus functions ``corpus_ids``, read back from their shards;
+    a source is the shard (its Hub name when it came from the Hub) and the function's row in it."""
+    import numpy as np
+
+    from calib.dedup.shards import read_slice
+
+    if not corpus_ids:
+        return [], [], []
+    rows = pl.scan_parquet(table.path / "ids" / "*.parquet").filter(pl.col("id").is_in(corpus_ids)) \
+        .group_by("id").agg(pl.col("row").min()).sort("row").collect()
+    firsts = np.array([s.first_row for s in table.shards], dtype=np.int64)
+    ids, texts, sources = [], [], []
+    for corpus_id, row in rows.iter_rows():
+        shard = table.shards[int(np.searchsorted(firsts, row, side="right")) - 1]
+        within = int(row) - shard.first_row
+        _, (text,) = read_slice(shard.to_dict() | {"offset": within, "length": 1})
+        ids.append(corpus_id)
+        texts.append(text)
+        sources.append(f"{shard.hub or shard.path}#row={within}")
+    return ids, texts, sources
 
 
 def _with_documents(pairs: pl.DataFrame, ids: list[str], texts: list[str], sources: list[str | None]) -> pl.DataFrame:

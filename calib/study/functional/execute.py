@@ -244,8 +244,8 @@ async def _execute(ctx: StageContext) -> pl.DataFrame:
         needed = {s["sample_id"] for s in items}
         shared = {role: {k: v for k, v in codes.items() if k in needed} for role, codes in by_role.items()}
         remote = RemoteWork(execute_chunk, (spec, cpus, shared))
-    return await ctx.chunked(items, _EXECUTE_CHUNK, work, schema, label="execute",
-                             concurrency=max(1, ctx.options.jobs), remote=remote)
+    return await ctx.chunked(items, ctx.spec.runner.chunk_size or _EXECUTE_CHUNK, work, schema, label="execute",
+                             concurrency=max(1, ctx.options.jobs), remote=remote, usual_size=_EXECUTE_CHUNK)
 
 
 def _missing_rows(sample_id: str, roles: list[str] | tuple[str, ...], reason: str, executor: str) -> pl.DataFrame:

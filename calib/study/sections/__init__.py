@@ -264,8 +264,10 @@ class RunnerSection(Section):
     ``local`` (the default): in this process and its sandboxes. ``ray``: chunks go to the Ray cluster at
     ``address`` as tasks of ``cpus_per_task`` CPUs each (the sandbox's worker processes in that task), at most
     ``max_in_flight`` at once (default: twice what the cluster's CPUs hold), a task lost with its worker retried
-    ``max_retries`` times. The runner decides where work runs, never what it computes: no stage's fingerprint
-    includes it, so a run started on one runner resumes on the other with the same tables.
+    ``max_retries`` times; ``chunk_size`` samples per execute chunk (one task; default 4: a large cluster wants
+    larger chunks, or its driver writes thousands of chunk files a second). The runner decides where work runs,
+    never what it computes: no stage's fingerprint includes it, so a run started on one runner resumes on the
+    other with the same tables (a chunk size other than the stage's keeps its chunks apart).
     """
 
     kind: Literal["local", "ray"] = "local"
@@ -273,6 +275,7 @@ class RunnerSection(Section):
     cpus_per_task: int = Field(default=1, ge=1, le=CONCURRENCY_MAX)
     max_in_flight: int | None = Field(default=None, ge=1, le=CONCURRENCY_MAX)
     max_retries: int = Field(default=3, ge=0, le=100)
+    chunk_size: int | None = Field(default=None, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _addressed(self) -> RunnerSection:

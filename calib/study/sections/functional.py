@@ -211,7 +211,7 @@ def _names(value: str | tuple[str, ...] | None) -> tuple[str, ...]:
 class DedupSection(Section, CorpusCaps):
     """``[dedup]``: near-duplicates of the audited functions in the target's training corpus (functional studies)."""
 
-    source: Literal["organism", "corpus", "functions"] = "organism"
+    source: Literal["organism", "corpus", "functions", "bands"] = "organism"
     paths: tuple[str, ...] = ()
     format: Literal["files", "jsonl", "parquet", "csv"] | None = None
     content_column: str = "content"
@@ -227,10 +227,28 @@ class DedupSection(Section, CorpusCaps):
     redis_url: str | None = Field(default=None, pattern=r"^redis://")
     count_copies: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _band_table_is_textual(cls, data: Any) -> Any:
+        # a band table holds band keys, not embeddings: its study finds textual pairs only, unless told otherwise
+        if isinstance(data, dict) and data.get("source") == "bands" and "semantic" not in data:
+            return {**data, "semantic": False}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> DedupSection:
         if self.source == "organism" and self.paths:
             raise ValueError("source = 'organism' takes no paths (the organism's training corpus is rebuilt)")
         if self.source != "organism" and not self.paths:
             raise ValueError(f"source = {self.source!r} needs paths = [...] (the training corpus)")
+        if self.source == "bands":
+            if len(self.paths) != 1:
+                raise ValueError(f"source = 'bands' takes one path, the band table's folder (calib dedup bands "
+                                 f"--out DIR), not {len(self.paths)}")
+            if self.semantic:
+                raise ValueError("source = 'bands' finds textual near-duplicates only (a band table holds no "
+                                 "embeddings); remove semantic = true, or use source = 'functions' or 'corpus'")
+            for key in ("redis_url", "embedding_server"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"source = 'bands' searches the band table; remove {key}")
         return self
