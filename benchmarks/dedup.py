@@ -16,7 +16,8 @@ It prints, in memory and, when ``redis-server`` is on PATH, in a Redis started f
 Then the band-table pipeline (:mod:`calib.dedup.bands`) on the same functions, written first as 4 Parquet shards
 (``id``, ``text``): building the band table (functions/s, signatures included, and its bytes on disk per
 function) and searching it for the same queries (queries/s, every candidate's text read back from the shards and
-verified), with Polars streaming in this process and with Ray Data on a Ray cluster: ``--ray-address HOST:PORT``,
+verified), with Polars streaming in this process and on a Ray cluster (the build with Ray Data, the search as Ray
+tasks): ``--ray-address HOST:PORT``,
 or else a local head started for the run (``tests/_ray.py``: ``ray start --head`` on 127.0.0.1 with
 ``--ray-cpus`` CPUs, stopped at the end); ``--no-ray`` skips it. Before timing, the benchmark connects to the
 cluster once and warms it up (a 2,000-function table built and searched: the workers start and import calib; its
@@ -235,7 +236,7 @@ def bench_pipeline(args: argparse.Namespace, keys: list[str], texts: list[str], 
                     .search(keys[:200], texts[:200], ray_address=address)
                 print(f"warm-up on the cluster (workers start and import calib; 2,000 functions, 200 queries): "
                       f"{time.perf_counter() - start:.1f} s", flush=True)
-                bench_bands(f"band table, Ray Data on {address}", shards, folder / "ray", keys, texts, queries,
+                bench_bands(f"band table, Ray on {address}", shards, folder / "ray", keys, texts, queries,
                             expected, address)
             finally:
                 disconnect(connected)

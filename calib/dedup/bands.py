@@ -25,8 +25,8 @@ disk; the answers are the in-memory index's, pair for pair (``tests/dedup/test_b
 Two engines run these steps on the same slices with the same functions (:mod:`calib.dedup.shards`), so they
 write the same table and find the same pairs: **Polars** in this process (the join with the streaming engine,
 ``collect(engine="streaming")``: the band files stream through a filter on the queries' keys; memory bounded
-by the queries and one slice) and **Ray Data** on a cluster
-(:mod:`calib.dedup.bands_ray`, ``ray_address=``).
+by the queries and one slice) and **Ray** on a cluster (:mod:`calib.dedup.bands_ray`, ``ray_address=``: the build
+with Ray Data, the search as Ray tasks).
 
 The table is a folder:
 
@@ -281,7 +281,7 @@ class BandTable:
         The same rows as :func:`~calib.dedup.minhash.textual_duplicates` on the same corpus and settings
         (:data:`~calib.dedup.minhash.TEXTUAL_DUPLICATES_SCHEMA`: ``query_id``, ``corpus_id``, ``jaccard``; queries
         in input order, each query's pairs by Jaccard descending then ``corpus_id``); ``exclude_self`` drops the
-        pairs whose corpus id is the query's. ``ray_address``: find and verify the candidates with Ray Data there.
+        pairs whose corpus id is the query's. ``ray_address``: find and verify the candidates as Ray tasks there.
         """
         self._check_shards()
         query_ids = list(query_ids)

@@ -1,16 +1,20 @@
-"""The Ray Data engine of the band table (:mod:`calib.dedup.bands`): the same slices, run as tasks on a cluster.
+"""The Ray engine of the band table (:mod:`calib.dedup.bands`): the same slices, run as tasks on a cluster.
 
 - Build: the slices (:func:`calib.dedup.shards.slices`) become a dataset (``ray.data.from_items``); each task
   reads its slice by position, computes its band rows (:func:`~calib.dedup.shards.band_table`) in
   ``map_batches`` and the result is written with ``write_parquet`` and the band table's Parquet options. A
   slice is a position in a shard, not a file: Ray Data's file readers do not say at which row of its file a
   record stands, and a function's ``row`` must be its position to be read back.
-- Candidates: ``ray.data.read_parquet`` of the band files, one block per file at least; the queries' (band, key,
-  q) rows are broadcast through the object store (``ray.put``) and each batch keeps its rows whose (band, key) a
-  query has (a Polars hash join of the batch with them), as distinct (q, row) pairs.
-- Verification: the slices that hold a candidate become tasks again; each reads its slice, shingles the
-  candidates' texts and compares them with the queries' shingles (broadcast) by exact Jaccard
+- Candidates: one Ray task per band file; the queries' (band, key, q) rows go to the object store once
+  (``ray.put``) and each task keeps the file's rows whose (band, key) a query has (a Polars filter on the keys,
+  then a hash join), as distinct (q, row) pairs.
+- Verification: the slices that hold a candidate become Ray tasks again; each reads its slice, shingles the
+  candidates' texts and compares them with the queries' shingles (in the object store once) by exact Jaccard
   (:func:`~calib.dedup.shards.verify_slice`).
+
+The search runs as plain Ray tasks, not Ray Data jobs: a search is a few tasks per band file and slice, and a
+Ray Data job's planning and start-up (a second or more each) cost more than its tasks on a small search
+(``benchmarks/dedup.py``). The build, a map over every slice of the corpus and a Parquet write, is Ray Data's.
 
 Ray is imported only here, inside the functions, through :mod:`calib.scale` (calib works without it). An error
 in a task that calib raised on purpose (a null text, a changed shard) comes back as its own one-line error.
@@ -111,25 +115,25 @@ def build_bands(address: str, tasks: Sequence[dict[str, Any]], settings: Setting
         pq.write_table(empty, folder / "part-000000.parquet", **PARQUET_OPTIONS)
 
 
-def _match_batch(batch: pa.Table, queries: list[Any]) -> pa.Table:
-    import ray
-
-    keys = pl.DataFrame(ray.get(queries[0]))  # the queries' (band, key, q), from the object store
-    found = pl.from_arrow(batch).join(keys, on=["band", "key"]).select("q", "row").unique()
+def _match_file(path: str, keys: dict[str, np.ndarray]) -> pa.Table:
+    """The distinct (q, row) pairs of one band file whose (band, key) is one of the queries' ``keys``."""
+    wanted = pl.DataFrame(keys)
+    found = pl.scan_parquet(path).filter(pl.col("key").is_in(wanted["key"].unique().implode())) \
+        .join(wanted.lazy(), on=["band", "key"]).select("q", "row").unique().collect()
     return found.to_arrow()
 
 
 def candidate_rows(address: str, folder: Path, keys: pl.DataFrame) -> pl.DataFrame:
-    """The distinct (q, row) pairs of the band files in ``folder`` whose (band, key) is one of ``keys``'."""
+    """The distinct (q, row) pairs of the band files in ``folder`` whose (band, key) is one of ``keys``', one Ray
+    task per band file; the queries' keys go to the object store once."""
     arrays = {c: keys[c].to_numpy() for c in ("band", "key", "q")}
 
     def job(ray: Any) -> list[pa.Table]:
         if not keys.height:
             return []
         files = sorted(str(p) for p in folder.glob("*.parquet"))
-        found = ray.data.read_parquet(files, override_num_blocks=len(files)).map_batches(
-            _match_batch, fn_kwargs={"queries": [ray.put(arrays)]}, batch_size=None, batch_format="pyarrow")
-        return ray.get(found.to_arrow_refs())
+        shared, task = ray.put(arrays), ray.remote(_match_file).options(max_retries=3, retry_exceptions=False)
+        return ray.get([task.remote(file, shared) for file in files])
 
     parts = _run(address, job)
     empty = pl.DataFrame(schema={"q": pl.UInt32, "row": pl.UInt32})
@@ -137,22 +141,13 @@ def candidate_rows(address: str, folder: Path, keys: pl.DataFrame) -> pl.DataFra
     return pl.concat([empty, *[t.cast({"q": pl.UInt32, "row": pl.UInt32}) for t in tables]]).unique()
 
 
-def _verify_batch(batch: pa.Table, queries: list[Any], threshold: float, size: int) -> pa.Table:
-    import ray
-
-    flat, offsets, exclude = ray.get(queries[0])
-    return verify_slice(_one(batch), flat, offsets, threshold, size, exclude)
-
-
 def verify(address: str, tasks: Sequence[dict[str, Any]], flat: np.ndarray, offsets: np.ndarray, threshold: float,
            size: int, exclude: np.ndarray | None) -> list[pa.Table]:
     """:func:`~calib.dedup.shards.verify_slice` of every task, one Ray task per slice; the queries' shingles
-    (``flat``, ``offsets``) and ids to leave out (``exclude``) broadcast once."""
+    (``flat``, ``offsets``) and ids to leave out (``exclude``) go to the object store once."""
     def job(ray: Any) -> list[pa.Table]:
-        queries = [ray.put((flat, offsets, exclude))]
-        found = _tasks(ray, tasks).map_batches(_verify_batch, fn_kwargs={"queries": queries, "threshold": threshold,
-                                                                         "size": size},
-                                               batch_size=1, batch_format="pyarrow")
-        return ray.get(found.to_arrow_refs())
+        refs = [ray.put(flat), ray.put(offsets), ray.put(exclude)]
+        task = ray.remote(verify_slice).options(max_retries=3, retry_exceptions=False)
+        return ray.get([task.remote(one, refs[0], refs[1], threshold, size, refs[2]) for one in tasks])
 
     return _run(address, job)

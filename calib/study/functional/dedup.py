@@ -113,7 +113,7 @@ async def _dedup(ctx: StageContext) -> pl.DataFrame:
 
 async def _band_table_dedup(ctx: StageContext, samples: pl.DataFrame) -> pl.DataFrame:
     """``source = "bands"``: the samples searched in the band table of ``paths`` (``calib dedup bands``), with Polars
-    on the driver, or with Ray Data on the cluster of ``[runner] kind = "ray"`` (the table and its shards must be
+    on the driver, or with Ray tasks on the cluster of ``[runner] kind = "ray"`` (the table and its shards must be
     readable at the same path on every node); the same pairs as the in-memory index on the same corpus."""
     d = ctx.spec.dedup
     table = await asyncio.to_thread(band_table_for, d)
