@@ -221,7 +221,8 @@ class BandTable:
         """The whole table's bytes on disk per corpus function."""
         return self.bytes["total"] / max(self.functions, 1)
 
-    def _check_shards(self) -> None:
+    def check_shards(self) -> None:
+        """A one-line error when a shard is no longer the file the table was built from (:meth:`Shard.changed`)."""
         for shard in self.shards:
             why = shard.changed()
             if why is not None:
@@ -263,7 +264,7 @@ class BandTable:
         The same corpus keys as :meth:`TextualIndex.candidates <calib.dedup.minhash.TextualIndex.candidates>`
         with ``exclude=query_ids`` (or none when not ``exclude_self``).
         """
-        self._check_shards()
+        self.check_shards()
         keys, _ = self._queries(query_ids, query_texts)
         found = self._candidates(keys, ray_address)
         ids = pl.scan_parquet(self.path / "ids" / "*.parquet").join(found.lazy(), on="row") \
@@ -283,7 +284,7 @@ class BandTable:
         in input order, each query's pairs by Jaccard descending then ``corpus_id``); ``exclude_self`` drops the
         pairs whose corpus id is the query's. ``ray_address``: find and verify the candidates as Ray tasks there.
         """
-        self._check_shards()
+        self.check_shards()
         query_ids = list(query_ids)
         keys, kept = self._queries(query_ids, query_texts)
         found = self._candidates(keys, ray_address)

@@ -91,7 +91,7 @@ class RayRunner:
 
     def ready(self, sandbox: bool = False) -> str:
         """Connect and check the cluster as the first chunk does (``sandbox``: its nodes must run calib's sandbox);
-        the cluster's address, for a stage that hands it to Ray Data (the dedup stage's band-table search)."""
+        the cluster's address, for a stage whose work goes there another way (the dedup stage's band-table search)."""
         self._start(sandbox)
         return self.section.address
 

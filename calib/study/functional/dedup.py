@@ -36,14 +36,12 @@ def _dedup_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
 
 
 def _manifest_key(folder: str) -> Any:
-    import json
-    from pathlib import Path
-
-    from calib.dedup.bands import MANIFEST
+    from calib._exceptions import InputError
+    from calib.dedup.bands import BandTable
 
     try:
-        manifest = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = BandTable(folder).manifest
+    except InputError:
         return None  # the stage says why, in one line
     return {key: manifest.get(key) for key in ("settings", "shards", "functions", "batch_rows")}
 
@@ -139,11 +137,7 @@ def band_table_for(d: Any) -> Any:
     from calib.dedup.bands import BandTable
 
     table = BandTable(d.paths[0])
-    for shard in table.shards:
-        why = shard.changed()
-        if why is not None:
-            raise InputError(f"dedup.paths: a shard of the band table {table.path}: {why}; build the table again",
-                             path=shard.hub or shard.path)
+    table.check_shards()
     built = table.settings
     for key, option, value, want in (("jaccard", "--jaccard", d.jaccard, built.threshold),
                                      ("num_perm", "--num-perm", d.num_perm, built.num_perm),
@@ -156,8 +150,9 @@ def band_table_for(d: Any) -> Any:
 
 
 def _band_documents(table: Any, corpus_ids: list[str]) -> tuple[list[str], list[str], list[str | None]]:
-    """(ids, texts, sources) of the band table's corpus functions ``corpus_ids``, read back from their shards;
-    a source is the shard (its Hub name when it came from the Hub) and the function's row in it."""
+    """(ids, texts, sources) of the band table's corpus functions ``corpus_ids``, read back from their shards, each
+    slice that holds one read once (as the search's verification reads them); a source is the shard (its Hub name
+    when it came from the Hub) and the function's row in it."""
     import numpy as np
 
     from calib.dedup.shards import read_slice
@@ -167,13 +162,19 @@ def _band_documents(table: Any, corpus_ids: list[str]) -> tuple[list[str], list[
     rows = pl.scan_parquet(table.path / "ids" / "*.parquet").filter(pl.col("id").is_in(corpus_ids)) \
         .group_by("id").agg(pl.col("row").min()).sort("row").collect()
     firsts = np.array([s.first_row for s in table.shards], dtype=np.int64)
+    batch = int(table.manifest["batch_rows"])
+    read: dict[tuple[int, int], list[str]] = {}
     ids, texts, sources = [], [], []
     for corpus_id, row in rows.iter_rows():
-        shard = table.shards[int(np.searchsorted(firsts, row, side="right")) - 1]
+        number = int(np.searchsorted(firsts, row, side="right")) - 1
+        shard = table.shards[number]
         within = int(row) - shard.first_row
-        _, (text,) = read_slice(shard.to_dict() | {"offset": within, "length": 1})
+        offset = within - within % batch
+        if (number, offset) not in read:
+            task = shard.to_dict() | {"offset": offset, "length": min(batch, shard.rows - offset)}
+            read[(number, offset)] = read_slice(task)[1]
         ids.append(corpus_id)
-        texts.append(text)
+        texts.append(read[(number, offset)][within - offset])
         sources.append(f"{shard.hub or shard.path}#row={within}")
     return ids, texts, sources
 
