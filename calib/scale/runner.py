@@ -117,7 +117,9 @@ class RayRunner:
         """Run ``work`` on each ``(index, chunk)``; ``done(index, table, events, where)`` as each comes back
         (``where``: the task's node id, host and process id, for the chunk's event).
 
-        No new task is sent once ``stop()`` says so (a ``[budget]`` cap); those in flight finish and are kept.
+        No new task is sent once ``stop()`` says so (a ``[budget]`` cap); those in flight finish and are kept. Nor
+        once a chunk has failed: the stage stops with that error, and a chunk still waiting for its turn must not
+        call Ray after the runner has left the cluster (Ray would start a local instance of its own for it).
         """
         if not chunks:
             return
@@ -128,22 +130,26 @@ class RayRunner:
         shared = ray.put(work.shared)
         task = self._task(work.fn)
         gate = asyncio.Semaphore(self._in_flight())
+        failed: list[int] = []  # chunks whose task failed: no task is sent after one
 
         async def one(index: int, chunk: list[Any]) -> None:
             async with gate:
-                if stop():
+                if failed or stop():
                     return
                 ref = task.remote(work.fn, shared, chunk)
                 try:
                     (table, events), where = await asyncio.wrap_future(ref.future())
-                except RayTaskError as exc:
-                    cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
-                    first = " ".join(str(cause).split())[-400:]
-                    raise CalibError(f"a Ray task failed on chunk {index}: {first}") from None
-                except WorkerCrashedError:
-                    raise CalibError(f"the Ray worker running chunk {index} died {self.section.max_retries + 1} "
-                                     "times (raise runner.max_retries, or look at the nodes' memory); the "
-                                     "chunks done are kept: run calib study again to resume") from None
+                except BaseException as exc:
+                    failed.append(index)
+                    if isinstance(exc, RayTaskError):
+                        cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
+                        first = " ".join(str(cause).split())[-400:]
+                        raise CalibError(f"a Ray task failed on chunk {index}: {first}") from None
+                    if isinstance(exc, WorkerCrashedError):
+                        raise CalibError(f"the Ray worker running chunk {index} died {self.section.max_retries + 1} "
+                                         "times (raise runner.max_retries, or look at the nodes' memory); the "
+                                         "chunks done are kept: run calib study again to resume") from None
+                    raise
                 done(index, table, events, where)
 
         await asyncio.gather(*(one(i, c) for i, c in chunks))

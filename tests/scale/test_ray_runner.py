@@ -216,3 +216,32 @@ def test_a_ray_runner_without_an_address_is_refused_by_calib_check(workspace, or
     assert proc.returncode != 0
     message = proc.stderr.strip().splitlines()[-1]
     assert "noaddress.toml" in message and "runner" in message and "address" in message
+
+
+def failing_chunk(shared: str, chunk: list[int]) -> tuple[pl.DataFrame, list]:
+    """A chunk's work in a Ray task: leaves a mark per chunk it ran, and fails on chunk [0]."""
+    Path(shared, f"ran-{chunk[0]}").touch()
+    if chunk == [0]:
+        raise ValueError("this chunk fails")
+    return pl.DataFrame({"item": chunk}), []
+
+
+def test_a_failing_task_stops_the_stage_and_no_chunk_is_sent_after_it(ray_cluster, tmp_path):
+    # the chunks still waiting for their turn send nothing: after the runner leaves the cluster, a Ray call would
+    # start a Ray instance of the driver's own and run them there
+    import asyncio
+
+    from calib._exceptions import CalibError
+    from calib.scale.runner import RayRunner, RemoteWork
+    from calib.study.sections import RunnerSection
+
+    runner = RayRunner(RunnerSection(kind="ray", address=ray_cluster.address, max_in_flight=1))
+    done: list[int] = []
+    try:
+        with pytest.raises(CalibError, match=r"a Ray task failed on chunk 0: .*this chunk fails"):
+            asyncio.run(runner.map(RemoteWork(failing_chunk, str(tmp_path), sandbox=False),
+                                   [(i, [i]) for i in range(4)], lambda i, *_: done.append(i), lambda: False))
+    finally:
+        runner.close()
+    time.sleep(2)  # long enough for a chunk sent after the failure to run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ran-0"] and done == []
