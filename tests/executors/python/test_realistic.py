@@ -416,7 +416,8 @@ def test_output_that_differs_between_processes_is_invalid_as_nondeterministic():
     truth = 'def tag(name):\n    with open("/proc/uptime") as fh:\n        return name + ":" + fh.read()\n'
     result = compare(truth, truth)
     flagged = [i for i in result.inputs if i.reason == "nondeterministic"]
-    assert flagged
+    # what the inputs were instead, should this ever fail (it failed once in a loaded CI run, never alone)
+    assert flagged, (result.reason, [(i.status, i.reason, i.output) for i in result.inputs])
     assert all(not i.valid and i.status == "invalid" for i in flagged)
     assert all(result.candidates[0].matches[i.index] is None for i in flagged)  # not counted as non-matches
 
