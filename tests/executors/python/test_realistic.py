@@ -413,10 +413,13 @@ def test_a_search_over_a_sleeping_function_still_finds_its_inputs():
 
 
 def test_output_that_differs_between_processes_is_invalid_as_nondeterministic():
-    truth = 'def tag(name):\n    with open("/proc/uptime") as fh:\n        return name + ":" + fh.read()\n'
+    # a new random UUID on every read, so never the same in the replay's fresh process (/proc/uptime, read here
+    # before, ticks every 10 ms: an input replayed within the tick of its search run gave the same output, and
+    # once, in a loaded CI run, every input did, so none was flagged)
+    truth = ('def tag(name):\n    with open("/proc/sys/kernel/random/uuid") as fh:\n'
+             '        return name + ":" + fh.read()\n')
     result = compare(truth, truth)
     flagged = [i for i in result.inputs if i.reason == "nondeterministic"]
-    # what the inputs were instead, should this ever fail (it failed once in a loaded CI run, never alone)
     assert flagged, (result.reason, [(i.status, i.reason, i.output) for i in result.inputs])
     assert all(not i.valid and i.status == "invalid" for i in flagged)
     assert all(result.candidates[0].matches[i.index] is None for i in flagged)  # not counted as non-matches
