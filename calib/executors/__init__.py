@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from calib.executors.base import (
     EXECUTIONS_SCHEMA,
+    NO_GENERATION,
     CandidateResult,
     Comparison,
     Executor,
@@ -34,6 +35,7 @@ __all__ = [
     "ExecutorConfig",
     "InputResult",
     "Limits",
+    "NO_GENERATION",
     "Sandbox",
     "SandboxExecutor",
     "SandboxUnavailable",

@@ -173,6 +173,8 @@ def create_executor(kind: str, config: ExecutorConfig | None = None, **options: 
         raise InvalidParameterError(f"unknown executor kind {kind!r}; known kinds: {', '.join(REGISTRY.names())}")
     return factory(config or ExecutorConfig(), **options)
 
+#: The ``reason`` of an executions row for a role that has no completion to compare (its request failed).
+NO_GENERATION = "no generation (the request failed)"
 
 #: The ``executions`` table (docs/architecture.md, "Run directory"): one row per (sample, role).
 EXECUTIONS_SCHEMA: dict[str, pl.DataType] = {

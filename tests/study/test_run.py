@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 TABLE_NAMES = ("samples", "generations", "executions", "similarities", "claims")
 
 
-def _spec(cache_dir: Path, *, tau_text: float = 0.75) -> str:
+def _spec(cache_dir: Path, *, tau_text: float = 0.75, execute: str = "") -> str:
     return f"""[study]
 name = "tiny"
 seed = 0
@@ -56,6 +56,7 @@ max_tokens = 300
 
 [execute]
 budget_seconds = 120.0
+{execute}
 
 [analyze]
 tau_text = {tau_text}
@@ -172,3 +173,36 @@ def test_changing_a_threshold_redoes_only_the_analysis(finished, workspace, orga
     assert "ran: analyze;" in proc.stdout and "generate" not in proc.stdout.split("ran:")[1].split(";")[0]
     claims = pl.read_parquet(changed / "tables" / "claims.parquet")
     assert claims["textual_target"].to_list() == (claims["text_target"] >= 0.5).to_list()
+
+
+def test_candidates_only_where_x_is_conclusive_change_no_claim(finished, workspace, organism_tiny):
+    """``[execute] candidates_when_inconclusive``: true (the default, written out) is the finished run's own
+    fingerprint; false runs the execute stage again, runs no candidate of a sample whose x the search made
+    inconclusive, and every claim, rate and x column stays the same (docs/study-spec.md)."""
+    cache = organism_tiny.root.parent.parent
+    (workspace / "written.toml").write_text(_spec(cache, execute="candidates_when_inconclusive = true"))
+    proc = _calib("study", "written.toml", "--run-dir", "a", "--quiet", cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "ran: none" in proc.stdout
+    skipped = workspace / "skipped"
+    shutil.copytree(finished, skipped)
+    (workspace / "skip.toml").write_text(_spec(cache, execute="candidates_when_inconclusive = false"))
+    proc = _calib("study", "skip.toml", "--run-dir", "skipped", "--quiet", "--jobs", "2", cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "execute" in proc.stdout.split("ran:")[1].split(";")[0]
+    before, after = _tables(finished), _tables(skipped)
+    key = ["sample_id", "role"]
+    old, new = before["executions"].sort(key), after["executions"].sort(key)
+    inconclusive = old.filter(~pl.col("conclusive"))
+    assert inconclusive.height > 0 and old.filter(pl.col("conclusive")).height > 0  # both kinds are in the sample
+    # a conclusive sample's rows are the finished run's, row for row
+    assert new.filter(pl.col("conclusive")).equals(old.filter(pl.col("conclusive")))
+    # an inconclusive one: the same x columns, its candidates not compared (no matches), no SIM_func either way
+    x_columns = ["sample_id", "role", "executor", "valid_inputs", "coverage", "distinct_outputs", "conclusive", "reason"]
+    assert new.filter(~pl.col("conclusive")).select(x_columns).equals(inconclusive.select(x_columns))
+    assert new.filter(~pl.col("conclusive"))["matches"].list.len().to_list() == [0] * inconclusive.height
+    assert inconclusive["sim_func"].null_count() == inconclusive.height
+    assert new.filter(~pl.col("conclusive"))["sim_func"].null_count() == inconclusive.height
+    assert after["claims"].equals(before["claims"])
+    headline = [json.loads((run / "report" / "summary.json").read_text())["headline"] for run in (finished, skipped)]
+    assert headline[0] == headline[1]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from calib._exceptions import InputError
+from calib.executors.base import NO_GENERATION
 from calib.report.run import RunData
 from calib.stats import wide_from_long
 
@@ -35,13 +36,15 @@ _ROLE_PRIORITY = {"truth": 0, "target": 1, "reference": 2}
 def x_executions(run: RunData) -> pl.DataFrame:
     """One row per executed sample: ``sample_id, executor, x_conclusive, x_reason, valid_inputs,
     coverage, distinct_outputs`` from the row of role truth, else of a compared completion (target,
-    then reference), else any."""
+    then reference), else of a completion that was not compared (``[execute] candidates_when_inconclusive``
+    off), else any (a role without a completion: its reason is that, not x's)."""
     ex = run.executions.with_columns(
         pl.col("role").replace_strict(_ROLE_PRIORITY, default=3, return_dtype=pl.Int64).alias("_priority"),
-        (pl.col("matches").list.len().fill_null(0) == 0).alias("_not_compared"))
+        (pl.col("matches").list.len().fill_null(0) == 0).alias("_not_compared"),
+        (pl.col("reason") == NO_GENERATION).fill_null(False).alias("_no_completion"))
     ex = ex.with_columns(pl.when(pl.col("role") == "truth").then(False).otherwise(pl.col("_not_compared"))
                          .alias("_not_compared"))
-    return (ex.sort("sample_id", "_not_compared", "_priority", "role")
+    return (ex.sort("sample_id", "_not_compared", "_no_completion", "_priority", "role")
             .unique(subset="sample_id", keep="first", maintain_order=True)
             .select("sample_id", "executor", pl.col("conclusive").alias("x_conclusive"),
                     pl.col("reason").alias("x_reason"), "valid_inputs", "coverage", "distinct_outputs"))

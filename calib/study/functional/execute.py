@@ -24,6 +24,7 @@ import polars as pl
 
 from calib._exceptions import CalibError
 from calib.data.parseback import candidate_code
+from calib.executors.base import NO_GENERATION
 from calib.study.resources import ROLES
 from calib.study.runner import RunOptions, Stage, StageContext
 from calib.study.spec import StudySpec
@@ -74,7 +75,7 @@ def candidates(samples: pl.DataFrame, generations: pl.DataFrame) -> dict[str, di
 # --- execute ------------------------------------------------------------------------------------
 def _execute_settings(spec: StudySpec, options: RunOptions) -> dict[str, Any]:
     server = spec.execute.server
-    return {"execute": spec.execute.model_dump(mode="json", exclude={"workers"}), "seed": spec.study.seed,
+    return {"execute": spec.execute.settings(), "seed": spec.study.seed,
             "server": spec.servers.get(server) if server is not None and spec.execute.executor != "sandbox" else None}
 
 
@@ -175,7 +176,7 @@ async def _compare_one(spec: StudySpec, workers: int, executor: Any, natives: di
     rows = execution_rows(r["sample_id"], comparison, roles) if roles else pl.DataFrame(schema=EXECUTIONS_SCHEMA)
     missing = [role for role in ROLES if role not in roles]
     if missing:
-        extra = _missing_rows(r["sample_id"], missing, "no generation (the request failed)", comparison.executor)
+        extra = _missing_rows(r["sample_id"], missing, NO_GENERATION, comparison.executor)
         extra = extra.select(list(EXECUTIONS_SCHEMA)).with_columns(
             pl.lit(comparison.valid_inputs).alias("valid_inputs"), pl.lit(comparison.coverage).alias("coverage"),
             pl.lit(comparison.distinct_outputs).alias("distinct_outputs"),

@@ -327,7 +327,7 @@ async def _benchmark(ctx: StageContext) -> pl.DataFrame:
 # --- measure --------------------------------------------------------------------------------------
 def _measure_settings(spec: StudySpec, options: RunOptions) -> Any:
     audit = _audit(spec)
-    return {"audit": audit.fingerprint, "execute": audit.spec.execute.model_dump(mode="json", exclude={"workers"}),
+    return {"audit": audit.fingerprint, "execute": audit.spec.execute.settings(),
             "text_metric": audit.spec.analyze.text_metric, "seed": audit.spec.study.seed}
 
 

@@ -98,6 +98,8 @@ class ExecuteSection(Section):
     memory_mb: int = Field(default=1024, ge=64, le=1_048_576)
     workers: int = Field(default=0, ge=0, le=CONCURRENCY_MAX)
     unsafe_no_sandbox: bool = False
+    #: False: a sample whose x the search already made inconclusive runs no candidate (docs/study-spec.md)
+    candidates_when_inconclusive: bool = True
 
     @model_validator(mode="after")
     def _consistent(self) -> ExecuteSection:
@@ -110,6 +112,13 @@ class ExecuteSection(Section):
             raise ValueError(f"executor = {self.executor!r} needs server = \"NAME\" (a chat server's [servers.NAME])")
         return self
 
+    def settings(self) -> dict[str, Any]:
+        """These settings as a stage's fingerprint holds them: not ``workers`` (how many sandboxes at once changes no
+        result), and ``candidates_when_inconclusive`` only when off (runs made before the key existed keep their
+        fingerprints)."""
+        skip = {"workers"} | ({"candidates_when_inconclusive"} if self.candidates_when_inconclusive else set())
+        return self.model_dump(mode="json", exclude=skip)
+
     def executor_config(self, seed: int, *, workers: int | None = None) -> Any:
         """The :class:`calib.executors.ExecutorConfig` of these settings and the study's ``seed`` (every study kind
         that executes builds it here); ``workers`` overrides the executor's default when given."""
@@ -119,7 +128,8 @@ class ExecuteSection(Section):
         return ExecutorConfig(n_inputs=self.n_inputs, min_valid=self.min_valid, coverage=self.coverage,
                               min_distinct=self.min_distinct, seed=seed, input_timeout=self.input_timeout,
                               budget_runs=self.budget_runs, budget_seconds=self.budget_seconds,
-                              memory_mb=self.memory_mb, unsafe_no_sandbox=self.unsafe_no_sandbox, **extra)
+                              memory_mb=self.memory_mb, unsafe_no_sandbox=self.unsafe_no_sandbox,
+                              candidates_when_inconclusive=self.candidates_when_inconclusive, **extra)
 
 
 #: Joins a metric's name and its server's in the name of a further server's metric (``judge_functional@NAME``).
