@@ -33,7 +33,7 @@ from calib.executors.native.types import Signature
 from calib.executors.native.warm import Warm, digest
 
 __all__ = ["COUNT_NAME", "GO_COVERAGE", "cover_build", "locate_cover", "read_go_each", "read_go_report",
-           "report_argv", "x_lines", "GO_WARM"]
+           "report_argv", "x_lines", "GO_WARM", "go_version"]
 
 #: The file name of each copy of the counters the host writes for the report.
 COUNT_NAME = "cover.counts"
@@ -173,7 +173,8 @@ def _report_source() -> dict[str, str]:
 
 
 @functools.cache
-def _go_version(go: str) -> str:
+def go_version(go: str) -> str:
+    """What ``go version`` prints (``go version go1.19.8 linux/amd64``), or "" when it cannot run."""
     try:
         done = subprocess.run([go, "version"], capture_output=True, text=True, timeout=30, check=False,
                               env={**os.environ, "GOTOOLCHAIN": "local"})
@@ -183,6 +184,6 @@ def _go_version(go: str) -> str:
 
 
 #: The Go recipe for the shared build directory: the report program.
-GO_WARM = Warm(key=lambda tools: digest(tools.exe["go"], _go_version(tools.exe["go"]), *_report_source().values()),
+GO_WARM = Warm(key=lambda tools: digest(tools.exe["go"], go_version(tools.exe["go"]), *_report_source().values()),
                files=_report_source,
                argv=lambda tools, where: [tools.exe["sh"], "-c", _WARM, "calib-go-warm", where, tools.exe["go"]])

@@ -6,7 +6,8 @@ variant needs of it (:func:`calib.executors.native.go_source.needed`), the varia
 winning over the file's, and the imports it uses (:func:`prepare_go`). Parameters, results and receivers
 are read and written by reflection in the harness: see :mod:`.go_types` for the supported types. Every
 slice, struct, pointer and receiver is reported after the call (the function may change it). x's line
-coverage: :mod:`.coverage_go`.
+coverage: :mod:`.coverage_go`. Packages outside the standard library come from the system Go source tree
+(GOPATH mode, ``/usr/share/gocode``): :mod:`.go_packages`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import os
 import re
 
 from calib.executors.native.coverage_go import GO_COVERAGE, GO_WARM, locate_cover
-from calib.executors.native.go_source import Decl, blank, declarations, external, needed, package_refs
+from calib.executors.native.go_packages import gocode, unbuildable
+from calib.executors.native.go_source import Decl, blank, declarations, needed, package_refs
 from calib.executors.native.go_types import GoSignature, go_type, shapes, type_table
 from calib.executors.native.language import Language, Tools, native_run, which_real
 from calib.executors.native.text import split_top
@@ -121,8 +123,9 @@ def parse_go(source: str, context: str = "") -> GoSignature:
     sig = GoSignature(name, params, Type("void" if count == 0 else "str", native=result), raw_params=(str(count),),
                       recv=recv, spelled=tuple(s for _, s, _ in found), decls=tuple(decls), imports=imports)
     for path in _imports_of(source, sig)[1]:
-        if external(path):
-            raise Unsupported(f"external package {path}")
+        why = unbuildable(path)
+        if why:
+            raise Unsupported(why)
     return sig
 
 
@@ -132,14 +135,14 @@ def _imports_of(function: str, sig: GoSignature) -> tuple[list[Decl], list[str],
     own = declarations(function)
     code = blank(function)
     skip = frozenset(k for d in own if d.kind not in ("package", "import") for k in d.keys) | {sig.key}
-    avoid = frozenset(i.name for i in sig.imports if external(i.path))
+    avoid = frozenset(i.name for i in sig.imports if unbuildable(i.path))
     kept = needed(list(sig.decls), frozenset(re.findall(r"[A-Za-z_]\w*", code)), skip, avoid)
     refs = set(package_refs(code)).union(*(d.pkgs for d in kept))
     declared = {n for d in [*own, *kept] if d.kind not in ("package", "import") and not d.recv for n in d.names}
     mine = [i for d in own if d.kind == "import" for i in d.imports]
     specs, uses, paths = [], [], []
     for i in [*mine, *sig.imports]:
-        if i.name in ("_", ".") and not external(i.path) and f'{i.name} "{i.path}"' not in specs:
+        if i.name in ("_", ".") and not unbuildable(i.path) and f'{i.name} "{i.path}"' not in specs:
             specs.append(f'{i.name} "{i.path}"')
     for ref in sorted(refs - declared):
         spec = next((i for i in [*mine, *sig.imports] if i.name == ref), None)
@@ -221,7 +224,10 @@ def _locate_go() -> Tools | None:
     go = which_real("go")
     if not go:
         return None
-    env = (("GOCACHE", "/gocache"), ("GOPATH", "/tmp/gopath"), ("HOME", "/tmp"), ("CGO_ENABLED", "0"),
+    # GOPATH mode: packages outside the standard library come from the system Go source tree (go_packages)
+    system = gocode()
+    gopath = f"/tmp/gopath:{system}" if system else "/tmp/gopath"
+    env = (("GOCACHE", "/gocache"), ("GOPATH", gopath), ("HOME", "/tmp"), ("CGO_ENABLED", "0"),
            ("GOPROXY", "off"), ("GOFLAGS", "-mod=mod"), ("GO111MODULE", "off"), ("GOTOOLCHAIN", "local"))
     exe = {"go": go}
     cover = locate_cover(go)
@@ -230,7 +236,8 @@ def _locate_go() -> Tools | None:
     sh = which_real("sh")
     if sh:
         exe["sh"] = sh
-    return Tools(exe, build_binds=((go_cache(), "/gocache", True),), build_env=env)
+    ro = (system,) if system and not system.startswith("/usr/") else ()  # /usr is bound already
+    return Tools(exe, ro=ro, build_binds=((go_cache(), "/gocache", True),), build_env=env)
 
 
 def _go_build(tools: Tools, build: str) -> list[str]:
