@@ -198,7 +198,8 @@ def test_candidates_only_where_x_is_conclusive_change_no_claim(finished, workspa
     # a conclusive sample's rows are the finished run's, row for row
     assert new.filter(pl.col("conclusive")).equals(old.filter(pl.col("conclusive")))
     # an inconclusive one: the same x columns, its candidates not compared (no matches), no SIM_func either way
-    x_columns = ["sample_id", "role", "executor", "valid_inputs", "coverage", "distinct_outputs", "conclusive", "reason"]
+    x_columns = ["sample_id", "role", "executor", "valid_inputs", "coverage", "distinct_outputs", "conclusive",
+                 "reason"]
     assert new.filter(~pl.col("conclusive")).select(x_columns).equals(inconclusive.select(x_columns))
     assert new.filter(~pl.col("conclusive"))["matches"].list.len().to_list() == [0] * inconclusive.height
     assert inconclusive["sim_func"].null_count() == inconclusive.height
