@@ -40,6 +40,10 @@ run a subset; ``--limit-seconds`` starts nothing new after that long;
 ``--fresh [--fresh-seed 1] [--fresh-list FILE] [--fresh-cache DIR]`` the fresh sample;
 ``--exclude FILE.jsonl`` (repeatable) leaves the functions of earlier ``--out`` files out of the fresh pools,
 so that a held-out sample shares no function with the samples the search was tuned on).
+``benchmarks/tuning-functions.jsonl`` is that file for the fresh samples the search was tuned on since issue 24's
+third round (``--fresh --n 120`` at fresh seeds 1, 3 and 4: 306 functions); a held-out figure is measured as
+``--fresh --fresh-seed S --n 120 --conditions file_only --setups sandbox --exclude benchmarks/tuning-functions.jsonl``
+with a seed S no session has looked at function by function.
 """
 
 from __future__ import annotations
