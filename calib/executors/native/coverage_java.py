@@ -27,8 +27,8 @@ from calib.executors.native.language import HARNESS_ROOT, Coverage, Tools
 from calib.executors.native.types import Signature
 from calib.executors.sandbox.types import base_interpreter
 
-__all__ = ["JACOCO", "JACOCO_JARS", "jacoco_coverage", "missing_jacoco", "read_jacoco", "read_jacoco_each",
-           "template_line", "x_lines"]
+__all__ = ["ARGS", "CLASSPATH", "JACOCO", "JACOCO_JARS", "JAVA_BUILD", "jacoco_coverage", "missing_jacoco",
+           "read_jacoco", "read_jacoco_each", "template_line", "x_lines"]
 
 #: What the kit needs from Debian's packages (libjacoco-java 0.8.6, libasm-java 9.4).
 JACOCO_JARS = {"agent": "/usr/share/java/org.jacoco.agent.jar", "core": "/usr/share/java/org.jacoco.core.jar",
@@ -38,13 +38,33 @@ JACOCO = "JaCoCo is not installed (apt-get install libjacoco-java libasm-java)"
 _JVM_SMALL = ("-XX:+UseSerialGC", "-XX:ReservedCodeCacheSize=32m", "-XX:CompressedClassSpaceSize=64m",
               "-XX:MaxMetaspaceSize=128m", "-XX:-UsePerfData", "-XX:ActiveProcessorCount=1")
 
-# Inside the build sandbox, in x's build directory: the agent taken out of Debian's jar (by the base Python
-# interpreter, which every sandbox mounts: quicker than the JDK's jar tool), then the normal build and the
-# report program in one javac run (the report's classes then moved to report/, apart from x's).
+#: The first line of ``CalibMain.java`` when x needs library jars (:mod:`.java_context`, :mod:`.java_jars`):
+#: this, then their real paths joined by ``:``. calib writes it before anything of x's file.
+CLASSPATH = "// calib-classpath: "
+#: The java launcher's argument file every build writes next to the classes: ``-cp`` with the build directory
+#: and the jars (the run's command line names it: ``java ... @<build>/calib.args CalibMain``)
+ARGS = "calib.args"
+# Inside the build sandbox, in the build directory: the jars of the source's first line, if any, for javac
+# and the run (calib.args); the jars' real paths hold no blank, quote or colon (java_jars._SAFE).
+_JARS = r"""jars=""; first=""
+IFS= read -r first < CalibMain.java || true
+case "$first" in "// calib-classpath: "*) jars="${first#// calib-classpath: }";; esac
+printf '%s\n' -cp "\"$PWD${jars:+:$jars}\"" > calib.args
+"""
+#: The normal build (java.py): javac with the jars, if any, on its classpath.
+JAVA_BUILD = r"""set -e
+cd "$1"; javac="$2"; shift 2
+""" + _JARS + r"""if [ -n "$jars" ]; then set -- "$@" -cp "$jars"; fi
+"$javac" "$@" -d "$PWD" CalibMain.java
+"""
+# x's coverage build: the agent taken out of Debian's jar (by the base Python interpreter, which every sandbox
+# mounts: quicker than the JDK's jar tool), then the normal build and the report program in one javac run (the
+# report's classes then moved to report/, apart from x's).
 _BUILD = r"""set -e
 cd "$1"; javac="$2"; python="$3"; cp="$4"; shift 4
+""" + _JARS + r"""
 "$python" -I -S -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("jacocoagent.jar", ".")' "$AGENT_JAR"
-"$javac" "$@" -cp "$cp" -d "$PWD" CalibMain.java CalibJacoco.java
+"$javac" "$@" -cp "$cp${jars:+:$jars}" -d "$PWD" CalibMain.java CalibJacoco.java
 mkdir report
 mv CalibJacoco*.class report/
 """
@@ -197,7 +217,9 @@ def jacoco_coverage(javac_flags: list[str], preamble: Any, memory_flag: str = "-
                 "calib-build", build, tools.exe["javac"], base_interpreter(), _classpath(), *javac_flags]
 
     def run_env(build: str, tmp: str) -> tuple[tuple[str, str], ...]:
-        agent = f"-javaagent:{build}/jacocoagent.jar=output=none,excludes=CalibMain*"
+        # only x's classes (the default package: the harness's loaders define them) are instrumented; the
+        # classes of library jars and of the JDK (in packages) are not, so their probes never reach the counts
+        agent = f"-javaagent:{build}/jacocoagent.jar=output=none,excludes=CalibMain*:*.*"
         return (("JAVA_TOOL_OPTIONS", agent), ("CALIB_COVERAGE", "1"))
 
     def report_argv(tools: Tools, build: str, copies: str, scratch: str) -> list[str]:

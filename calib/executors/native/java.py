@@ -7,7 +7,9 @@ of those (every array is reported after the call: the method may change it). Ret
 those types, and any object the harness's writer knows (boxed numbers, collections). An instance method
 is called on an instance built from the input state (``new.<parameter>`` of the chosen constructor, or
 ``this.<field>``); its fields after the call are the output's ``"this"``. Each input runs in a class loader
-of its own (the harness); line coverage comes from JaCoCo (:mod:`.coverage_java`).
+of its own (the harness); line coverage comes from JaCoCo (:mod:`.coverage_java`). Library jars x's imports
+need (:mod:`.java_jars`) are named on the source's first line; the build script (``JAVA_BUILD``) puts them on
+javac's classpath and writes the run's (``calib.args``, which the run's command line names).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import glob
 import os
 import re
 
-from calib.executors.native.coverage_java import jacoco_coverage, template_line
+from calib.executors.native.coverage_java import ARGS, CLASSPATH, JAVA_BUILD, jacoco_coverage, template_line
 from calib.executors.native.java_context import JavaContext, read_context, unoverride
 from calib.executors.native.language import Language, Tools, which_real
 from calib.executors.native.text import split_top, strip_comments
@@ -103,7 +105,7 @@ def parse_java(source: str) -> Signature:
 def _plan(sig: Signature) -> dict[str, str]:
     """The Java entries of ``sig.preamble`` (:func:`parse_java_in`), with the defaults of x alone."""
     plan = {"imports": "", "opening": "class Target {\n", "depth": "1", "owner": "Target", "binary": "Target",
-            "static": "", "arity": str(len(sig.params)), "shown": ""}
+            "static": "", "arity": str(len(sig.params)), "shown": "", "jars": ""}
     plan.update(dict(sig.preamble))
     return plan
 
@@ -174,9 +176,15 @@ def prepare_java(source: str, sig: Signature) -> str:
     return _plan(sig)["opening"] + unoverride(source)
 
 
+def _head(plan: dict[str, str]) -> str:
+    """What replaces the template's first line: the classpath line when x needs library jars, the imports."""
+    return (f"{CLASSPATH}{plan['jars']}\n" if plan["jars"] else "") + plan["imports"]
+
+
 def java_context(context: str, sig: Signature) -> str:
-    """The JDK imports of x's file (the template's first line)."""
-    return _plan(sig)["imports"]
+    """The file's first lines: the jars x needs (``// calib-classpath: a.jar:b.jar``, read by the build
+    script: nothing of x's file can come before it) and the imports of x's file that compile."""
+    return _head(_plan(sig))
 
 
 def parse_java_in(source: str, context: str) -> Signature:
@@ -199,13 +207,13 @@ def parse_java_in(source: str, context: str) -> Signature:
             params.append(_param(f"{prefix}{name}", typ))
     plan = (("imports", ctx.imports), ("opening", ctx.opening), ("depth", str(ctx.depth)), ("owner", ctx.owner),
             ("binary", ctx.binary), ("static", "1" if static else ""), ("arity", str(len(sig.params))),
-            ("shown", ",".join(ctx.shown)))
+            ("shown", ",".join(ctx.shown)), ("jars", ":".join(ctx.jars)))
     return Signature(sig.name, tuple(params), sig.returns, preamble=plan)
 
 
 def _x_start(sig: Signature) -> tuple[str, int]:
     plan = _plan(sig)
-    return plan["binary"], template_line() + plan["imports"].count("\n") + plan["opening"].count("\n")
+    return plan["binary"], template_line() + _head(plan).count("\n") + plan["opening"].count("\n")
 
 
 _JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=32m",
@@ -229,11 +237,14 @@ def _locate_java() -> Tools | None:
 
 
 def _java_build(tools: Tools, build: str) -> list[str]:
-    return [tools.exe["javac"], *_JAVAC, "-d", build, f"{build}/CalibMain.java"]
+    if "sh" not in tools.exe:  # no library jars then (x needing one does not compile)
+        return [tools.exe["javac"], *_JAVAC, "-d", build, f"{build}/CalibMain.java"]
+    return [tools.exe["sh"], "-c", JAVA_BUILD, "calib-build", build, tools.exe["javac"], *_JAVAC]
 
 
 def _java_run(tools: Tools, build: str, memory_mb: int) -> list[str]:
-    return [tools.exe["java"], f"-Xmx{memory_mb}m", "-Xss16m", *_JVM, "-cp", build, "CalibMain"]
+    classpath = [f"@{build}/{ARGS}"] if "sh" in tools.exe else ["-cp", build]  # the build wrote calib.args
+    return [tools.exe["java"], f"-Xmx{memory_mb}m", "-Xss16m", *_JVM, *classpath, "CalibMain"]
 
 
 def java_etc() -> tuple[str, ...]:

@@ -6,8 +6,12 @@ parsed with tree-sitter-java: x's class is the innermost type declaration still 
 context (a nested one inside its enclosing types). What is built around x, for x and every candidate alike:
 
 - the context's ``import`` lines of JDK packages (``java.``, ``javax.`` as in JDK 17, ``jdk.``, ``org.w3c.``,
-  ``org.xml.``, ...); an import from any other package that x (or a member it keeps) names makes the sample
-  ``unsupported: external package <name>``; the ``package`` line is dropped;
+  ``org.xml.``, ...); an import from any other package that x (or a member it keeps) names is kept when a jar
+  of the system's Java library folder holds the class (:mod:`.java_jars`; the jar, with those its manifest's
+  ``Class-Path`` names, is then on the build's classpath: :attr:`JavaContext.jars`), else the sample is
+  ``unsupported: external package <name> is not installed (...)``; a wildcard import is kept (with its jar)
+  when a jar holds a type of it that x names, else dropped; a fully qualified name in x or a kept member
+  (``org.apache.commons.codec.digest.DigestUtils.md5Hex(s)``) adds its jar; the ``package`` line is dropped;
 - x's class and its enclosing types (``public``/``private``/``protected``/``abstract`` dropped, nested ones
   made ``static``, ``extends``/``implements`` dropped: the types after x are not in the context; so is
   ``@Override`` in the heads of x and the kept members), with the
@@ -29,6 +33,8 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 from calib.data.treesitter import parser
+from calib.executors.native.java_jars import JarIndex, jar_index, not_installed
+from calib.executors.native.text import strip_comments
 from calib.executors.native.types import Unsupported
 
 __all__ = ["JavaContext", "is_jdk", "read_context", "unoverride"]
@@ -87,6 +93,7 @@ class JavaContext:
     ctor: tuple[tuple[str, str], ...] = ()  # (type, name) of the constructor's parameters
     settable: tuple[tuple[str, str], ...] = ()  # (type, name) of fields set from the state
     shown: tuple[str, ...] = ()  # fields reported after the call
+    jars: tuple[str, ...] = ()  # real paths of the library jars x needs (and their Class-Path), classpath order
 
 
 def _text(data: bytes, node: Node) -> str:
@@ -227,8 +234,10 @@ def _closure(frames: list[_Frame], need: set[str], seed: list[_Member]) -> set[i
     return kept
 
 
-def _imports(root: Node, data: bytes, used: set[str]) -> str:
-    kept = []
+def _imports(root: Node, data: bytes, used: set[str]) -> tuple[str, list[str]]:
+    """The import lines kept (JDK ones, and those a library jar provides) and the jars they need."""
+    kept, jars = [], []
+    index: JarIndex | None = None
     for node in root.children:
         if node.type != "import_declaration" or node.has_error:
             continue
@@ -241,11 +250,51 @@ def _imports(root: Node, data: bytes, used: set[str]) -> str:
         if is_jdk(package):
             kept.append(text)
             continue
-        if not wildcard and parts[-1] in used:
+        if not wildcard and parts[-1] not in used:  # unused: dropped
+            continue
+        index = index or jar_index()
+        target = ".".join(parts)
+        if wildcard:  # kept when a jar holds what x may take from it, else dropped (as an unknown package)
+            found = [jar for jar in ([index.provider(target)] if static else index.members(target, used)) if jar]
+            if found:
+                kept.append(text)
+                jars += found
+            continue
+        owner = ".".join(parts[:-1]) if static else target
+        jar = index.provider(owner)
+        if jar is None:
             if static:
                 package = ".".join(parts[:-2]) or package
-            raise Unsupported(f"external package {package}")
-    return "\n".join(kept) + ("\n" if kept else "")
+            raise Unsupported(not_installed(owner if index.has_package(package) else package))
+        kept.append(text)
+        jars.append(jar)
+    return "\n".join(kept) + ("\n" if kept else ""), jars
+
+
+#: A dotted name starting with a lower-case word: a fully qualified name when a jar holds a prefix of it
+_DOTTED = re.compile(r"(?<![\w.])[a-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*){2,}")
+
+
+def _qualified(texts: list[str]) -> list[str]:
+    """The jars holding the classes that ``texts`` (x, the kept members) name in full (``org.foo.Bar``)."""
+    chains = [re.sub(r"\s+", "", m.group()).split(".") for t in texts for m in _DOTTED.finditer(strip_comments(t))]
+    chains = [c for c in chains if c[0] not in ("this", "super") and not is_jdk(".".join(c))]
+    if not chains:
+        return []
+    index = jar_index()
+    jars = []
+    for chain in chains:
+        if chain[0] not in index.roots:
+            continue
+        for k in range(2, len(chain) + 1):
+            if chain[k - 1][:1].isupper() and (jar := index.provider(".".join(chain[:k]))):
+                jars.append(jar)
+                break
+    return jars
+
+
+def _classpath(found: list[str]) -> tuple[str, ...]:
+    return jar_index().closure(list(dict.fromkeys(found))) if found else ()
 
 
 def _supported(typ: str) -> bool:
@@ -262,7 +311,8 @@ def read_context(context: str, x_source: str, static: bool) -> JavaContext:
     need = set(_idents(parser("java").parse(b"class X {\n" + x_data + b"\n}").root_node, b"class X {\n" + x_data))
     chain = _frames(root, data)
     if not chain:
-        return JavaContext(imports=_imports(root, data, need))
+        imports, jars = _imports(root, data, need)
+        return JavaContext(imports=imports, jars=_classpath(jars + _qualified([x_source])))
     _fill(chain, data)
     frames = [f for _, f in chain]
     inner = frames[-1]
@@ -287,7 +337,8 @@ def read_context(context: str, x_source: str, static: bool) -> JavaContext:
                 used |= m.idents
                 if m.kind == "abstract":
                     raise Unsupported(f"abstract method {next(iter(m.names))} of {f.name}")
-    imports = _imports(root, data, used)
+    imports, jars = _imports(root, data, used)
+    jars += _qualified([x_source, *(m.text for f in frames for m in f.members if id(m) in kept)])
     opening = "".join(f.header + "".join(_indent(m.text) for m in f.members if id(m) in kept and m.kind != "constants")
                       if f.kind != "enum" else f.header + _constants(f, kept) for f in frames)
     fields = [m for m in inner.members if id(m) in kept and m.kind == "field" and not m.static]
@@ -296,7 +347,7 @@ def read_context(context: str, x_source: str, static: bool) -> JavaContext:
     shown = tuple(n for m in fields if _WRITABLE.match(m.type) for n, _ in m.declarators)
     return JavaContext(imports=imports, opening=opening, depth=len(frames),
                        owner=".".join(f.name for f in frames), binary="$".join(f.name for f in frames),
-                       ctor=ctor_params, settable=settable, shown=shown if not static else ())
+                       ctor=ctor_params, settable=settable, shown=shown if not static else (), jars=_classpath(jars))
 
 
 def _constants(frame: _Frame, kept: set[int]) -> str:

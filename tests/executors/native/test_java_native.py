@@ -268,10 +268,6 @@ def test_java_override_of_a_dropped_supertype_still_builds():
      "abstract method weight of Base"),
     ("public class Box {\n    private final List<String> items;\n    Box(List<String> items) { this.items = items; }\n",
      "int f(int x) { return x; }", "no constructor of Box with parameters of supported types"),
-    ("import org.apache.commons.lang3.StringUtils;\n\npublic class Text {\n",
-     "static String f(String s) { return StringUtils.capitalize(s); }", "external package org.apache.commons.lang3"),
-    ("import static org.junit.Assert.assertTrue;\npublic class T {\n",
-     "static int f(int a) { assertTrue(a > 0); return a; }", "external package org.junit"),
 ])
 def test_java_contexts_that_cannot_be_built_give_their_reason(context, source, reason):
     with pytest.raises(Unsupported, match=f"^{reason}$"):
