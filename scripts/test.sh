@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 # redis-server: the Redis-backed MinHash index is tested against a real server on 127.0.0.1.
 # wordnet-base: WordNet 3.0, read through nltk by the probes' synonym fuzzing.
 # gcc, g++, a JDK, rustc, golang-go: the native executors' toolchains; JaCoCo and ASM: Java's line coverage.
+# librust-md5-dev, golang-github-google-uuid-dev, libcommons-codec-java: an external library per language.
 missing=""
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
@@ -27,6 +28,11 @@ command -v javac >/dev/null 2>&1 || missing="$missing openjdk-17-jdk-headless"
 command -v rustc >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/rustc" ] || missing="$missing rustc"
 [ -f /usr/share/java/org.jacoco.core.jar ] || missing="$missing libjacoco-java"
 [ -f /usr/share/java/asm.jar ] || missing="$missing libasm-java"
+# one library per native language from the system's package cache (docs/native-executors.md): Rust's crate
+# registry, Go's source tree, Java's jar folder
+compgen -G "/usr/share/cargo/registry/md5-*" >/dev/null || missing="$missing librust-md5-dev"
+[ -d /usr/share/gocode/src/github.com/google/uuid ] || missing="$missing golang-github-google-uuid-dev"
+[ -f /usr/share/java/commons-codec.jar ] || missing="$missing libcommons-codec-java"
 python3 -c "import ensurepip" >/dev/null 2>&1 || missing="$missing python3-venv"
 if [ -n "$missing" ]; then
   SUDO=""
