@@ -43,6 +43,7 @@ from calib._exceptions import CalibError, InvalidParameterError
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
 from calib.executors.native.coverage import REPORT_BYTES, LineCoverage, copy_of, line_coverage, write_copies
 from calib.executors.native.guided import choose, choose_covering
+from calib.executors.native.language import Tools
 from calib.executors.native.languages import LANGUAGES, Language
 from calib.executors.native.sandbox import Profile, build, inside, run_lines
 from calib.executors.native.types import Signature, Unsupported, args_of, check_state, synthesize
@@ -104,10 +105,10 @@ class NativeExecutor:
     # --- building -------------------------------------------------------------------------------------
 
     async def _compile(self, sig: Signature, function: str, workdir: str, context: str, *,
-                       coverage: bool = False) -> tuple[str | None, str]:
+                       coverage: bool = False, tools: Tools | None = None) -> tuple[str | None, str]:
         """Compile one variant (``coverage``: x's coverage build) into ``workdir``; (the directory, "") or
-        (None, the compiler's complaint)."""
-        lang, tools = self.lang, self.tools
+        (None, the compiler's complaint). ``tools``: those :attr:`Language.prepare_build` gave, if any."""
+        lang, tools = self.lang, tools or self.tools
         assert tools is not None
         argv = lang.coverage.build_argv if coverage and lang.coverage else lang.build_argv
         for name, text in lang.sources(function, sig, context).items():
@@ -283,6 +284,12 @@ class NativeExecutor:
                 raise InvalidParameterError(f"inputs: {exc}") from None
         else:
             pool = synthesize(sig, _POOL_FACTOR * c.n_inputs, c.seed)
+        tools = self.tools
+        if self.lang.prepare_build is not None and tools is not None:  # e.g. Rust: the crates x uses, built once
+            got = await self.lang.prepare_build(self.sandbox, tools, sig, self._slots)
+            if isinstance(got, str):
+                return self._inconclusive(f"unsupported: {got}", names)
+            tools = got
         root = tempfile.mkdtemp(prefix=f"calib-{self.language}-")
         kit = self.lang.coverage
         measured = kit is not None
@@ -293,9 +300,9 @@ class NativeExecutor:
             dirs = [str(Path(root, str(k))) for k in range(len(variants))]
             for d in [*dirs, *([str(Path(root, "cov"))] if tooled else [])]:
                 Path(d).mkdir()
-            builds = [self._compile(sig, v, d, context) for v, d in zip(variants, dirs)]
+            builds = [self._compile(sig, v, d, context, tools=tools) for v, d in zip(variants, dirs)]
             if tooled:
-                builds.append(self._compile(sig, truth, str(Path(root, "cov")), context, coverage=True))
+                builds.append(self._compile(sig, truth, str(Path(root, "cov")), context, coverage=True, tools=tools))
             built = await asyncio.gather(*builds)
             by_text = dict(zip(variants, built))
             cov_built = built[len(variants)] if tooled else None

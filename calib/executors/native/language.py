@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from calib.executors.native.types import LineCoverage, Signature
 
@@ -32,6 +33,7 @@ class Tools:
     build_binds: tuple[tuple[str, str, bool], ...] = ()
     build_env: tuple[tuple[str, str], ...] = ()
     run_env: tuple[tuple[str, str], ...] = ()
+    build_args: tuple[str, ...] = ()  # compiler arguments a build adds (from :attr:`Language.prepare_build`)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,10 @@ class Language:
     context: Callable[[str, Signature], str] = lambda context, sig: ""
     #: What every build of the language can reuse, made once (:mod:`.warm`); None: nothing
     warm: Warm | None = None
+    #: ``(sandbox, tools, signature, slots)``: what the builds of one signature need, made before them (Rust: the
+    #: external crates x uses, :mod:`.rust_crates`), and the tools to build with (binds and build_args added),
+    #: or why they cannot be (the sample is then ``unsupported: <that>``); None: nothing
+    prepare_build: Callable[[Any, Tools, Signature, Any], Awaitable[Tools | str]] | None = None
 
     def signature(self, source: str, context: str = "") -> Signature:
         """x's :class:`Signature`, with its file's ``context`` where the language reads it."""

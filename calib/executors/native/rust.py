@@ -7,9 +7,10 @@ of x's file context whose fields are of those types or such structs (a JSON obje
 call. Methods: x may be a method of a struct of its context (``&self``, ``&mut self``, ``self``; the
 receiver is the parameter ``self``, reported after the call when ``&mut``), or an associated function
 (``T::name(...)``). Return types: ``()`` and anything the harness's ``CalibW`` trait writes (the types
-above, ``Option<T>``, pairs, the context's structs). Generic functions, enums, trait impls' methods and
-external crates are not supported (``unsupported: ...``). What of the context is built: :mod:`.rust_context`;
-line coverage: :mod:`.coverage_rust`.
+above, ``Option<T>``, pairs, the context's structs). Generic functions, enums and trait impls' methods are
+not supported (``unsupported: ...``); external crates are built from the system's Cargo registry
+(:mod:`.rust_crates`) or refused. What of the context is built: :mod:`.rust_context`; line coverage:
+:mod:`.coverage_rust`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import subprocess
 from calib.executors.native.coverage_rust import locate_llvm, rust_coverage
 from calib.executors.native.language import Language, Tools, native_run, which_real
 from calib.executors.native.rust_context import external_crates, mask, parse_context, structs_of
+from calib.executors.native.rust_crates import crates_of, prepare_crates, resolve
 from calib.executors.native.text import split_top, strip_comments
 from calib.executors.native.types import Param, Signature, Type, Unsupported
 
@@ -134,10 +136,16 @@ def parse_rust_in(source: str, context: str) -> Signature:
         text = text[:m.start(2)] + re.sub(r"'\w+\s*(?=[\w\[(&])|\+\s*'\w+|'\w+\s*,?\s*(?=>)", "", text[m.end(2):])
         m = re.search(r"\bfn\s+([A-Za-z_]\w*)\s*\(", text)
         assert m is not None
-    ctx = parse_context(context, m.group(1))
-    crates = external_crates(source, ctx.crates, ctx.known)
-    if crates:
-        raise Unsupported(f"external crate {sorted(crates)[0]}")
+    available: frozenset[str] = frozenset()
+    while True:  # the crates x needs, and then those the context's items it needs use (rust_crates.py)
+        ctx = parse_context(context, m.group(1), available)
+        crates = external_crates(source, ctx.crates, ctx.known | available)
+        if not crates:
+            break
+        plan = resolve([*available, *crates])
+        if isinstance(plan, str):
+            raise Unsupported(plan)
+        available |= crates
     self_type, other = _impl_of(source)
     if other:
         raise Unsupported(f"method of {other}")
@@ -146,7 +154,7 @@ def parse_rust_in(source: str, context: str) -> Signature:
             raise Unsupported(f"method of a trait impl for {ctx.open_impl}")
         self_type = ctx.open_impl
     if not self_type:
-        self_type = next((i.name for i in parse_context(context).items if i.kind == "impl" and
+        self_type = next((i.name for i in parse_context(context, "", available).items if i.kind == "impl" and
                           not i.name.startswith("for ") and re.search(rf"\bfn\s+{m.group(1)}\b", mask(i.text))), "")
     rust = _Rust(structs_of(ctx.items), self_type)
     depth, k = 1, m.end()
@@ -179,8 +187,9 @@ def parse_rust_in(source: str, context: str) -> Signature:
             except Unsupported as exc:
                 raise Unsupported(f"return type {ret.group(1)} ({exc})") from None
     returns = Type("void", native="()") if not ret else Type("str", native=ret.group(1))  # written by CalibW
+    crates_used = tuple(("crate", c) for c in sorted(available))  # rust_crates.prepare_crates builds them
     return Signature(m.group(1), tuple(params), returns, raw_params=tuple(raw),
-                     preamble=(("impl", self_type),) if self_type else ())
+                     preamble=((("impl", self_type),) if self_type else ()) + crates_used)
 
 
 def parse_rust(source: str) -> Signature:
@@ -237,7 +246,7 @@ def _struct_impls(name: str, t: Type, tuple_struct: bool) -> str:
 def rust_context(context: str, sig: Signature) -> str:
     """What of x's file goes into the build (:mod:`.rust_context`), and the harness's reader and writer for
     each of its structs whose fields it can read and write."""
-    ctx = parse_context(context, sig.name)
+    ctx = parse_context(context, sig.name, frozenset(crates_of(sig)))
     defs = structs_of(ctx.items)
     rust = _Rust(defs, "")
     out = [item.text for item in ctx.items]
@@ -288,10 +297,10 @@ def _rust_build(tools: Tools, build: str, *, coverage: bool = False) -> list[str
              "calib_coverage"] if coverage else []
     return [tools.exe["rustc"], "--edition", "2021", "-C", f"opt-level={0 if coverage else 1}",
             "-C", "overflow-checks=on", *extra,
-            "-C", f"linker={tools.exe['cc']}", "-C", "debuginfo=0", "-A", "warnings", "-o", f"{build}/prog",
-            f"{build}/main.rs"]
+            "-C", f"linker={tools.exe['cc']}", "-C", "debuginfo=0", "-A", "warnings", *tools.build_args,
+            "-o", f"{build}/prog", f"{build}/main.rs"]
 
 
 LANGUAGE = Language("rust", "rustc", "rustc (or rustup)", "main.rs", parse_rust, rust_glue, _locate_rust, _rust_build,
                     native_run, build_memory=8 << 30, prepare=prepare_rust, coverage=rust_coverage(_rust_build),
-                    parse_in=parse_rust_in, context=rust_context)
+                    parse_in=parse_rust_in, context=rust_context, prepare_build=prepare_crates)

@@ -9,9 +9,11 @@ Dropped: a leading fragment, an item with a syntax error (tree-sitter's Rust gra
 (``#![...]``), ``extern crate``, ``fn main``, x's own ``fn`` (top level or in an impl),
 ``#[cfg(test)]``/``#[test]`` items, an impl of a type the context does not define, and items that need
 an external crate (a ``use`` of a crate that is not std/core/alloc, a path through one, or a name such a
-``use`` imports; transitively). x needing one of those is ``unsupported: external crate <name>``
-(:func:`external_crates`). A context ending inside ``impl T {`` (x is a method of T) keeps the methods
-before x in a block of their own (:attr:`Context.open_impl`).
+``use`` imports; transitively). x needing one of those (:func:`external_crates`) is built with the crate
+when the system's registry has it (:mod:`.rust_crates`; the crate then counts as available and its items
+are kept), else ``unsupported: external crate <name> is not installed ...``. A context ending inside
+``impl T {`` (x is a method of T) keeps the methods before x in a block of their own
+(:attr:`Context.open_impl`).
 """
 
 from __future__ import annotations
@@ -220,8 +222,9 @@ def _without_fn(text: str, name: str) -> str:
     return text[:m.start()] + text[body_span(masked, m.end()):]
 
 
-def parse_context(context: str, x_name: str = "") -> Context:
-    """The items of ``context`` the build uses (module docstring), x's own fn ``x_name`` removed."""
+def parse_context(context: str, x_name: str = "", available: frozenset[str] = frozenset()) -> Context:
+    """The items of ``context`` the build uses (module docstring), x's own fn ``x_name`` removed; the crates
+    ``available`` (built from the system's registry, :mod:`.rust_crates`) count as the standard ones do."""
     masked = mask(context)
     spans, open_span = _split(masked)
     out = Context()
@@ -247,15 +250,19 @@ def parse_context(context: str, x_name: str = "") -> Context:
         if rust.parse(item.text.encode("utf-8")).root_node.has_error:  # e.g. cut inside a literal
             continue
         if item.kind == "extern crate":
-            crate = item.name.split()[0].rstrip(";") if item.name else ""
-            if crate and crate not in STD_ROOTS:
-                out.crates[crate] = crate
+            named = re.match(r"(\w+)(?:\s+as\s+(\w+))?", item.name)
+            crate, alias = (named.group(1), named.group(2) or named.group(1)) if named else ("", "")
+            if crate in available:
+                out.known.add(alias)
+                kept.append(item)
+            elif crate and crate not in STD_ROOTS:
+                out.crates[alias] = crate
             continue
         if re.search(r"#\[\s*(?:cfg\s*\(\s*test\s*\)|test\s*\])", item.attrs):
             continue
         if item.kind == "use":
             root, names = _use_names(item.name)
-            if root not in STD_ROOTS:
+            if root not in STD_ROOTS and root not in available:
                 for n in [root, *names]:
                     out.crates[n] = root
                 continue
@@ -268,7 +275,7 @@ def parse_context(context: str, x_name: str = "") -> Context:
             item = Item(item.kind, item.name, _without_fn(item.text, x_name), item.attrs)
         kept.append(item)
     out.known |= {i.name for i in kept if i.kind in ("mod", "struct", "enum", "union", "trait", "type")}
-    local = out.known
+    local = out.known | available
     while True:  # items needing an external crate go, and then the items that need those
         dropped = [i for i in kept if external_crates(i.text, out.crates, local)]
         if not dropped:
