@@ -277,14 +277,18 @@ fn helper(n: i64) -> i64 { n * 2 }
 """
     digest = 'fn digest(s: &str) -> String { format!("{:x}", md5::compute(s.as_bytes())) }'
     result = compare("rust", digest, [digest], context=context)
-    assert not result.conclusive and result.reason == "unsupported: external crate md5"
+    if os.path.isdir("/usr/share/cargo/registry") and any(n.startswith("md5-") for n in os.listdir(
+            "/usr/share/cargo/registry")):  # built from the system's registry (tests/.../test_rust_crates.py)
+        assert result.conclusive, result.reason
+    else:
+        assert result.reason == "unsupported: external crate md5 is not installed (apt-get install librust-md5-dev)"
     # x needing nothing of serde: Row (derived with it) is left out, the helper is built
     doubled = "fn doubled(n: i32) -> i64 { helper(n as i64) + 1 }"
     result = compare("rust", doubled, [doubled], context=context)
     assert result.conclusive, result.reason
     assert [json.loads(r.output)["return"] for r in result.inputs] == [2 * r.state["n"] + 1 for r in result.inputs]
     row = compare("rust", "fn id_of(r: &Row) -> i64 { r.id }", [], context=context)
-    assert row.reason == "unsupported: external crate serde"
+    assert row.reason.startswith("unsupported: external crate serde")  # not installed, or its build script
 
 
 def test_parse_context_keeps_the_items_a_build_can_use():
