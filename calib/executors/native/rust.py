@@ -22,7 +22,7 @@ import subprocess
 
 from calib.executors.native.coverage_rust import locate_llvm, rust_coverage
 from calib.executors.native.language import Language, Tools, native_run, which_real
-from calib.executors.native.rust_context import external_crates, mask, parse_context, structs_of
+from calib.executors.native.rust_context import external_crates, mask, parse_context, std_modules, structs_of
 from calib.executors.native.rust_crates import crates_of, prepare_crates, resolve
 from calib.executors.native.text import split_top, strip_comments
 from calib.executors.native.types import Param, Signature, Type, Unsupported
@@ -188,8 +188,10 @@ def parse_rust_in(source: str, context: str) -> Signature:
                 raise Unsupported(f"return type {ret.group(1)} ({exc})") from None
     returns = Type("void", native="()") if not ret else Type("str", native=ret.group(1))  # written by CalibW
     crates_used = tuple(("crate", c) for c in sorted(available))  # rust_crates.prepare_crates builds them
+    # std modules reached by a path the context does not import (its `use std::fmt;` cut off): rust_context imports them
+    std = tuple(("std", name) for name in std_modules([source, *(i.text for i in ctx.items)], ctx.known | available))
     return Signature(m.group(1), tuple(params), returns, raw_params=tuple(raw),
-                     preamble=((("impl", self_type),) if self_type else ()) + crates_used)
+                     preamble=((("impl", self_type),) if self_type else ()) + crates_used + std)
 
 
 def parse_rust(source: str) -> Signature:
@@ -249,7 +251,7 @@ def rust_context(context: str, sig: Signature) -> str:
     ctx = parse_context(context, sig.name, frozenset(crates_of(sig)))
     defs = structs_of(ctx.items)
     rust = _Rust(defs, "")
-    out = [item.text for item in ctx.items]
+    out = [f"use std::{name};" for key, name in sig.preamble if key == "std"] + [item.text for item in ctx.items]
     for name, got in defs.items():
         try:
             t = rust.struct(name)

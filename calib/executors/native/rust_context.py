@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from calib.data.treesitter import parser
 
-__all__ = ["Context", "Item", "STD_ROOTS", "body_span", "external_crates", "mask", "parse_context", "structs_of"]
+__all__ = ["Context", "Item", "STD_MODULES", "STD_ROOTS", "body_span", "external_crates", "mask", "parse_context",
+           "std_modules", "structs_of"]
 
 #: Paths that are not external crates: the standard crates, the file's own, primitive types and the
 #: modules the harness template's ``use std::collections::*`` brings into scope.
@@ -31,6 +32,15 @@ STD_ROOTS = frozenset({
     "std", "core", "alloc", "crate", "self", "super", "Self", "i8", "i16", "i32", "i64", "i128", "isize", "u8",
     "u16", "u32", "u64", "u128", "usize", "f32", "f64", "bool", "char", "str", "hash_map", "btree_map",
     "hash_set", "btree_set", "binary_heap", "vec_deque", "linked_list"})
+#: The standard library's modules a file reaches by a path after ``use std::<module>;`` (``fmt::Display``,
+#: ``mem::swap``): a path through one that nothing of the context binds is std's, imported for the build
+#: (:func:`std_modules`), not an external crate (a context cut before its ``use std::fmt;``). A ``use`` of one
+#: of these names that is not under ``std::`` (``use time::Duration``) is still an external crate.
+STD_MODULES = frozenset({
+    "any", "array", "ascii", "borrow", "boxed", "cell", "char", "clone", "cmp", "collections", "convert",
+    "default", "env", "error", "ffi", "fmt", "fs", "future", "hash", "hint", "io", "iter", "marker", "mem", "net",
+    "num", "ops", "option", "panic", "path", "pin", "process", "ptr", "rc", "result", "slice", "string", "sync",
+    "task", "thread", "time", "vec"})
 _ITEM = re.compile(r"(?:pub(?:\s*\([^)]*\))?\s+)?(?:(?:default|unsafe|async|const|extern(?:\s+\"[^\"]*\")?)\s+)*"
                    r"(use|struct|enum|union|impl|trait|fn|const|static|type|mod|macro_rules!|extern\s+crate)\b")
 
@@ -304,9 +314,18 @@ def external_crates(text: str, crates: dict[str, str], local: set[str]) -> set[s
     masked = mask(text)
     found = {crates[w] for w in _words(masked) if w in crates}
     for m in re.finditer(r"(?<![\w:.])([a-z_][a-z0-9_]*)\s*::", masked):
-        if m.group(1) not in STD_ROOTS and m.group(1) not in local:
-            found.add(m.group(1))
+        root = m.group(1)
+        if root not in STD_ROOTS and root not in local and (root not in STD_MODULES or root in crates):
+            found.add(root)
     return found
+
+
+def std_modules(texts: list[str], local: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """The standard library's modules (:data:`STD_MODULES`) ``texts`` reach by a path (``fmt::``) that nothing of
+    the context binds (``local``): the build imports each (``use std::fmt;``)."""
+    found = {m.group(1) for text in texts
+             for m in re.finditer(r"(?<![\w:.])([a-z_][a-z0-9_]*)\s*::", mask(text))}
+    return tuple(sorted(name for name in found & STD_MODULES if name not in local))
 
 
 def structs_of(items: list[Item]) -> dict[str, tuple[list[tuple[str, str]], bool] | str]:

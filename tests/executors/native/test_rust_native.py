@@ -31,7 +31,9 @@ from calib.executors.native.coverage_rust import (
     read_lcov_each,
     x_lines,
 )
+from calib.executors.native.rust import parse_rust_in, rust_context
 from calib.executors.native.rust_context import parse_context
+from calib.executors.native.types import Unsupported
 from tests.executors.native.test_native import compare, needs
 
 RUST = LANGUAGES["rust"]
@@ -393,3 +395,26 @@ def test_a_function_generic_over_lifetimes_only_runs_and_real_generics_are_named
         assert json.loads(row.output)["return"] == max([len(w) for w in words], default=0), row.state
     bounded = compare("rust", "fn f<T: AsRef<[u8]>>(x: T) -> usize { x.as_ref().len() }", [])
     assert bounded.reason == "unsupported: generic fn f<T: AsRef<[u8]>>"
+
+
+@needs_llvm
+def test_a_std_module_reached_by_path_without_its_use_line_is_imported_not_an_external_crate():
+    """A context cut before its ``use std::mem;`` (the benchmark's 8,000-character contexts): ``mem::swap`` is
+    std's, imported for the build, not ``external crate mem`` with an apt hint for a package that does not
+    exist; a ``use time::...`` of a crate named like a std module stays an external crate."""
+    needs("rust")
+    context = "struct Pair { a: i64, b: i64 }\n"
+    ordered = ("fn ordered(a: i64, b: i64) -> (i64, i64) {\n    let (mut x, mut y) = (a, b);\n"
+               "    if x > y {\n        mem::swap(&mut x, &mut y);\n    }\n    (x, y)\n}")
+    sig = parse_rust_in(ordered, context)
+    assert ("std", "mem") in sig.preamble
+    assert rust_context(context, sig).startswith("use std::mem;\n")
+    result = compare("rust", ordered, [ordered], context=context)
+    assert result.conclusive, result.reason
+    for r in result.inputs:  # the pair in order, as Python's sorted gives it
+        assert json.loads(r.output)["return"] == sorted([r.state["a"], r.state["b"]])
+    # the context imports it itself: no second import
+    assert ("std", "mem") not in parse_rust_in(ordered, "use std::mem;\n" + context).preamble
+    with pytest.raises(Unsupported, match="external crate time"):
+        parse_rust_in("fn later(s: u64) -> u64 { time::Duration::from_secs(s).as_secs() }",
+                      "use time::Duration;\n" + context)
