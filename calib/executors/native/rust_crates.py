@@ -268,7 +268,8 @@ def _resolve(names: tuple[str, ...], root: str) -> Plan | str:
         folders = [f for pkg in dict.fromkeys((name, name.replace("_", "-"))) for f in _installed(pkg, root)]
         crates = [c for f in folders if not isinstance(c := _manifest(f), str) and c.lib == name]
         if not crates:
-            return f"external crate {name} is not installed (apt-get install {debian_package(name)})"
+            return (f"external crate {name} is not installed (apt-get install {debian_package(name)}), "
+                    "or a module of x's own crate in another file")
         direct.append((name, crates[0].folder))
         wanted[crates[0].folder], top[crates[0].folder] = {"default"}, name
     changed = True

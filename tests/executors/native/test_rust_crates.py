@@ -132,12 +132,14 @@ def test_a_crate_that_is_not_installed_is_unsupported_with_the_apt_hint(monkeypa
     result = compare("rust", x, [x])
     assert not result.conclusive
     assert result.reason == ("unsupported: external crate zz_calib_absent is not installed "
-                             "(apt-get install librust-zz-calib-absent-dev)")
+                             "(apt-get install librust-zz-calib-absent-dev), or a module of x's own crate in another "
+                             "file")
     # md5 too, when the registry lacks it; through the file's `use md5::compute` as well
     monkeypatch.setattr(rust_crates, "REGISTRY", str(tmp_path))
     digest = 'fn h(s: &str) -> String { format!("{:x}", compute(s)) }'
     result = compare("rust", digest, [digest], context="use md5::compute;\n")
-    assert result.reason == "unsupported: external crate md5 is not installed (apt-get install librust-md5-dev)"
+    assert result.reason == ("unsupported: external crate md5 is not installed (apt-get install librust-md5-dev), or a "
+                             "module of x's own crate in another file")
 
 
 def _crate(root: Path, folder: str, manifest: str, lib: str, **files: str) -> None:
