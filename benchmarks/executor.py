@@ -88,6 +88,31 @@ def _counting_events(run: Any) -> list[dict[str, Any]]:
 
 python_executor._events = _counting_events  # every batch's output passes through it once
 
+_BATCHES: list[tuple[str, float]] = []  # (job mode, CPU seconds from the fork server's wait4) of every batch run
+
+
+def _by_mode(batches: list[tuple[str, float]]) -> dict[str, dict[str, Any]]:
+    """Per job mode (explore, replay): the batches, their CPU seconds and median CPU ms (fork servers only)."""
+    out: dict[str, dict[str, Any]] = {}
+    for mode in sorted({m for m, _ in batches}):
+        cpu = [c for m, c in batches if m == mode]
+        out[mode] = {"batches": len(cpu), "cpu_s": round(sum(cpu), 2),
+                     "median_ms": round(statistics.median(cpu) * 1000, 1)}
+    return out
+
+
+def _count_batches(ex: SandboxExecutor) -> None:
+    """Record the mode and CPU of every batch ``ex`` runs (what a pass's CPU is made of)."""
+    run = ex._run
+
+    async def counted(job: dict[str, Any], wall: float) -> Any:
+        result = await run(job, wall)
+        if isinstance(result.cpu_seconds, float):
+            _BATCHES.append((str(job.get("mode")), result.cpu_seconds))
+        return result
+
+    ex._run = counted  # type: ignore[method-assign]
+
 
 _FLIPS: dict[type, type] = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE,
                             ast.LtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
@@ -196,6 +221,7 @@ async def timed(functions: list[Function], in_flight: int,
             seconds[i] = time.perf_counter() - started
 
     host0, busy0, box0, wall0 = _host_cpu(), _machine_busy(), _SANDBOX_CPU[0], time.perf_counter()
+    first_batch = len(_BATCHES)
     await asyncio.gather(*(one(i, fn) for i, fn in enumerate(functions)))
     wall = time.perf_counter() - wall0
     host, busy, box = _host_cpu() - host0, _machine_busy() - busy0, _SANDBOX_CPU[0] - box0
@@ -208,6 +234,7 @@ async def timed(functions: list[Function], in_flight: int,
         "cpu_ms_per_function": round((box + host) / max(1, len(functions)) * 1000, 1),
         "conclusive": sum(r.conclusive for r in done), "inputs_run": sum(len(r.inputs) for r in done),
         "explore_runs_median": statistics.median([r.runs for r in done]) if done else None,
+        "batches": _by_mode(_BATCHES[first_batch:]),
         "errors": errors, "_results": results,
     }
 
@@ -219,6 +246,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ex = SandboxExecutor(ExecutorConfig(seed=args.seed, workers=args.workers, **budget,
                                         candidates_when_inconclusive=not args.skip_inconclusive_candidates))
     ex.sandbox.forks = ex.sandbox.forks and not args.no_fork_server
+    _count_batches(ex)
     in_flight = args.in_flight or args.workers
     report: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "workers": args.workers,
                               "in_flight": in_flight, "n": len(functions), "seed": args.seed, "target": args.target,
@@ -380,6 +408,10 @@ def main() -> None:
               + ("  (machine saturated)" if r["machine_saturated"] else ""))
         for error in r["errors"]:
             print(f"  executor error: {error}")
+    study = report["study_compare_x_vs_2"]["batches"]
+    if study:  # fork servers: each batch's CPU by what it ran
+        print("study case batches: " + "; ".join(
+            f"{mode} {b['batches']} ({b['cpu_s']:g} CPU s, median {b['median_ms']:g} ms)" for mode, b in study.items()))
     print("CPU s, CPU s/fn: the machine's busy time less the other load; CPU ms/fn: the sandboxed batch processes' "
           "CPU (a fork server's child: wait4, fork included; else the harness's own report) plus the host process "
           "(holds on a busy machine; without bwrap's few ms per batch)")
