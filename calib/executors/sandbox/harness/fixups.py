@@ -156,9 +156,11 @@ def assertion_failed(exc: BaseException) -> None:
 
 
 def guarded_reads(node: Any) -> frozenset[str]:
-    """``self.attr`` read inside a ``try:`` whose handlers catch ``AttributeError`` (``try: engine =
-    self._engine except AttributeError: ...``): x expects the attribute may be missing, so it is not
-    pre-filled with a stand-in (:func:`.calls.make_instance`); an input's own ``self`` attributes still set it."""
+    """``self.attr`` x expects may be missing: read inside a ``try:`` whose handlers catch ``AttributeError``
+    (``try: engine = self._engine except AttributeError: ...``), or asked for by ``hasattr(self, "attr")`` or
+    ``getattr(self, "attr", default)`` (texttable's ``if hasattr(self, "_width"): return``). Such an attribute
+    is not pre-filled with a stand-in (:func:`.calls.make_instance`), so that x meets it missing; an input's
+    own ``self`` attributes still set it."""
     args = getattr(node, "args", None)
     me = args.args[0].arg if args is not None and args.args else None
     out: set[str] = set()
@@ -167,6 +169,11 @@ def guarded_reads(node: Any) -> frozenset[str]:
             out.update(sub.attr for stmt in t.body for sub in ast.walk(stmt)
                        if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load)
                        and isinstance(sub.value, ast.Name) and sub.value.id == me)
+        elif isinstance(t, ast.Call) and isinstance(t.func, ast.Name) and not t.keywords \
+                and (t.func.id == "hasattr" and len(t.args) == 2 or t.func.id == "getattr" and len(t.args) == 3) \
+                and isinstance(t.args[0], ast.Name) and t.args[0].id == me \
+                and isinstance(t.args[1], ast.Constant) and isinstance(t.args[1].value, str):
+            out.add(t.args[1].value)
     return frozenset(out)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from . import regexes
+from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
 from .trees import last_class
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -133,7 +134,7 @@ def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -
         params = params[1:]
     hints = Hints(params=params)
     hints.node = node
-    _usage(node, {p.name: p for p in params}, hints, self_name)
+    describe(node, {p.name: p for p in params}, hints, self_name)
     return hints
 
 
@@ -205,7 +206,8 @@ def _plain_attribute(attr: str) -> bool:
     return not (attr.startswith("__") and attr.endswith("__")) or attr not in _OBJECT_ATTRS
 
 
-def _usage(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
+def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
+    """Add to ``hints`` what the body of ``func`` says about ``params`` and about ``self_name``'s attributes."""
     subject = _Subjects(params, hints, self_name)
     body_nodes = [n for stmt in func.body for n in ast.walk(stmt)]  # type: ignore[attr-defined]
     looped = {n.target.id: _literal(n.iter)[1] for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
@@ -299,6 +301,12 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
 def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
     operands = [node.left, *node.comparators]
     found = [p for p in (subject(o) for o in operands) if p is not None]
+    for o in operands:  # ``type(p) in (int, list)``, ``type(p) is str``: p is of those types
+        if isinstance(o, ast.Call) and isinstance(o.func, ast.Name) and o.func.id == "type" and len(o.args) == 1 \
+                and (p := subject(o.args[0])) is not None:
+            for other in operands:
+                names = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
+                _add_all(p.types, [TYPE_NAMES[n.id] for n in names if isinstance(n, ast.Name) and n.id in TYPE_NAMES])
     if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
         ok, key = _literal(node.left)
         p = subject(node.comparators[0])
@@ -368,28 +376,6 @@ def constructor(placed: Any) -> list[Param] | None:
         out.append(Param(name=stmt.target.id, kind="positional", types=types, element=element, default=value,
                          has_default=has and stmt.value is not None))
     return out
-
-
-#: Texts in the shape a word of a parameter's name says (``ip_string``, ``uri_component``)
-SHAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("url uri href link endpoint", ("https://user@example.com:8080/a/b?q=1&r=x%20y#top", "http://example.com/")),
-    ("host hostname domain netloc authority", ("example.com", "user@example.org:8080")),
-    ("ip addr address ipaddr cidr subnet network", ("192.168.1.10", "10.0.0.0/8", "fe80::1")),
-    ("mac eui", ("00-1B-77-49-54-FD", "00:1b:77:49:54:fd")), ("email mail", ("user@example.com",)),
-    ("encoding charset codec", ("utf-8", "latin-1", "ascii")), ("version ver", ("1.2.3", "2.0.0-rc.1+build.5")),
-    ("component quoted query percent", ("a%20b%2Fc", "x=1&y=%C3%A9")), ("date", ("2024-01-31",)),
-    ("datetime timestamp iso", ("2024-01-31T12:34:56",)), ("time clock", ("12:34:56",)))
-
-
-def shaped(hints: Hints) -> list[str]:
-    """:data:`SHAPES` texts for x's parameters and the attributes of ``self`` it reads, in their order."""
-    out: list[str] = []
-    for p in [*hints.params, *hints.self_params]:
-        if p.types and not {"str", "any", "none"} & set(p.types):
-            continue  # a number, a list, an object ...: not a text whatever its name
-        out += [t for names, texts in SHAPES if set(p.name.lower().split("_")) & set(names.split()) for t in texts
-                if t not in out]
-    return out[:8]
 
 
 def mine_module(tree: ast.Module, hints: Hints, limit: int = 30) -> None:

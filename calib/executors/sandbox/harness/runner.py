@@ -32,7 +32,7 @@ import sys
 import types
 from functools import partial
 
-from . import ambient, canon, env, fixups, hints, scaffold, standins
+from . import ambient, callees, canon, env, fixups, hints, scaffold, standins
 from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
 from .calls import (
     DEFAULT_NAME,
@@ -117,6 +117,7 @@ class Runner:
         self.last = node.end_lineno or node.lineno
         self.executable, self.owner = statement_lines(self.placed)
         self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
+        callees.add_callees(self.params, self.placed)  # ``self`` attributes x's own methods read
         # the constructor's parameters (None: self is not built by its constructor)
         self.init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None

@@ -1,0 +1,151 @@
+"""What a method's ``self`` can be, through the real sandbox (issue 24 §2, docs/executors.md "Object states").
+
+Two ways the search used to miss branches of methods on code never tuned on:
+
+- an attribute x asks ``hasattr(self, "name")`` about was pre-filled with a stand-in (another method of the
+  class reads it), so x always took its "already there" branch (texttable's ``_compute_cols_width``);
+- an attribute only the methods x calls read (``self.match(reMain)`` reading ``self.subject``) was never
+  varied: x's own body does not name it (commonmark's ``InlineParser.parseString``).
+
+The expected outputs are Python's own semantics of the code below, written out.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import shutil
+
+import pytest
+
+from calib.executors.base import ExecutorConfig
+from calib.executors.python import SandboxExecutor
+from calib.executors.sandbox.harness import callees, hints, scaffold
+from calib.executors.sandbox.harness.fixups import guarded_reads
+from tests.executors.python.test_result_shapes import _compare, _outputs
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+TABLE = (
+    "class Table:\n"
+    "    def __init__(self, max_width=80):\n"
+    "        self.max_width = max_width\n"
+    "        self.rows = []\n"
+    "\n"
+    "    def draw(self):\n"
+    "        return '+'.join('-' * w for w in self._width)\n"
+    "\n"
+)
+WIDTHS = (
+    "    def widths(self):\n"
+    "        if hasattr(self, '_width'):\n"
+    "            return self._width\n"
+    "        widths = [len(str(cell)) for row in self.rows for cell in row]\n"
+    "        if sum(widths) > self.max_width:\n"
+    "            widths = [self.max_width // max(len(widths), 1)] * len(widths)\n"
+    "        self._width = widths\n"
+    "        return widths\n"
+)
+
+
+@needs_bwrap
+def test_an_attribute_x_asks_hasattr_about_starts_missing() -> None:
+    # ``draw`` reads self._width, so it used to be pre-filled with a stand-in: hasattr() was always true
+    given = [{"self": "New('Table', 80, rows=[['ab', 'c']])"},
+             {"self": "New('Table', 80, rows=[['ab', 'c']], _width=[9])"}]
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=2.0))
+    result = asyncio.run(executor.compare(WIDTHS, [], context=TABLE, inputs=given))
+    # Python: no _width yet -> [len('ab'), len('c')] == [2, 1]; given [9] -> returned as it is
+    assert [out.get("return") for _, out in _outputs(result)] == [{"list": [2, 1]}, {"list": [9]}]
+    searched = _compare(WIDTHS, [], context=TABLE)
+    assert searched.conclusive, searched.reason
+    assert searched.coverage == 1.0
+
+
+def test_guarded_reads_name_hasattr_and_getattr_with_a_default_on_self_only() -> None:
+    node = ast.parse(
+        "def f(self, other):\n"
+        "    a = hasattr(self, 'a') and getattr(self, 'b', None)\n"
+        "    b = getattr(self, 'c') or hasattr(other, 'd')\n"
+        "    try:\n"
+        "        e = self.e\n"
+        "    except AttributeError:\n"
+        "        e = None\n"
+    ).body[0]
+    # getattr without a default raises when missing, like a plain read: not a guard
+    assert guarded_reads(node) == frozenset({"a", "b", "e"})
+
+
+PARSER = (
+    "import re\n"
+    "\n"
+    "WORD = re.compile(r'^[a-z]+')\n"
+    "\n"
+    "class Inline:\n"
+    "    def __init__(self, options):\n"
+    "        self.options = options\n"
+    "        self.subject = ''\n"
+    "        self.pos = 0\n"
+    "\n"
+    "    def match(self, pattern):\n"
+    "        m = pattern.search(self.subject[self.pos:])\n"
+    "        if m is None:\n"
+    "            return None\n"
+    "        self.pos += m.end()\n"
+    "        return m.group()\n"
+    "\n"
+)
+PARSE_WORD = (
+    "    def parse_word(self, out):\n"
+    "        m = self.match(WORD)\n"
+    "        if m:\n"
+    "            if len(m) > 3:\n"
+    "                out.append(m.upper())\n"
+    "            else:\n"
+    "                out.append(m)\n"
+    "            return True\n"
+    "        return False\n"
+)
+
+
+def _placed_hints(context: str, function: str) -> hints.Hints:
+    placed = scaffold.place(context, function)
+    info = hints.analyse(placed.node, skip_first=True)
+    callees.add_callees(info, placed)
+    return info
+
+
+def test_self_attributes_the_methods_x_calls_read_become_self_parameters() -> None:
+    info = _placed_hints(PARSER, PARSE_WORD)
+    by_name = {p.name: p for p in info.self_params}
+    # x reads only self.match; match reads self.subject (sliced: a text or a list) and self.pos
+    assert {"subject", "pos"} <= set(by_name)
+    assert "str" in by_name["subject"].types
+    # a method defined after x is not in the context: nothing to describe, x's own reads only
+    alone = _placed_hints(PARSER.replace("    def match(self, pattern):", "    def other(self, pattern):"), PARSE_WORD)
+    assert {p.name for p in alone.self_params} == {"match"}
+
+
+@needs_bwrap
+def test_a_method_whose_branches_turn_on_what_its_callee_reads_is_conclusive() -> None:
+    # the constructor leaves subject == '': without subject among the searched attributes, match()
+    # never matches, no line after ``if m:`` runs and every output is ``False`` (coverage 3 of 7 lines)
+    result = _compare(PARSE_WORD, [], context=PARSER)
+    assert result.conclusive, result.reason
+    assert result.coverage >= 0.8
+    returns = {out.get("return") for _, out in _outputs(result)}
+    assert {True, False} <= returns  # a word at self.pos, and none
+
+
+def test_type_of_a_parameter_compared_with_builtin_types_names_those_types() -> None:
+    # docopt's ``ChildPattern.match``: ``if type(self.value) in (int, list):`` then ``type(self.value) is int``
+    node = ast.parse(
+        "def match(self, left, right):\n"
+        "    if type(self.value) in (int, list):\n"
+        "        return 1\n"
+        "    if type(left) is str or type(right) == dict or type(left) is Custom:\n"
+        "        return 2\n"
+    ).body[0]
+    info = hints.analyse(node, skip_first=True)
+    assert {p.name: p.types for p in info.params} == {"left": ["str"], "right": ["dict"]}
+    assert {p.name: p.types for p in info.self_params} == {"value": ["int", "list"]}
