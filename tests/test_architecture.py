@@ -26,6 +26,7 @@ LONG_MODULES = {
     "calib/executors/sandbox/harness/zygote.py": "in-sandbox fork server: one file the batch loads at start",
     "calib/executors/sandbox/harness/standins.py": "in-sandbox stand-in objects: loaded by every batch",
     "calib/executors/sandbox/harness/runner.py": "in-sandbox runner: loaded by every batch",
+    "calib/executors/sandbox/harness/cmplog.py": "in-sandbox comparison recorder: loaded by every exploring batch",
 }
 MAX_LINES = 420  # "about 400"
 

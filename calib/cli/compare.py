@@ -163,7 +163,8 @@ def _human(result: dict[str, Any], tau: float) -> str:
 @click.option("--timeout", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Seconds per input state (wall clock).")
 @click.option("--budget-runs", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Most executions of TRUTH the input search may spend.")
+              help="Executions of TRUTH the input search may spend (twice that for a search within 0.2 of "
+                   "the coverage criterion that still progresses).")
 @click.option("--budget-seconds", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Most CPU seconds the input search may spend.")
 @click.option("--import-path", "import_paths", multiple=True, type=click.Path(file_okay=False, exists=True),

@@ -43,7 +43,7 @@ class ExecutorConfig:
     min_distinct: int = 2
     seed: int = 0
     input_timeout: float = 1.0
-    budget_runs: int = 200
+    budget_runs: int = 200  # twice that for a search within 0.2 of C that still progresses (harness synth.EXTEND)
     budget_seconds: float = 2.0  # CPU seconds of the search (4.0 before issue 24 §3: the same conclusive samples)
     bare: bool = False
     import_paths: tuple[str, ...] = ()

@@ -83,22 +83,31 @@ def _keep(kind: str, a: Any, b: Any) -> None:
         PAIRS.append((kind, a, b))
 
 
+def _plain(value: Any) -> Any:
+    """An int or text enum member (``socket.AF_INET6``, ``IntEnum``, ``StrEnum``) as the plain value it
+    compares as, through the base type's own slot (no method of x's runs); else ``value`` itself."""
+    if type(value) in _PRIMITIVE or not isinstance(value, int | str) or isinstance(value, bool):
+        return value
+    return int.__index__(value) if isinstance(value, int) else str.__str__(value)
+
+
 def compare(left: Any, right: Any, op: str) -> Any:
     """``left <op> right``, noting primitive operands (and a few members of a container for ``in``)."""
-    _note(left)
-    _note(right)
+    a, b = _plain(left), _plain(right)
+    _note(a)
+    _note(b)
     if op in ("In", "NotIn") and type(right) in (list, tuple, set, frozenset, dict):
         for item in list(right)[:8]:
-            _note(item)
-            _pair("eq", left, item)
-    elif op in ("In", "NotIn") and type(right) in (str, bytes) and type(left) is type(right):
-        _pair("contains", left, right)
+            _note(item := _plain(item))
+            _pair("eq", a, item)
+    elif op in ("In", "NotIn") and type(b) in (str, bytes) and type(a) is type(b):
+        _pair("contains", a, b)
     elif op in ("Eq", "NotEq"):
-        _pair("eq", left, right)
-    elif op in ("Lt", "LtE", "Gt", "GtE") and type(left) in (int, float) and type(right) in (int, float):
-        _pair("order", left, right)
+        _pair("eq", a, b)
+    elif op in ("Lt", "LtE", "Gt", "GtE") and type(a) in (int, float) and type(b) in (int, float):
+        _pair("order", a, b)
     elif op in ("Lt", "LtE", "Gt", "GtE"):  # text and bytes: the other side itself is on the boundary
-        _pair("eq", left, right)
+        _pair("eq", a, b)
     return _OPS[op](left, right)
 
 

@@ -22,7 +22,7 @@ import builtins
 import textwrap
 import types
 
-from . import fixups, standins
+from . import fixups, mocks, standins
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -354,16 +354,17 @@ class Module:
         return any(alias.name.split(".")[0] in self.mocked for alias in stmt.names)
 
     def _standins_for_import(self, stmt: ast.Import | ast.ImportFrom, ns: dict[str, Any], why: str) -> None:
-        if isinstance(stmt, ast.Import):
+        if isinstance(stmt, ast.Import):  # a mocked module's pure names stay real (.mocks)
             for alias in stmt.names:
                 bound = alias.asname or alias.name.split(".")[0]
-                ns[bound] = CalibStandIn(alias.name if alias.asname else bound)
+                ns[bound] = mocks.partly_real(alias.name if alias.asname or bound == alias.name else "",
+                                              alias.name if alias.asname else bound)
         else:
             module = "." * stmt.level + (stmt.module or "")
             for alias in stmt.names:
-                if alias.name == "*":
-                    continue
-                ns[alias.asname or alias.name] = standin_for(f"{module}.{alias.name}".lstrip("."))
+                if alias.name != "*":
+                    ok, value = mocks.real(module, alias.name) if why == "mocked" else (False, None)
+                    ns[alias.asname or alias.name] = value if ok else standin_for(f"{module}.{alias.name}".lstrip("."))
         self.warnings.append(f"line {stmt.lineno}: import stand-ins ({why})")
 
     def _rebuild_class(self, stmt: ast.ClassDef, ns: dict[str, Any], error: BaseException) -> None:

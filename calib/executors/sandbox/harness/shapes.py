@@ -5,7 +5,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
-    from .hints import Hints
+    from typing import Any
 
 
 #: Texts in the shape a word of a parameter's name says (``ip_string``, ``uri_component``)
@@ -19,7 +19,7 @@ SHAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("datetime timestamp iso", ("2024-01-31T12:34:56",)), ("time clock", ("12:34:56",)))
 
 
-def shaped(hints: Hints) -> list[str]:
+def shaped(hints: Any) -> list[str]:  # a .hints.Hints
     """:data:`SHAPES` texts for x's parameters and the attributes of ``self`` it reads, in their order."""
     out: list[str] = []
     for p in [*hints.params, *hints.self_params]:
