@@ -175,10 +175,11 @@ class _Subjects:
         self.params = params
         self.hints = hints
         self.self_name = self_name
+        self.aliases: dict[str, Param] = {}  # ``lastc = block.last_child``: lastc describes that attribute
 
     def __call__(self, node: ast.AST) -> Param | None:
         if isinstance(node, ast.Name):
-            return self.params.get(node.id)
+            return self.params.get(node.id) or self.aliases.get(node.id)
         if (self.self_name and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id == self.self_name):
             for p in self.hints.self_params:
@@ -209,9 +210,18 @@ def _plain_attribute(attr: str) -> bool:
 def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: str | None) -> None:
     """Add to ``hints`` what the body of ``func`` says about ``params`` and about ``self_name``'s attributes."""
     subject = _Subjects(params, hints, self_name)
-    body_nodes = [n for stmt in func.body for n in ast.walk(stmt)]  # type: ignore[attr-defined]
+    body = func.body  # type: ignore[attr-defined]
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # the docstring: prose, not a value the code compares (it was every text pool's first)
+    body_nodes = [n for stmt in body for n in ast.walk(stmt)]
     looped = {n.target.id: _literal(n.iter)[1] for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
               and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Tuple | ast.List)}
+    for n in body_nodes:  # a local bound to an attribute of a parameter or of self (the first binding)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, ast.Attribute) and n.targets[0].id not in params \
+                and n.targets[0].id != self_name and (p := subject(n.value)) is not None:
+            subject.aliases.setdefault(n.targets[0].id, p)
     for node in body_nodes:
         if isinstance(node, ast.Attribute):
             subject(node)  # registers self.attr

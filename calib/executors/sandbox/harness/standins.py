@@ -374,7 +374,21 @@ class CalibStandIn:
         name = object.__getattribute__(self, "_calib_name")
         return standin_for(name if name.endswith("<op>") else name + "<op>")
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
+    def __add__(self, other: Any) -> Any:
+        # ``withheld.OPENTAG + "|"``: what a text is added to is a text (named after the stand-in), so
+        # commonmark's module-level ``re.compile("^(?:" + OPENTAG + "|" + CLOSETAG + ")")`` builds
+        if type(other) is str:
+            self._arith()
+            return str(self) + other
+        return self._arith(other)
+
+    def __radd__(self, other: Any) -> Any:
+        if type(other) is str:
+            self._arith()
+            return other + str(self)
+        return self._arith(other)
+
+    __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
     __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _arith
     __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _arith
     __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = __matmul__ = __rmatmul__ = _arith
