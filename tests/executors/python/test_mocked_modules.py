@@ -1,4 +1,5 @@
-"""A mocked module's pure names stay real, through the real sandbox (docs/executors.md, "Stand-ins").
+"""A mocked module's pure names stay real, and a text added to a stand-in is a text, through the real
+sandbox (docs/executors.md, "Stand-ins").
 
 ``socket`` is always mocked (code talking to a server runs, its calls recorded), but its constants, its
 address conversions and its ``error`` class do no input or output: they are the real ones, so
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import re
 import shutil
 import socket
 
@@ -19,7 +21,7 @@ import pytest
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import cmplog, mocks
-from calib.executors.sandbox.harness.standins import is_standin
+from calib.executors.sandbox.harness.standins import is_standin, standin_for
 from tests.executors.python.test_result_shapes import _compare, _outputs
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -105,3 +107,36 @@ def test_the_recorder_reads_int_and_text_enum_members_as_their_values() -> None:
     assert cmplog.compare(True, 1, "Eq") is True  # a bool stays a bool (not recorded as 1 == 1)
     assert [(kind, a, b, type(b)) for kind, a, b in cmplog.PAIRS] == [("eq", 5, 3, int), ("eq", "slow", "fast", str)]
     cmplog.PAIRS.clear()
+
+
+WITHHELD_CONTEXT = (
+    "import re\n"
+    "from withheld.common import OPENTAG\n"
+    "\n"
+    "PATTERN = re.compile('^(?:' + OPENTAG + '|[a-z]+)')\n"
+    "\n"
+)
+STARTS_WITH_WORD = (
+    "def starts_with_word(text):\n"
+    "    m = PATTERN.match(text)\n"
+    "    return m.group() if m else None\n"
+)
+
+
+def test_a_text_added_to_a_stand_in_is_a_text() -> None:
+    tag = standin_for("withheld.common.OPENTAG")
+    assert "^(?:" + tag == "^(?:<withheld.common.OPENTAG>" and tag + "|x" == "<withheld.common.OPENTAG>|x"
+    assert is_standin(tag + 1) and is_standin(b"x" + tag)  # only texts: other operands keep a stand-in
+
+
+@needs_bwrap
+def test_a_module_pattern_built_from_a_withheld_constant_compiles() -> None:
+    # before, ``'^(?:' + OPENTAG`` raised TypeError, PATTERN became a stand-in and x matched nothing real
+    texts = ["abc1", "1abc", "<withheld.common.OPENTAG>x"]
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=2.0))
+    result = asyncio.run(executor.compare(STARTS_WITH_WORD, [], context=WITHHELD_CONTEXT,
+                                          inputs=[{"args": {"text": repr(t)}} for t in texts]))
+    assert not any("PATTERN" in w for w in result.warnings), result.warnings
+    pattern = re.compile("^(?:<withheld.common.OPENTAG>|[a-z]+)")  # what the module now builds
+    expected = [m.group() if (m := pattern.match(t)) else None for t in texts]
+    assert [out.get("return") for _, out in _outputs(result)] == expected == ["abc", None, "<withheld.common.OPENTAG>"]

@@ -149,3 +149,26 @@ def test_type_of_a_parameter_compared_with_builtin_types_names_those_types() -> 
     info = hints.analyse(node, skip_first=True)
     assert {p.name: p.types for p in info.params} == {"left": ["str"], "right": ["dict"]}
     assert {p.name: p.types for p in info.self_params} == {"value": ["int", "list"]}
+
+
+def test_a_local_bound_to_a_parameter_s_attribute_describes_that_attribute() -> None:
+    # commonmark's ``parseNewline``: ``lastc = block.last_child`` then ``lastc.t == 'text'``
+    node = ast.parse(
+        "def parse_newline(self, block):\n"
+        "    '''Parse a newline. If it was preceded by two spaces, return a hard line break.'''\n"
+        "    lastc = block.last_child\n"
+        "    if lastc and lastc.t == 'text' and lastc.literal.endswith(' '):\n"
+        "        return 1\n"
+        "    items = self.items\n"
+        "    items.append(lastc)\n"
+        "    block = block.parent\n"  # a parameter rebound: not an alias of anything
+        "    return block.depth\n"
+    ).body[0]
+    info = hints.analyse(node, skip_first=True)
+    [block] = info.params
+    last = block.children["last_child"]
+    assert last.children["t"].types == ["str"] and last.children["literal"].types == ["str"]
+    assert {p.name: p.types for p in info.self_params} == {"items": ["list"]}
+    # the docstring is prose, not a literal the code compares: 'text' and ' ' are mined, it is not
+    assert "text" in info.strings and " " in info.strings
+    assert not any("newline" in s for s in info.strings)
