@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import random
 import shutil
 
 import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox.harness import callees, hints, scaffold
+from calib.executors.sandbox.harness import callees, hints, scaffold, synth
 from calib.executors.sandbox.harness.fixups import guarded_reads
+from calib.executors.sandbox.harness.standins import is_standin, standin_script
+from calib.executors.sandbox.harness.values import Obj
 from tests.executors.python.test_result_shapes import _compare, _outputs
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -172,3 +175,40 @@ def test_a_local_bound_to_a_parameter_s_attribute_describes_that_attribute() -> 
     # the docstring is prose, not a literal the code compares: 'text' and ' ' are mined, it is not
     assert "text" in info.strings and " " in info.strings
     assert not any("newline" in s for s in info.strings)
+
+
+PARSE_ATOM = (
+    "def parse_atom(tokens):\n"
+    "    token = tokens.current()\n"
+    "    if token in '([':\n"
+    "        tokens.move()\n"
+    "        return 'group'\n"
+    "    elif token.startswith('--'):\n"
+    "        return 'long'\n"
+    "    elif token.startswith('-') and token != '-':\n"
+    "        return 'short'\n"
+    "    return 'word'\n"
+)
+
+
+def test_what_a_call_returns_is_described_by_the_use_of_its_answer() -> None:
+    # docopt's ``parse_atom``: ``token = tokens.current()`` then ``token in '(['`` and ``token.startswith``
+    info = hints.analyse(ast.parse(PARSE_ATOM).body[0], skip_first=False)
+    [tokens] = info.params
+    assert tokens.children["current"].types == ["callable"]
+    assert tokens.children["current"].result.types == ["str"]
+    assert tokens.children["move"].result is None  # its answer is not kept
+    pools = synth.Pools(info, random.Random(0))
+    # the scripted answers of tokens.current() are texts mined from the body, never a number or a bool
+    scripted = [getattr(obj, "current") for obj in pools.by_param["tokens"] if isinstance(obj, Obj)]
+    answers = [a for s in scripted if is_standin(s) and standin_script(s) for a in standin_script(s)]
+    assert answers and all(type(a) is str for a in answers)
+
+
+@needs_bwrap
+def test_a_dependency_s_answers_take_the_type_x_uses_them_as() -> None:
+    # before, tokens.current() answered numbers and booleans as often as texts: ``token in '(['`` raised
+    result = _compare(PARSE_ATOM, [])
+    assert result.conclusive, result.reason
+    returns = [out.get("return") for _, out in _outputs(result) if "exception" not in out]
+    assert {"group", "long", "word"} <= set(returns)

@@ -58,6 +58,7 @@ class Param:
         self.called: list[str] = []  # attributes the body calls (p.attr(...))
         self.classes: list[str] = []  # non-builtin classes named by annotations/isinstance
         self.children: dict[str, Param] = {}  # p.attr the body uses, described likewise
+        self.result: Param | None = None  # what calling it returns, by the use of ``token = tokens.current()``
         self.depth = depth
 
     def __repr__(self) -> str:
@@ -217,11 +218,15 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
     body_nodes = [n for stmt in body for n in ast.walk(stmt)]
     looped = {n.target.id: _literal(n.iter)[1] for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
               and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Tuple | ast.List)}
-    for n in body_nodes:  # a local bound to an attribute of a parameter or of self (the first binding)
+    for n in body_nodes:  # a local bound to an attribute of a parameter or of self, or to what calling one
+        # returns (``token = tokens.current()``: the body's use of token describes the call's answers)
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                and isinstance(n.value, ast.Attribute) and n.targets[0].id not in params \
-                and n.targets[0].id != self_name and (p := subject(n.value)) is not None:
-            subject.aliases.setdefault(n.targets[0].id, p)
+                and n.targets[0].id not in params and n.targets[0].id != self_name:
+            if isinstance(n.value, ast.Attribute) and (p := subject(n.value)) is not None:
+                subject.aliases.setdefault(n.targets[0].id, p)
+            elif isinstance(n.value, ast.Call) and (p := subject(n.value.func)) is not None:
+                p.result = p.result or Param(name=p.name + "()", kind="result", depth=p.depth + 1)
+                subject.aliases.setdefault(n.targets[0].id, p.result)
     for node in body_nodes:
         if isinstance(node, ast.Attribute):
             subject(node)  # registers self.attr

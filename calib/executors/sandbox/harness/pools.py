@@ -1,12 +1,11 @@
 """Value pools for the input search (runs inside the sandbox; stdlib only).
 
-Pools come from the hints (:mod:`.hints`): types from annotations, defaults and body usage, else from
-the parameter's name (``n``/``count``/``*_id`` → int, ``path``/``filename`` → a file in the working
-directory, ``items``/plural names → list, ``is_*``/``flag`` → bool, ...), each seeded with the literals
-mined from the body and the module, then a few values of other shapes; :meth:`Pools.fresh` draws new
-values beyond them, :meth:`Pools.observe` adds the operands x compared against. Also here: the
-pseudo-parameters an input state varies besides the arguments (``self.`` attributes, constructor
-arguments ``init.``, the random seed, the stand-in mode).
+Pools come from the hints (:mod:`.hints`): types from annotations, defaults and body usage, else from the parameter's
+name (``n``/``count``/``*_id`` → int, ``path``/``filename`` → a file in the working directory, ``items``/plural
+names → list, ``is_*``/``flag`` → bool, ...), each seeded with the literals mined from the body and the module, then
+a few values of other shapes; :meth:`Pools.fresh` draws new values beyond them, :meth:`Pools.observe` adds the
+operands x compared against. Also here: the pseudo-parameters an input state varies besides the arguments
+(``self.`` attributes, constructor arguments ``init.``, the random seed, the stand-in mode).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import random
 
 from . import cmplog, inputs, mutators
 from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
-from .hints import Hints, Param
+from .hints import Hints, Param, _type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .standins import CalibStandIn, is_mixed
 from .values import New, Obj
@@ -190,9 +189,7 @@ class Pools:
                 if self.uses.stdin and len(pool := self.by_param[STDIN]) < 150:
                     pool.append(f"{value}\n")
 
-    @property
-    def names(self) -> list[str]:
-        return list(self.by_param)
+    names = property(lambda self: list(self.by_param))  # type: ignore[assignment]
 
     def _types(self, p: Param) -> list[str]:
         types = [t for t in p.types if t not in ("any",)]
@@ -244,7 +241,7 @@ class Pools:
         if kind == "pathobj":
             return rng.choice(self._values("pathobj", p)) if p else rng.choice(self.files)
         if kind == "callable" and p is not None:
-            return self._scripted(p.name) if rng.random() < 0.7 else CalibStandIn(p.name)
+            return self._scripted(p.name, p.result) if rng.random() < 0.7 else CalibStandIn(p.name)
         if kind in ("list", "tuple", "set") and depth < 2:
             element = next((e for e in (p.element if p else []) if e), rng.choice(["int", "str"]))
             if element.startswith("tuple"):
@@ -330,7 +327,7 @@ class Pools:
 
             return [Path("."), *(Path(f) for f in self.files[:3]), Path("missing.txt"), Path("folder")]
         if kind == "callable":  # a stand-in; then ones whose calls return mined values (``self.peek()``)
-            return [CalibStandIn(p.name), *(self._scripted(p.name) for _ in range(5))]
+            return [CalibStandIn(p.name), *(self._scripted(p.name, p.result) for _ in range(5))]
         if kind in ("list", "tuple", "set"):
             element = next((e for e in p.element if e.startswith("tuple")), (p.element or [""])[0])
             seqs = self._sequences(element)
@@ -342,16 +339,20 @@ class Pools:
         if kind == "dict":
             return self._mappings(p)
         if kind == "object":  # attributes it calls are stand-ins; or the whole object is one
-            objs = [Obj(**{a: (self._scripted(f"{p.name}.{a}") if i else CalibStandIn(f"{p.name}.{a}"))
+            objs = [Obj(**{a: (self._scripted(f"{p.name}.{a}", getattr(p.children.get(a), "result", None)) if i
+                               else CalibStandIn(f"{p.name}.{a}"))
                            if a in p.called else self._member(p, a, i) for a in p.attrs}) for i in range(6)]
             return [objs[0], CalibStandIn(p.name), *objs[1:]]
         return [rng.choice(BASE_INTS)]
 
-    def _scripted(self, name: str) -> CalibStandIn:
-        """A stand-in whose calls return one to three values mined from the body (then what the mode
-        says): ``ch = self.peek()`` followed by ``if ch in "-_":`` needs the dependency to answer ``"-"``."""
+    def _scripted(self, name: str, result: Param | None = None) -> CalibStandIn:
+        """A stand-in whose calls return one to three values mined from the body, of the types the use of
+        the answer says (``result``) if any (then what the mode says): ``ch = self.peek()`` followed by
+        ``if ch in "-_":`` needs the dependency to answer ``"-"``."""
         h, rng = self.hints, self.rng
         plain: list[Any] = [v for v in h.strings if len(v) <= 12][:10] + h.ints[:8] + [None, "", 0, 1, True, False]
+        if result is not None and (typed := [v for v in plain if _type_of(v) in result.types]):
+            plain = typed + [None] * ("none" in result.types)
         return CalibStandIn(name, [rng.choice(plain) for _ in range(rng.choice((1, 1, 2, 3)))])
 
     def _sequences(self, element: str) -> list[list[Any]]:
