@@ -200,7 +200,7 @@ def test_what_a_call_returns_is_described_by_the_use_of_its_answer() -> None:
     assert tokens.children["move"].result is None  # its answer is not kept
     pools = synth.Pools(info, random.Random(0))
     # the scripted answers of tokens.current() are texts mined from the body, never a number or a bool
-    scripted = [getattr(obj, "current") for obj in pools.by_param["tokens"] if isinstance(obj, Obj)]
+    scripted = [obj.current for obj in pools.by_param["tokens"] if isinstance(obj, Obj)]
     answers = [a for s in scripted if is_standin(s) and standin_script(s) for a in standin_script(s)]
     assert answers and all(type(a) is str for a in answers)
 

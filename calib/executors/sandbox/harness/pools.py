@@ -1,11 +1,12 @@
 """Value pools for the input search (runs inside the sandbox; stdlib only).
 
-Pools come from the hints (:mod:`.hints`): types from annotations, defaults and body usage, else from the parameter's
-name (``n``/``count``/``*_id`` → int, ``path``/``filename`` → a file in the working directory, ``items``/plural
-names → list, ``is_*``/``flag`` → bool, ...), each seeded with the literals mined from the body and the module, then
-a few values of other shapes; :meth:`Pools.fresh` draws new values beyond them, :meth:`Pools.observe` adds the
-operands x compared against. Also here: the pseudo-parameters an input state varies besides the arguments
-(``self.`` attributes, constructor arguments ``init.``, the random seed, the stand-in mode).
+Pools come from the hints (:mod:`.hints`): types from annotations, defaults and body usage, else from
+the parameter's name (``n``/``count``/``*_id`` → int, ``path``/``filename`` → a file in the working
+directory, ``items``/plural names → list, ``is_*``/``flag`` → bool, ...), each seeded with the literals
+mined from the body and the module, then a few values of other shapes; :meth:`Pools.fresh` draws new
+values beyond them, :meth:`Pools.observe` adds the operands x compared against. Also here: the
+pseudo-parameters an input state varies besides the arguments (``self.`` attributes, constructor
+arguments ``init.``, the random seed, the stand-in mode).
 """
 
 from __future__ import annotations
@@ -189,7 +190,9 @@ class Pools:
                 if self.uses.stdin and len(pool := self.by_param[STDIN]) < 150:
                     pool.append(f"{value}\n")
 
-    names = property(lambda self: list(self.by_param))  # type: ignore[assignment]
+    @property
+    def names(self) -> list[str]:
+        return list(self.by_param)
 
     def _types(self, p: Param) -> list[str]:
         types = [t for t in p.types if t not in ("any",)]
