@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 
 from . import hints
-from .trees import last_class
+from .mutators import file_classes
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -47,21 +47,11 @@ def _methods(placed: Any) -> dict[str, Any]:
     """Plain methods and properties of x's class and of its bases defined in the file, by name (the class's
     own first); static and class methods are left out (their first parameter is not ``self``)."""
     out: dict[str, Any] = {}
-    todo = [placed.classes[-1]]
-    seen: set[str] = set()
-    while todo and len(seen) < 8:
-        name = todo.pop(0)
-        if name in seen:
-            continue
-        seen.add(name)
-        cls = last_class(placed.tree, name)
-        if cls is None:
-            continue
+    for cls in file_classes(placed.tree, placed.classes[-1]):
         for stmt in cls.body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name not in out \
                     and not any(_decorator(d) in ("staticmethod", "classmethod") for d in stmt.decorator_list):
                 out[stmt.name] = stmt
-        todo += [b.id for b in cls.bases if isinstance(b, ast.Name)]
     return out
 
 

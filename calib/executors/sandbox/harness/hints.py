@@ -146,7 +146,7 @@ def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
     if arg.annotation is not None:
         _add_all(param.classes, _class_names(arg.annotation))
     if has and value is not None and not types:
-        param.types.append(_type_of(value))
+        param.types.append(type_of(value))
     return param
 
 
@@ -165,7 +165,7 @@ _TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, 
           (dict, "dict"), (tuple, "tuple"), (set, "set"), (frozenset, "set"))
 
 
-def _type_of(value: Any) -> str:
+def type_of(value: Any) -> str:
     return next((name for t, name in _TYPES if isinstance(value, t)), "any")
 
 
@@ -257,7 +257,7 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                     if side is node.left and isinstance(node.op, ast.Div) and ok and isinstance(value, str):
                         _add(p.types, "pathobj")  # ``folder / "README.md"``: a pathlib path
                     else:
-                        _add(p.types, _type_of(value) if ok else "int")
+                        _add(p.types, type_of(value) if ok else "int")
         elif isinstance(node, ast.Compare):
             _compare_use(node, subject, hints)
         elif isinstance(node, ast.Constant):
@@ -335,14 +335,14 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
             for item in value:
                 _mine(item, hints)
             for p in found:
-                _add_all(p.types, [_type_of(v) for v in list(value)[:3]])
+                _add_all(p.types, [type_of(v) for v in list(value)[:3]])
             continue
         _mine(value, hints)
         for p in found:
             if isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) and value is None:
                 _add(p.types, "none")
             elif value is not None:
-                _add(p.types, _type_of(value))
+                _add(p.types, type_of(value))
 
 
 def _mine(value: Any, hints: Hints) -> None:

@@ -77,7 +77,7 @@ def apply(instance: Any, calls: Any) -> Any:
     return instance
 
 
-def _classes(tree: Any, owner: str) -> list[Any]:
+def file_classes(tree: Any, owner: str) -> list[Any]:
     """The class statement named ``owner`` and those of its bases the file defines (by name, nearest first)."""
     found: dict[str, Any] = {}
     todo = list(tree.body)
@@ -166,7 +166,7 @@ def find(tree: Any, owner: str, x: Any) -> list[Any]:
     store items into self; not x, not properties, static or class methods, nor methods without
     parameters (``clear``)."""
     methods: dict[str, Any] = {}
-    for cls in _classes(tree, owner):
+    for cls in file_classes(tree, owner):
         for stmt in cls.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name not in methods:
                 methods[stmt.name] = stmt

@@ -15,7 +15,7 @@ import random
 
 from . import cmplog, inputs, mutators
 from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
-from .hints import Hints, Param, _type_of
+from .hints import Hints, Param, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .standins import CalibStandIn, is_mixed
 from .values import New, Obj
@@ -354,7 +354,7 @@ class Pools:
         ``if ch in "-_":`` needs the dependency to answer ``"-"``."""
         h, rng = self.hints, self.rng
         plain: list[Any] = [v for v in h.strings if len(v) <= 12][:10] + h.ints[:8] + [None, "", 0, 1, True, False]
-        if result is not None and (typed := [v for v in plain if _type_of(v) in result.types]):
+        if result is not None and (typed := [v for v in plain if type_of(v) in result.types]):
             plain = typed + [None] * ("none" in result.types)
         return CalibStandIn(name, [rng.choice(plain) for _ in range(rng.choice((1, 1, 2, 3)))])
 
