@@ -86,6 +86,16 @@ def varies_seed(source: str, hints: Hints) -> bool:
 
 
 def name_type(name: str) -> str | None:
+    """The type a parameter's name suggests (:data:`NAME_RULES`), remembered: the search asks for every run."""
+    if name not in _NAME_TYPES:
+        _NAME_TYPES[name] = _name_type(name)
+    return _NAME_TYPES[name]
+
+
+_NAME_TYPES: dict[str, str | None] = {}
+
+
+def _name_type(name: str) -> str | None:
     lower = name.lower()
     for exact, affixes, kind in NAME_RULES:
         if lower in exact or any(lower.endswith(a) if a.startswith("_") else lower.startswith(a) for a in affixes):

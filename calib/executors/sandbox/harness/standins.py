@@ -137,6 +137,10 @@ OPS_BUDGET = 10_000
 REPEAT_FROM = 1_000
 REPEAT_LIMIT = 1_000
 MAX_PASSED_KEPT = 32
+#: The longest name a stand-in reached from another one gets (:func:`_child`).
+MAX_NAME = 400
+#: The longest text a stand-in is added to that still gives a text (:meth:`CalibStandIn.__add__`).
+MAX_TEXT = 4096
 
 
 class StandInLoop(BaseException):
@@ -192,7 +196,11 @@ def standin_for(name: str) -> Any:
 
 
 def _child(parent: CalibStandIn, suffix: str) -> Any:
-    return standin_for(object.__getattribute__(parent, "_calib_name") + suffix)
+    name = object.__getattribute__(parent, "_calib_name") + suffix
+    if len(name) > MAX_NAME:  # a loop walking a stand-in (``t = t.parent``): its middle goes, so each step
+        # costs the same (the name grew with every step, and with it the cost of every operation on it)
+        name = name[:MAX_NAME // 2] + "…" + name[-(MAX_NAME // 2):]
+    return standin_for(name)
 
 
 class CalibStandIn:
@@ -367,8 +375,10 @@ class CalibStandIn:
         # counted like a call: ``while src[pos] in chars: pos += 1`` on a stand-in ``pos`` (always read as
         # 0) logs nothing, and would otherwise run until the input's timeout
         LOG.ops += 1
-        if LOG.ops > LOG.budget or LOG.ops - LOG.fresh > REPEAT_LIMIT:
+        if LOG.ops > LOG.budget:
             raise StandInLoop(f"{STANDIN_CLASS_NAME}: more than {LOG.budget} stand-in operations in one input")
+        if LOG.ops - LOG.fresh > REPEAT_LIMIT:
+            raise StandInLoop(f"{STANDIN_CLASS_NAME}: {REPEAT_LIMIT} stand-in operations repeating the log")
         # one ``<op>`` however many: a loop's running total (``n<op><op>...``) grew its name, and so the
         # cost of every operation on it, with each step (netaddr's IPSet.__contains__ timed out)
         name = object.__getattribute__(self, "_calib_name")
@@ -376,14 +386,16 @@ class CalibStandIn:
 
     def __add__(self, other: Any) -> Any:
         # ``withheld.OPENTAG + "|"``: what a text is added to is a text (named after the stand-in), so
-        # commonmark's module-level ``re.compile("^(?:" + OPENTAG + "|" + CLOSETAG + ")")`` builds
-        if type(other) is str:
+        # commonmark's module-level ``re.compile("^(?:" + OPENTAG + "|" + CLOSETAG + ")")`` builds. A
+        # text that would pass MAX_TEXT is a loop growing it (``name = part[-1] + name`` while a stand-in
+        # ``part`` never ends): a stand-in then, as any other operand, so each step costs the same
+        if type(other) is str and len(other) <= MAX_TEXT:
             self._arith()
             return str(self) + other
         return self._arith(other)
 
     def __radd__(self, other: Any) -> Any:
-        if type(other) is str:
+        if type(other) is str and len(other) <= MAX_TEXT:
             self._arith()
             return other + str(self)
         return self._arith(other)
