@@ -10,7 +10,8 @@ process that runs one function variant on all its input states:
    module; if the replay differs there, x is explored again with a build per run, then replayed;
 3. *replay* each candidate, in x's place in the same scaffold, on the same states (with
    ``candidates_when_inconclusive`` off, not when x's search already made the sample inconclusive: its
-   replay can only make fewer inputs valid, so no candidate could get a SIM_func; they are ``not_run``).
+   replay can only make fewer inputs valid, so no candidate could get a SIM_func; they are ``not_run``,
+   and x is not replayed either: the sample's inputs and outputs are the search's own).
    A candidate with x's own source (or the same source as an earlier candidate) gets that variant's
    replay instead of a batch of its own.
 
@@ -302,12 +303,16 @@ class SandboxExecutor:
 
     async def _replays(self, ctx: str, unique: list[str], explored: dict[str, Any],
                        ahead: list[tuple[Batch, str] | None]) -> tuple[list[_Replay], bool]:
-        """Each distinct variant (x first) replayed on x's chosen states; and whether candidates were skipped."""
+        """Each distinct variant (x first) replayed on x's chosen states; and whether candidates were skipped
+        (then none, x neither: the search already made the sample inconclusive)."""
         chosen = explored["chosen"]
         states = [item["state"] for item in chosen]
         wanted = {i for i, item in enumerate(chosen) if item["valid"]}
         skip = not self.config.candidates_when_inconclusive and not self._verdict(
             chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive
+        if skip:  # nor x's: its replay can only make fewer inputs valid (none of 340 samples measured was
+            # made conclusive by the search again with a build per run: docs/executors.md, "Speed")
+            return [], True
         replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
                                          for variant, batch in zip(unique[:1] if skip else unique, ahead)))
         return list(replays), skip
@@ -352,7 +357,7 @@ class SandboxExecutor:
             explored, why = await exploring
             if explored is not None:
                 replays, skip = await self._replays(ctx, unique, explored, ahead)
-                if explored.get("unverified") is True and replays[0].differs(explored["chosen"]):
+                if explored.get("unverified") is True and replays and replays[0].differs(explored["chosen"]):
                     # the search's one build kept state between its runs (a module-level cache, a class
                     # attribute x changed): explore again with a build per run, and replay again
                     runs = _index(explored.get("runs"), 1 << 30) or 0
@@ -372,13 +377,13 @@ class SandboxExecutor:
                 await self._release(batch)
         chosen = explored["chosen"]
         ran = dict(zip(sorted(set(owner)), replays))
-        again, results = replays[0], ([] if skip else [ran[i] for i in owner[1:]])
+        again, results = (replays[0] if replays else None), ([] if skip else [ran[i] for i in owner[1:]])
         rows: list[InputResult] = []
         for i, item in enumerate(chosen):
             status = item["status"] if item["valid"] else "invalid"
             reason = "" if item["valid"] else item["status"]
             valid = bool(item["valid"])
-            if valid and again.outputs.get(i) != item["output"]:
+            if valid and again is not None and again.outputs.get(i) != item["output"]:
                 valid, status, reason = False, "invalid", "nondeterministic"
             rows.append(InputResult(index=i, state=item["state"], valid=valid, status=status, reason=reason,
                                     output=item["output"]))

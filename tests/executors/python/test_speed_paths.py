@@ -134,3 +134,37 @@ def test_candidates_still_run_on_a_sample_the_search_left_conclusive():
     # the off-by-one candidate differs exactly on the inputs equal to 0
     zeros = [json.loads(i.output).get("return") == 0 for i in result.inputs if i.valid]
     assert result.candidates[1].sim_func == 1 - sum(zeros) / len(zeros) < 1.0
+
+
+def _modes(truth: str, candidates: list[str], context: str, **config: object) -> tuple[object, list[str]]:
+    """The comparison and the mode of every batch it ran (explore, replay), in order."""
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=2.0, **config))  # type: ignore[arg-type]
+    modes: list[str] = []
+    run = executor._run
+
+    async def counted(job, wall):
+        modes.append(job["mode"])
+        return await run(job, wall)
+
+    executor._run = counted  # type: ignore[method-assign]
+    try:
+        return asyncio.run(executor.compare(truth, candidates, context=context)), modes
+    finally:
+        executor.close()
+
+
+@needs_bwrap
+def test_x_is_not_replayed_either_when_the_search_already_made_the_sample_inconclusive():
+    off, off_modes = _modes(UNREACHABLE, [UNREACHABLE], "SENTINEL = object()\n", candidates_when_inconclusive=False)
+    on, on_modes = _modes(UNREACHABLE, [UNREACHABLE], "SENTINEL = object()\n")
+    assert off_modes == ["explore"] and on_modes == ["explore", "replay"]
+    # the same verdict, reason and inputs: x's replay could only have made fewer inputs valid
+    assert (off.conclusive, off.reason, off.valid_inputs) == (on.conclusive, on.reason, on.valid_inputs)
+    assert [(i.valid, i.output) for i in off.inputs] == [(i.valid, i.output) for i in on.inputs]
+
+
+@needs_bwrap
+def test_x_and_its_candidates_are_replayed_on_a_sample_the_search_left_conclusive():
+    truth = "def sign(n):\n    if n > 0:\n        return 1\n    if n < 0:\n        return -1\n    return 0\n"
+    result, modes = _modes(truth, [truth, truth.replace("n < 0", "n <= 0")], "", candidates_when_inconclusive=False)
+    assert result.conclusive and modes == ["explore", "replay", "replay"]  # x (and its verbatim copy), then x'
