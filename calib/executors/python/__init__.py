@@ -9,11 +9,9 @@ process that runs one function variant on all its input states:
    one seen while exploring is invalid (``nondeterministic``). The search ran on one build of the
    module; if the replay differs there, x is explored again with a build per run, then replayed;
 3. *replay* each candidate, in x's place in the same scaffold, on the same states (with
-   ``candidates_when_inconclusive`` off, not when x's search already made the sample inconclusive: its
-   replay can only make fewer inputs valid, so no candidate could get a SIM_func; they are ``not_run``,
-   and x is not replayed either: the sample's inputs and outputs are the search's own).
-   A candidate with x's own source (or the same source as an earlier candidate) gets that variant's
-   replay instead of a batch of its own.
+   ``candidates_when_inconclusive`` off, neither they nor x when x's search already made the sample
+   inconclusive: x's replay can only make fewer inputs valid; the candidates are ``not_run``). A candidate
+   with x's own source (or an earlier candidate's) gets that variant's replay, not a batch of its own.
 
 Batches 2 and 3 run concurrently, at most ``workers`` at a time, each a child of a fork server
 (:mod:`calib.executors.sandbox.forkserver`); without fork servers, their processes start while x is
@@ -303,19 +301,16 @@ class SandboxExecutor:
 
     async def _replays(self, ctx: str, unique: list[str], explored: dict[str, Any],
                        ahead: list[tuple[Batch, str] | None]) -> tuple[list[_Replay], bool]:
-        """Each distinct variant (x first) replayed on x's chosen states; and whether candidates were skipped
-        (then none, x neither: the search already made the sample inconclusive)."""
+        """Each distinct variant (x first) replayed on x's chosen states, none when skipped; and whether skipped."""
         chosen = explored["chosen"]
         states = [item["state"] for item in chosen]
         wanted = {i for i, item in enumerate(chosen) if item["valid"]}
-        skip = not self.config.candidates_when_inconclusive and not self._verdict(
-            chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive
-        if skip:  # nor x's: its replay can only make fewer inputs valid (none of 340 samples measured was
-            # made conclusive by the search again with a build per run: docs/executors.md, "Speed")
-            return [], True
+        if not self.config.candidates_when_inconclusive and not self._verdict(
+                chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive:
+            return [], True  # nor x's replay, which can only make fewer inputs valid (docs/executors.md, "Measured")
         replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
-                                         for variant, batch in zip(unique[:1] if skip else unique, ahead)))
-        return list(replays), skip
+                                         for variant, batch in zip(unique, ahead)))
+        return list(replays), False
 
     @staticmethod
     def _coverage(chosen: list[dict[str, Any]], explored: dict[str, Any], valid: list[bool]) -> float:

@@ -174,3 +174,64 @@ def test_private_attributes_are_set_and_pre_filled_under_their_mangled_names() -
     # functions compiled outside a class body) gets the attribute as written
     Rebuilt = type("Rebuilt", (), {"get": lambda self: self.__dict__["__links"]})
     assert make_instance(Rebuilt, Obj(**{"__links": {"b": 2}})).get() == {"b": 2}
+
+
+# A list subclass whose items only its parser appends (unidiff's ``PatchedFile``): no method of the file
+# stores them, so the instance's own ``append`` (list's) is the mutator.
+PATCHED = (
+    "class PatchedFile(list):\n"
+    "    def __init__(self, source='', target=''):\n"
+    "        super().__init__()\n"
+    "        self.source_file = source\n"
+    "        self.target_file = target\n"
+    "        self.is_binary_file = False\n"
+    "\n"
+)
+RENDER = (
+    "    def render(self):\n"
+    "        head = ''\n"
+    "        if not self.is_binary_file and self:\n"
+    "            head = '--- %s\\n+++ %s\\n' % (self.source_file, self.target_file)\n"
+    "            head += '@@ %d @@\\n' % len(self)\n"
+    "        body = ''.join(str(hunk) for hunk in self)\n"
+    "        return head + body\n"
+)
+
+
+@needs_bwrap
+def test_a_method_of_a_list_subclass_is_explored_with_items_appended() -> None:
+    result = _compare(RENDER, PATCHED)
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+    specs = [decode(i.state["self"]) for i in result.inputs]
+    calls = [c for s in specs for c in (s.attrs.get(mutators.CALLS) or [])]
+    assert calls and {c[0] for c in calls} == {"append"}
+    namespace: dict[str, object] = {}
+    exec(PATCHED + RENDER, namespace)  # noqa: S102 - the test's own class, the independent reference
+    for item, spec in zip(result.inputs, specs):
+        obj = namespace["PatchedFile"](*spec.args)  # type: ignore[operator]
+        for name, value in spec.attrs.items():
+            if name != mutators.CALLS:
+                setattr(obj, name, value)
+        mutators.apply(obj, spec.attrs.get(mutators.CALLS))
+        assert json.loads(item.output)["return"] == obj.render()
+
+
+def test_the_item_method_of_a_builtin_container_base() -> None:
+    source = (
+        "class Hunks(list):\n    pass\n"
+        "class Patch(Hunks):\n    def render(self):\n        return len(self)\n"
+        "class Table(dict):\n    def get_row(self, key):\n        return self[key]\n"
+        "class Tags(set):\n    def count(self):\n        return len(self)\n"
+        "class Cache(dict):\n    def put(self, key, value):\n        self[key] = value\n"
+        "    def look(self, key):\n        return self[key]\n"
+        "class Plain:\n    def size(self):\n        return len(self)\n"
+    )
+    tree = ast.parse(source)
+    found = {}
+    for owner, name in (("Patch", "render"), ("Table", "get_row"), ("Tags", "count"), ("Cache", "look"),
+                        ("Plain", "size")):
+        _, x = _method(source, owner, name)
+        found[owner] = mutators.container_mutator(tree, owner, mutators.find(tree, owner, x))
+    # a base the file defines is followed; a file mutator that stores items (Cache.put) is preferred
+    assert found == {"Patch": "append", "Table": "__setitem__", "Tags": "add", "Cache": None, "Plain": None}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from .standins import is_standin, standin_name
+from .standins import CalibStandIn, is_standin, standin_name
 from .values import New
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -202,6 +202,34 @@ def find(tree: Any, owner: str, x: Any) -> list[Any]:
     return [m for _, _, m in sorted(scored, key=lambda s: s[:2])[:MAX_METHODS]]
 
 
+#: Built-in containers a class of the file may derive from, and the method that stores an item in each.
+_CONTAINERS = {"list": "append", "UserList": "append", "deque": "append", "dict": "__setitem__",
+               "OrderedDict": "__setitem__", "UserDict": "__setitem__", "defaultdict": "__setitem__",
+               "Counter": "__setitem__", "set": "add"}
+
+
+def container_mutator(tree: Any, owner: str, methods: list[Any]) -> str | None:
+    """The method that stores an item into ``owner`` when it derives (itself or through a base the file
+    defines) from a built-in container: ``append``, ``__setitem__`` or ``add``; None when it does not, or
+    when a mutator of the file's already stores items (:func:`find`)."""
+    if any(ITEMS in _effects(m)[0] for m in methods):
+        return None
+    for cls in file_classes(tree, owner):
+        for base in cls.bases:
+            name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+            if name in _CONTAINERS:
+                return _CONTAINERS[name]
+    return None
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _plain(value: Any) -> bool:
     """A value a call may take: no placeholder that needs the module (``New``), no ``<default>``."""
     if isinstance(value, New) or is_standin(value) and standin_name(value) == "<default>":
@@ -224,10 +252,17 @@ def pool(pools: Any, owner: str) -> list[Any]:
     if x is None or tree is None or x.name in ("__init__", "__new__", "__post_init__"):
         return []
     methods = find(tree, owner, x)
-    if not methods:
+    builtin = container_mutator(tree, owner, methods) if _whole(x) else None
+    if not methods and builtin is None:
         return []
     first = next((p.name for p in pools.hints.params if p.kind == "positional"), None)
     signatures = []
+    if builtin is not None:  # the items of a list, dict or set x's class derives from: its own method stores them
+        items = [*pools.hints.strings[:4], *pools.hints.ints[:2], "abc", 1, CalibStandIn("item")]
+        items = list({repr(v): v for v in items if _plain(v)}.values())[:MAX_VALUES]
+        keys = [v for v in (pools.by_param.get(first, []) if first else []) if _plain(v) and _hashable(v)]
+        keys = (keys or items)[:MAX_VALUES]
+        signatures.append((builtin, [keys, items] if builtin == "__setitem__" else [items]))
     for method in methods:
         params = hints.analyse(method, skip_first=True).params
         positional = [p for p in params if p.kind == "positional"]
