@@ -36,7 +36,7 @@ TYPE_NAMES = {
     "frozenset": "set", "FrozenSet": "set", "AbstractSet": "set", "tuple": "tuple", "Tuple": "tuple", "None": "none",
     "NoneType": "none", "Path": "path", "PathLike": "path", "PurePath": "path", "Callable": "callable",
     "complex": "float", "Decimal": "float", "Number": "float", "Real": "float", "Integral": "int", "Text": "str",
-    "AnyStr": "str", "bytes_or_str": "str"}
+    "AnyStr": "str", "bytes_or_str": "str", "slice": "slice"}
 
 
 class Param:

@@ -333,6 +333,8 @@ class Pools:
             return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
         if kind == "none":
             return [None]
+        if kind == "slice":  # ``isinstance(idx, slice)`` in a ``__getitem__``
+            return [slice(0, 2), slice(1, None), slice(None, None, -1), slice(-2, None), slice(0, 10, 2)]
         if kind == "path":
             return self.files + ["missing.txt"]
         if kind == "pathobj":  # imported only here: a pathlib path is rare, and pathlib costs 2 ms a batch

@@ -61,6 +61,8 @@ def encode(value: Any) -> str:
         return repr(value)
     if isinstance(value, complex):
         return f"complex({encode(value.real)}, {encode(value.imag)})"
+    if isinstance(value, slice):
+        return f"slice({encode(value.start)}, {encode(value.stop)}, {encode(value.step)})"
     if isinstance(value, list):
         return "[" + ", ".join(encode(v) for v in value) + "]"
     if isinstance(value, tuple):
@@ -135,7 +137,7 @@ def _build(node: ast.expr, source: str) -> Any:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _call(node, source)
     raise ValueError(f"input value {source!r}: only literals, set(), frozenset(), float('nan'), complex(...), "
-                     "Path(...), Obj(...), New(...) and StandIn(...) are allowed")
+                     "slice(...), Path(...), Obj(...), New(...) and StandIn(...) are allowed")
 
 
 def _call(node: ast.Call, source: str) -> Any:
@@ -151,6 +153,8 @@ def _call(node: ast.Call, source: str) -> Any:
     if (name == "complex" and len(args) == 2 and not kwargs
             and all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)):
         return complex(*args)
+    if name == "slice" and 1 <= len(args) <= 3 and not kwargs and all(a is None or type(a) is int for a in args):
+        return slice(*args)
     if name == "Path" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         import pathlib  # noqa: PLC0415
 
