@@ -199,3 +199,39 @@ def missing_methods(node: Any, owner: type, method: Any) -> None:
             setattr(owner, attr, method("self." + attr) if attr in called else CalibStandIn("self." + attr))
         except Exception:  # noqa: BLE001 - a class that refuses new attributes keeps failing
             pass
+
+
+# --- failures x handled and passed on -----------------------------------------------------------------
+
+
+def handlers(node: Any) -> tuple[frozenset[int], frozenset[int]]:
+    """(the lines of x's ``try`` bodies that have handlers, the first lines of the statements in those
+    handlers): what :func:`passed_on` reads."""
+    tried: set[int] = set()
+    handling: set[int] = set()
+    for t in ast.walk(node):
+        if isinstance(t, ast.Try | ast.TryStar) and t.handlers:
+            for stmt in t.body:
+                tried.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+            handling.update(sub.lineno for h in t.handlers for sub in ast.walk(h) if isinstance(sub, ast.stmt))
+    return frozenset(tried), frozenset(handling)
+
+
+def passed_on(exc: BaseException, lines: set[int], found: tuple[frozenset[int], frozenset[int]],
+              where: tuple[str, range, str]) -> bool:
+    """Whether ``exc``, a dependency's failure the input state asked for (a stand-in in mode ``raise``),
+    left x through one of x's own handlers (``except OSError: log(...); raise``): it came from a call in
+    a ``try`` body of x and x then ran a statement of a handler of that ``try``. Passing a failure on is
+    x's behaviour, as any exception x raises is; a failure that only went past x is not. (``where``: x's
+    name, the lines it may start on and the scaffold's file name, which find x's frame.)"""
+    tried, handling = found
+    if not (lines & handling):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if (code.co_name, code.co_filename) == (where[0], where[2]) and code.co_firstlineno in where[1]:
+            return tb.tb_lineno in tried
+        tb = tb.tb_next
+    return False
+
