@@ -349,7 +349,8 @@ def main() -> None:
     parser.add_argument("--budget-runs", type=int, default=None,
                         help="input-search budget in runs of x (default: ExecutorConfig's)")
     parser.add_argument("--skip-inconclusive-candidates", action="store_true",
-                        help="candidates_when_inconclusive=False: no candidate runs once x's search is inconclusive")
+                        help="candidates_when_inconclusive=False: once x's search is inconclusive, no candidate "
+                             "runs and x is not replayed")
     parser.add_argument("--target", choices=("x", "copy"), default="x",
                         help="the study case's target: x verbatim (shares x's replay batch) or x with a trailing "
                              "comment (a replay batch of its own)")
@@ -385,7 +386,7 @@ def main() -> None:
     print(f"{report['n']} functions, {report['workers']} workers, {report['in_flight']} compares in flight, "
           f"{report['cpus']} CPUs, Python {report['python']}, search budget {report['budget_runs']} runs / "
           f"{report['budget_seconds']:g} s, "
-          + ("" if report["candidates_when_inconclusive"] else "candidates only where x's search was conclusive, ")
+          + ("" if report["candidates_when_inconclusive"] else "replays only where x's search was conclusive, ")
           + ("fork servers" if report["fork_servers"] else "a sandbox per batch"))
     print(f"one trivial batch (median of {args.startup_repeats}): forked by a fork server "
           f"{s['fork_server_batch'] * 1000:.1f} ms, in a sandbox of its own {s['bwrap_batch'] * 1000:.0f} ms, "
