@@ -234,4 +234,3 @@ def passed_on(exc: BaseException, lines: set[int], found: tuple[frozenset[int], 
             return tb.tb_lineno in tried
         tb = tb.tb_next
     return False
-

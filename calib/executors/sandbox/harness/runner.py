@@ -313,8 +313,8 @@ class Runner:
             message = str(exc)
         except Exception:  # noqa: BLE001
             message = ""
-        if STANDIN_CLASS_NAME in message and not (type(exc) is standins.CalibStandInError and "failed (input state"
-                                                  in message and fixups.passed_on(exc, self.lines, *self.handlers)):
+        if STANDIN_CLASS_NAME in message and not (standins.asked_to_fail(exc)
+                                                  and fixups.passed_on(exc, self.lines, *self.handlers)):
             return "invalid", "standin"
         return "raised", ""
 

@@ -119,7 +119,7 @@ class CallLog:
                 return args
             return CalibStandIn(name + "()")
         if choice is RAISE:
-            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} failed (input state: this call fails)")
+            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
         return list(choice) if isinstance(choice, list) else choice
 
 
@@ -150,6 +150,15 @@ class StandInLoop(BaseException):
 
 class CalibStandInError(OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError):
     """What a failing stand-in raises: caught by the handlers real dependency failures would reach."""
+
+
+#: In the message of a failure the input state asked for (a stand-in in mode ``raise``): :func:`asked_to_fail`.
+FAILED = "failed (input state"
+
+
+def asked_to_fail(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure the input state asked a stand-in for, not one of a stand-in misused."""
+    return type(exc) is CalibStandInError and FAILED in str(exc)
 
 
 class CalibStandInWarning(CalibStandInError, UserWarning):
@@ -247,7 +256,7 @@ class CalibStandIn:
             value = script.pop(0)
             return list(value) if isinstance(value, list) else value
         if LOG.default is RAISE:
-            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} failed (input state: dependencies fail)")
+            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
         return CalibStandIn(name + "()")
