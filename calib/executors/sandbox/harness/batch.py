@@ -13,6 +13,7 @@ import os
 import types
 
 from . import canon, hints
+from .calls import instance_default
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -176,9 +177,10 @@ def drop_class_attributes(runner: Runner, info: hints.Hints, ns: dict[str, Any])
             owner = getattr(owner, name)
     except BaseException:  # noqa: BLE001 - the search will report what goes wrong per input
         return
-    if isinstance(owner, type):  # __slots__ members are instance state, not class attributes
+    if isinstance(owner, type):  # __slots__ members and defaults of instance state are not class attributes
         info.self_params = [p for p in info.self_params if not hasattr(owner, p.name)
-                            or isinstance(getattr(owner, p.name, None), types.MemberDescriptorType)]
+                            or isinstance(getattr(owner, p.name, None), types.MemberDescriptorType)
+                            or instance_default(owner, p.name)]
 
 
 def replay(runner: Runner, job: dict[str, Any]) -> None:

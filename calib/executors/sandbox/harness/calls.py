@@ -1,8 +1,8 @@
 """Calling x: building self and arguments, draining what x returns, and what coverage counts.
 
-Helpers of :mod:`.runner` (inside the sandbox; stdlib only): stand-in modes per input, ``New(...)`` made
-into instances of the module's classes, instances of the context class, the statements coverage counts (as
-coverage.py does), generators/coroutines/context managers run to the end on the frozen clock, and
+Helpers of :mod:`.runner` (inside the sandbox; stdlib only): stand-in modes per input, instances of the
+context class (``New(...)`` and the other placeholders are made in :mod:`.placeholders`), the statements
+coverage counts (as coverage.py does), generators/coroutines/context managers run to the end on the frozen clock, and
 arguments re-keyed for a candidate that renamed its parameters."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import types
 
 from . import canon, env, hints, mutators, scaffold, standins
 from .standins import CalibStandIn
-from .values import New, Obj
+from .values import Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -35,27 +35,6 @@ def standin_default(mode: str | None) -> Any:
         return standins.Mixed(int(mode[5:]))  # type: ignore[index]
     value = _STANDIN_RETURNS.get(mode)
     return list(value) if isinstance(value, list) else value
-
-
-def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
-    """Replace ``New('Cls', ...)`` placeholders by instances of the module's class ``Cls``."""
-    if isinstance(value, New):
-        cls = ns.get(value.cls)
-        if standins.is_standin(cls):  # a class from a withheld module: an instance stand-in of it
-            return CalibStandIn(standins.standin_name(cls) + "()")
-        if not isinstance(cls, type):
-            return CalibStandIn(value.cls)
-        args = [materialize(a, ns, depth + 1) for a in value.args]
-        try:
-            made = cls(*args)
-        except Exception:  # noqa: BLE001 - the constructor wants something else: build it bare
-            return make_instance(cls, Obj(**value.attrs)) if not args else cls.__new__(cls)
-        return mutators.apply(made, value.attrs.get(mutators.CALLS))  # its mutators' calls (:mod:`.mutators`)
-    if depth < 3 and isinstance(value, list | tuple):
-        return type(value)(materialize(v, ns, depth + 1) for v in value)
-    if depth < 3 and isinstance(value, dict):
-        return {k: materialize(v, ns, depth + 1) for k, v in value.items()}
-    return value
 
 
 def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: ignore[assignment]
@@ -83,16 +62,48 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
         except Exception:  # noqa: BLE001
             pass
     mutators.apply(instance, calls)
+    return set_attributes(instance, cls, attrs)
+
+
+def set_attributes(instance: Any, cls: type, attrs: dict[str, Any]) -> Any:
+    """``instance`` with the input's attributes set (``self`` and ``New(...)`` built by their constructor)."""
     for name, value in attrs.items():
         try:
             name = mutators.mangle(cls, name) if name[:2] == "__" else name
             # methods, properties and class-level constants belong to the context, not to the input
-            if hasattr(type(instance), name) and name not in getattr(instance, "__dict__", {}):
+            # (a class-level default the file's code sets per instance is the instance's state)
+            if name == mutators.CALLS or hasattr(type(instance), name) and name not in getattr(
+                    instance, "__dict__", {}) and not instance_default(type(instance), name):
                 continue
             setattr(instance, name, value)
         except Exception:  # noqa: BLE001
             pass
     return instance
+
+
+#: The types of a class-level value that can be an instance's default state (``contentparams = None``).
+_PLAIN = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset)
+_STORED: dict[int, frozenset[str]] = {}
+
+
+def instance_default(cls: type, name: str) -> bool:
+    """Whether the class-level ``name`` of ``cls`` is a default of its instances' state: ``None``
+    (``contentparams = None``: set later, by the class or a mixin of another file), or a plain value
+    (``_cache = {}``) that the file's code also sets on objects (``self._cache = ...``): then
+    ``self.name`` is input, like any other attribute x reads."""
+    value = getattr(cls, name, None)
+    if value is None or type(value) not in _PLAIN:
+        return value is None and hasattr(cls, name)
+    placed = scaffold.LAST[0]
+    if placed is None:
+        return False
+    if id(placed) not in _STORED:
+        import ast  # noqa: PLC0415
+
+        _STORED.clear()
+        _STORED[id(placed)] = frozenset(n.attr for n in ast.walk(placed.tree)
+                                        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store))
+    return name in _STORED[id(placed)]
 
 
 _CLASS_READS: dict[tuple[int, tuple[str, ...]], list[str]] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from . import cmplog, inputs, mutators
+from . import cmplog, globalrefs, inputs, mutators
 from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
 from .hints import Hints, Param, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
@@ -67,6 +67,7 @@ STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str"
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 DEFAULT = CalibStandIn(DEFAULT_NAME)  # as an argument: left out, its default applies (calls.DEFAULT_NAME)
+TWIN = CalibStandIn("<twin>")  # a marker only: the argument is a copy of the input's own self (synth.search)
 
 BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
 BASE_FLOATS = [0.0, 1.5, -2.25, 3.0, 0.1, 100.0, 0.001, -1.0]
@@ -118,6 +119,9 @@ class Pools:
         defaults = [p.default for p in hints.params if isinstance(p.default, str) and inputs.looks_like_file(p.default)]
         self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
+        names = [p.name for p in hints.params]  # module-level objects x compares inputs with (.globalrefs)
+        refs = globalrefs.mine(hints.node, hints.tree, names, globalrefs.self_name(hints.node, names))
+        self.answers = globalrefs.answers(refs)
         self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
         self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
         # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value
@@ -132,6 +136,13 @@ class Pools:
             self.init_names.append(INIT_PREFIX + p.name)
         if owner and (init is not None or hints.self_params) and (calls := mutators.pool(self, owner)):
             self.by_param[SELF_PREFIX + mutators.CALLS] = [KEEP, *calls]  # the class's own mutators build self
+        globalrefs.extend(self.by_param, refs, {p.name: p.kind for p in hints.params}, SELF_PREFIX)
+        # ``other`` of a method (``__eq__``, ``__cmp__``, ``merge``), or a parameter of x's own class: a
+        # copy of self early (equal first; the search then varies self's attributes one by one)
+        self.twin_of = owner
+        for p in hints.params if owner is not None else ():
+            if p.kind in ("positional", "keyword") and (p.name == "other" or owner in p.classes):
+                self.by_param[p.name].insert(min(1, len(self.by_param[p.name])), TWIN)
         self.uses = self._ambient(hints)  # environment variables, stdin, files and folders x reads
         if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
@@ -368,7 +379,10 @@ class Pools:
         plain: list[Any] = [v for v in h.strings if len(v) <= 12][:10] + h.ints[:8] + [None, "", 0, 1, True, False]
         if result is not None and (typed := [v for v in plain if type_of(v) in result.types]):
             plain = typed + [None] * ("none" in result.types)
-        return CalibStandIn(name, [rng.choice(plain) for _ in range(rng.choice((1, 1, 2, 3)))])
+        script = [rng.choice(plain) for _ in range(rng.choice((1, 1, 2, 3)))]
+        if self.answers and rng.random() < 0.25:  # ``data = stream.char(); data is EOF``: Global('EOF')
+            script[0] = rng.choice(self.answers)
+        return CalibStandIn(name, script)
 
     def _sequences(self, element: str) -> list[list[Any]]:
         ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])

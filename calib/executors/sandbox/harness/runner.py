@@ -39,12 +39,12 @@ from .calls import (
     by_position,
     drain,
     make_instance,
-    materialize,
     probe,
     probe_passed,
     standin_default,
     statement_lines,
 )
+from .placeholders import globals_in, materialize
 from .probes import NAME as PROBE
 from .probes import Probes
 from .standins import LOG, STANDIN_CLASS_NAME, is_standin, standin_name
@@ -348,7 +348,7 @@ class Runner:
                 return types.MethodType(raw, instance), instance
         if isinstance(spec, New):  # built by its constructor with the input's arguments
             args = [materialize(a, ns) for a in spec.args]
-            attrs = dict(spec.attrs)
+            attrs = globals_in(dict(spec.attrs), ns)  # ``self.subcon is GreedyBytes``: Global('GreedyBytes')
             try:
                 instance = owner(*args)
             except Exception:  # noqa: BLE001 - the constructor refused them: a bare instance, and the
@@ -357,7 +357,7 @@ class Runner:
                     attrs = {**dict(zip(self.init_fields, args)), **attrs}
             instance = make_instance(owner, Obj(**attrs), reads, instance, self.guarded)
         else:
-            instance = make_instance(owner, spec, reads, skip=self.guarded)
+            instance = make_instance(owner, globals_in(spec, ns), reads, skip=self.guarded)
         if isinstance(raw, property):
             return (lambda: raw.fget(instance)), instance  # type: ignore[misc]
         if isinstance(raw, types.FunctionType):

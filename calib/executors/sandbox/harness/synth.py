@@ -25,6 +25,7 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
     SELF_PREFIX,
     STANDIN_MODES,
     STANDINS,
+    TWIN,
     Pools,
     file_content,
     name_type,
@@ -221,7 +222,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     def make(values: dict[str, Any]) -> dict[str, Any]:
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
                                           if not name.startswith((SELF_PREFIX, INIT_PREFIX, *_AMBIENT, ARGV))
-                                          and name not in (SEED, STANDINS)}}
+                                          and name not in (SEED, STANDINS) and v is not TWIN}}
         if SEED in values:
             state["seed"] = values[SEED]
         if values.get(STANDINS, "standin") != "standin":
@@ -232,6 +233,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             state["self"] = encode(New(pools.owner, *(values[n] for n in pools.init_names), **attrs))
         elif pools.hints.self_params:
             state["self"] = encode(Obj(**attrs))
+        for name in [name for name, v in values.items() if v is TWIN]:  # the same text: an equal, separate self
+            state["args"][name] = state.get("self") or encode(New(pools.twin_of))
         files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
         state["files"] = {f: file_content(f) for f in files} if pools.hints.files or pools.path_typed() else {}
         if pools.ambient:

@@ -6,10 +6,12 @@ and that :func:`decode` evaluates without ``eval``: literals (numbers, strings, 
 booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set()``, ``Path('…')``,
 ``frozenset({…})``, ``complex(re, im)``, ``Obj(attr=…)`` (an object with those attributes, for
 parameters the body uses as ``p.attr``), ``New('Cls', …)`` (an instance of a class of the function's
-module, built in the sandbox) and ``StandIn('name')`` (a recording stand-in; ``StandIn('name', [v1, v2])``:
-its calls return v1, then v2, then what the input's stand-in mode says). Decoding
-builds fresh objects each time, so a function that mutates its arguments cannot change the stored
-input. Anything else (names, attributes, operators, other calls) is a :class:`ValueError`.
+module, built in the sandbox), ``Global('EOF')`` (the object a module-level name of the function's
+file holds in the input's build: a sentinel, a class, an imported stand-in) and ``StandIn('name')`` (a
+recording stand-in; ``StandIn('name', [v1, v2])``: its calls return v1, then v2, then what the
+input's stand-in mode says). Decoding builds fresh objects each time, so a function that mutates its
+arguments cannot change the stored input. Anything else (names, attributes, operators, other calls) is
+a :class:`ValueError`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,27 @@ class New:
         return isinstance(other, New) and (self.cls, self.args, self.attrs) == (other.cls, other.args, other.attrs)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class Global:
+    """The object the module-level name ``name`` of x's file holds: ``Global('EOF')`` for ``data is EOF``,
+    ``Global('_MISSING')`` for ``default is _MISSING`` (an ``object()`` no literal can write).
+
+    Decoding keeps this placeholder; the harness looks the name up in the input's build of the module
+    (:func:`.calls.materialize`), so x and every candidate get their own build's object.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Global) and self.name == other.name
+
+    def __hash__(self) -> int:
+        return hash(("Global", self.name))
+
+    def __repr__(self) -> str:
+        return f"Global({self.name!r})"
 
 
 def encode(value: Any) -> str:
@@ -87,6 +110,8 @@ def encode(value: Any) -> str:
         parts = [repr(value.cls), *(encode(a) for a in value.args),
                  *(f"{k}={encode(v)}" for k, v in value.attrs.items())]
         return "New(" + ", ".join(parts) + ")"
+    if isinstance(value, Global):
+        return f"Global({value.name!r})"
     if isinstance(value, Obj):
         return "Obj(" + ", ".join(f"{k}={encode(v)}" for k, v in vars(value).items()) + ")"
     raise TypeError(f"cannot encode a {type(value).__name__} as an input value")
@@ -137,7 +162,7 @@ def _build(node: ast.expr, source: str) -> Any:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _call(node, source)
     raise ValueError(f"input value {source!r}: only literals, set(), frozenset(), float('nan'), complex(...), "
-                     "slice(...), Path(...), Obj(...), New(...) and StandIn(...) are allowed")
+                     "slice(...), Path(...), Obj(...), New(...), Global(...) and StandIn(...) are allowed")
 
 
 def _call(node: ast.Call, source: str) -> Any:
@@ -163,6 +188,8 @@ def _call(node: ast.Call, source: str) -> Any:
         return Obj(**kwargs)
     if name == "New" and args and isinstance(args[0], str):
         return New(*args, **kwargs)
+    if name == "Global" and len(args) == 1 and isinstance(args[0], str) and args[0].isidentifier() and not kwargs:
+        return Global(args[0])
     if name == "StandIn" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         return CalibStandIn(args[0])
     if name == "StandIn" and len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], list) and not kwargs:

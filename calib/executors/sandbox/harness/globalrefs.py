@@ -1,0 +1,148 @@
+"""Module-level objects x compares its inputs with, as input values (inside the sandbox; stdlib only).
+
+``data is EOF`` (``EOF`` imported from a withheld module: a stand-in), ``default is _MISSING``
+(``_MISSING = object()``), ``tokens.error is DocoptExit`` (a class of the file), ``self.subcon is
+GreedyBytes``: no literal can write these objects, so no input reached the branch they guard. The
+search now has them as values, ``Global('EOF')`` (:mod:`.values`), looked up in each run's build of the
+module (:mod:`.placeholders`), so x and every candidate get their own build's object.
+
+:func:`mine` finds, in x's body, each comparison (``is``, ``is not``, ``==``, ``!=``, and ``in`` a
+tuple, list or set of names) of a module-level name (a class, an imported name, or a name bound to
+something no literal writes) with what x takes as input: a parameter, an attribute of one, an item of
+one, an attribute of ``self``, or what a call answers (``data = self.stream.char()``). :func:`extend`
+puts the names into those pools: early in a parameter's or ``self`` attribute's pool, as the attribute
+of a copy of the parameter's first object, in a one-item tuple for ``*args``, and as the first answer
+of half the scripted stand-ins (:meth:`.pools.Pools._scripted`).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from .values import Global, Obj
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
+#: At most this many names per place (a parameter, an attribute, the answers).
+MAX_NAMES = 4
+
+_OPS = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)
+#: Values a module binds that inputs can already write (literals, containers, arithmetic, f-strings).
+_WRITTEN = (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.UnaryOp, ast.BinOp, ast.JoinedStr)
+
+
+def module_names(tree: ast.Module) -> set[str]:
+    """Names the module binds at its top level (also inside ``if``/``try`` blocks there) to objects no
+    literal can write: classes, names imported from modules, and assignments of anything but a literal."""
+    out: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, ast.ClassDef):
+            out.add(stmt.name)
+        elif isinstance(stmt, ast.ImportFrom):
+            out.update(a.asname or a.name for a in stmt.names if a.name != "*")
+        elif isinstance(stmt, ast.Assign) and not isinstance(stmt.value, _WRITTEN):
+            out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, ast.If | ast.Try):
+            todo += [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", ()),
+                     *(s for h in getattr(stmt, "handlers", ()) for s in h.body)]
+    return out - set(dir(builtins))
+
+
+def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) -> dict[tuple[str, ...], list[str]]:
+    """Where each module-level name x compares with goes: ``("arg", p)``, ``("attr", p, a)``, ``("item", p)``,
+    ``("self", a)`` or ``("answer",)``, to the names in the order x compares them."""
+    if node is None or tree is None:
+        return {}
+    body = [n for stmt in node.body for n in ast.walk(stmt)]
+    local = {n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names = module_names(tree) - local - set(params) - {self_name}
+    if not names:
+        return {}
+    bound: dict[str, ast.expr] = {}  # ``data = self.stream.char()``: data stands for that
+    for n in body:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            bound.setdefault(n.targets[0].id, n.value)
+    out: dict[tuple[str, ...], list[str]] = {}
+
+    def where(expr: ast.expr, hops: int = 0) -> tuple[str, ...] | None:
+        if isinstance(expr, ast.Name):
+            if expr.id in params:
+                return ("arg", expr.id)
+            value = bound.get(expr.id)
+            return where(value, hops + 1) if value is not None and hops < 2 else None
+        if isinstance(expr, ast.Call):
+            return ("answer",)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            if expr.value.id == self_name:
+                return ("self", expr.attr)
+            if expr.value.id in params:
+                return ("attr", expr.value.id, expr.attr)
+        if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name) and expr.value.id in params:
+            return ("item", expr.value.id)
+        return None
+
+    def add(place: tuple[str, ...] | None, name: str) -> None:
+        found = out.setdefault(place, []) if place is not None else []
+        if name not in found and len(found) < MAX_NAMES:
+            found.append(name)
+
+    for n in body:
+        if not isinstance(n, ast.Compare):
+            continue
+        operands = [n.left, *n.comparators]
+        for (a, b), op in zip(zip(operands, operands[1:]), n.ops):
+            if isinstance(op, _OPS):
+                for one, other in ((a, b), (b, a)):
+                    if isinstance(one, ast.Name) and one.id in names:
+                        add(where(other), one.id)
+            elif isinstance(op, ast.In | ast.NotIn) and isinstance(b, ast.Tuple | ast.List | ast.Set):
+                for item in b.elts:
+                    if isinstance(item, ast.Name) and item.id in names:
+                        add(where(a), item.id)
+    return out
+
+
+def self_name(node: Any, params: list[str]) -> str | None:
+    """The name of x's first parameter when the search left it out (``self``, ``cls``)."""
+    args = getattr(node, "args", None)
+    positional = [*args.posonlyargs, *args.args] if args is not None else []
+    return positional[0].arg if positional and positional[0].arg not in params else None
+
+
+def extend(by_param: dict[str, list[Any]], refs: dict[tuple[str, ...], list[str]], kinds: dict[str, str],
+           self_prefix: str) -> None:
+    """Put each mined name into the pool of the place it was compared at (``kinds``: each parameter's
+    kind, :class:`.hints.Param`; the answers are not here: :meth:`.pools.Pools._scripted` draws them)."""
+    for place, names in refs.items():
+        values = [Global(n) for n in names]
+        kind, rest = place[0], place[1:]
+        if not rest:  # the answers
+            continue
+        packed = kinds.get(rest[0]) == "vararg"  # ``*args``: its pool holds tuples of arguments
+        if kind in ("arg", "attr") and packed or kind != "self" and kinds.get(rest[0]) == "kwarg":
+            continue
+        if kind == "arg" and (pool := by_param.get(rest[0])) is not None:
+            pool[1:1] = values
+        elif kind == "self" and (pool := by_param.get(self_prefix + rest[0])) is not None:
+            pool[2:2] = values  # after the constructed instance's own value and the first drawn one
+        elif kind == "attr" and (pool := by_param.get(rest[0])) is not None:
+            # every other object of the pool has the attribute set to a name (its other attributes are
+            # drawn, and an input varies a parameter as a whole), and a copy of the first has each
+            objs = [i for i, v in enumerate(pool) if isinstance(v, Obj)]
+            for k, i in enumerate(objs[1::2]):
+                pool[i] = Obj(**{**vars(pool[i]), rest[1]: values[k % len(values)]})
+            base = vars(pool[objs[0]]) if objs else {}
+            at = objs[0] + 1 if objs else 1
+            pool[at:at] = [Obj(**{**base, rest[1]: v}) for v in values]
+        elif kind == "item" and (pool := by_param.get(rest[0])) is not None:
+            pool[1:1] = [(v,) for v in values] if packed else [[v] for v in values]
+
+
+def answers(refs: dict[tuple[str, ...], list[str]]) -> list[Global]:
+    """The names what x's calls answer is compared with (``data = self.stream.char(); data is EOF``)."""
+    return [Global(n) for n in refs.get(("answer",), [])]

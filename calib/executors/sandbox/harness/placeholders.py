@@ -1,0 +1,78 @@
+"""The placeholders of an input value made into objects of the input's build of x's module (inside the
+sandbox; stdlib only): ``New('Cls', ...)``, an instance of the module's class ``Cls``, and
+``Global('EOF')``, the object the module-level name ``EOF`` holds (:mod:`.values`, :mod:`.globalrefs`).
+
+Each run decodes its input afresh and builds the module afresh (or restores its one build), so the
+objects are this build's: a sentinel ``_MISSING = object()`` given as an argument is the very object
+x compares with, in x's runs and in each candidate's.
+"""
+
+from __future__ import annotations
+
+from . import mutators, standins
+from .calls import make_instance, set_attributes
+from .standins import CalibStandIn
+from .values import Global, New, Obj
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
+    """``value`` with its placeholders replaced: ``New(...)`` in it (and in its lists, tuples and dicts)
+    by instances, ``Global(...)`` anywhere (also in an ``Obj``'s attributes and in what a scripted
+    stand-in's calls return) by the module's object."""
+    if isinstance(value, New):
+        cls = ns.get(value.cls)
+        if standins.is_standin(cls):  # a class from a withheld module: an instance stand-in of it
+            return CalibStandIn(standins.standin_name(cls) + "()")
+        if not isinstance(cls, type):
+            return CalibStandIn(value.cls)
+        args = [materialize(a, ns, depth + 1) for a in value.args]
+        attrs = {k: v if k == mutators.CALLS else materialize(v, ns, depth + 1) for k, v in value.attrs.items()}
+        try:
+            made = cls(*args)
+        except Exception:  # noqa: BLE001 - the constructor wants something else: build it bare
+            return make_instance(cls, Obj(**attrs)) if not args else cls.__new__(cls)
+        made = mutators.apply(made, attrs.get(mutators.CALLS))  # its mutators' calls (:mod:`.mutators`)
+        return set_attributes(made, cls, attrs)  # then its attributes, as for ``self``
+    if isinstance(value, Global):
+        return lookup(value, ns)
+    if depth < 3 and isinstance(value, list | tuple):
+        return type(value)(materialize(v, ns, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return {k: materialize(v, ns, depth + 1) for k, v in value.items()}
+    if isinstance(value, Obj) or standins.is_standin(value):
+        return globals_in(value, ns, depth)
+    return value
+
+
+def lookup(ref: Global, ns: dict[str, Any]) -> Any:
+    """The object ``ref`` names in the build ``ns``; a stand-in of that name if the build has none."""
+    return ns[ref.name] if ref.name in ns else CalibStandIn(ref.name)
+
+
+def globals_in(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
+    """``value`` with each ``Global(...)`` in it looked up, in place where it is an ``Obj`` or a
+    scripted stand-in (both are made afresh per run), nothing else changed."""
+    if isinstance(value, Global):
+        return lookup(value, ns)
+    if depth >= 4:
+        return value
+    if isinstance(value, list | tuple) and any(_holds(v) for v in value):
+        return type(value)(globals_in(v, ns, depth + 1) for v in value)
+    if isinstance(value, dict) and any(_holds(v) for v in value.values()):
+        return {k: globals_in(v, ns, depth + 1) for k, v in value.items()}
+    if isinstance(value, Obj):
+        for name, item in vars(value).items():
+            if _holds(item):
+                setattr(value, name, globals_in(item, ns, depth + 1))
+    elif standins.is_standin(value) and (script := standins.standin_script(value)):
+        script[:] = [globals_in(v, ns, depth + 1) for v in script]
+    return value
+
+
+def _holds(value: Any) -> bool:
+    """Whether ``value`` may hold a ``Global`` (containers, ``Obj`` and stand-ins are looked into)."""
+    return isinstance(value, Global | list | tuple | dict | Obj) or standins.is_standin(value)
