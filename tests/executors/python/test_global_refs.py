@@ -171,3 +171,53 @@ def test_what_a_withheld_dependency_answers_can_be_its_own_sentinel() -> None:
     returns = {json.loads(item.output).get("return") for item in result.inputs if item.valid}
     assert 2 in returns  # ``data is EOF`` held: the stand-in's call answered the module's EOF
     assert any("Global('EOF')" in item.state.get("self", "") for item in result.inputs)
+
+
+ALIAS_CONTEXT = (
+    "import sys\n"
+    "if sys.version_info[0] >= 3:\n"
+    "    unicode_type = str\n"
+    "    bytes_type = bytes\n"
+    "else:\n"
+    "    unicode_type = unicode\n"  # noqa: F821 - never runs
+    "    bytes_type = str\n"
+    "\n"
+)
+TO_TEXT = (
+    "def to_text(obj):\n"
+    "    if isinstance(obj, unicode_type):\n"
+    "        return obj\n"
+    "    elif isinstance(obj, bytes_type):\n"
+    "        try:\n"
+    "            return unicode_type(obj, 'utf-8')\n"
+    "        except UnicodeDecodeError as error:\n"
+    "            sys.stderr.write('cannot decode %r: %s' % (obj, error))\n"
+    "            return unicode_type(obj, 'utf-8', 'replace')\n"
+    "    else:\n"
+    "        return unicode_type(obj)\n"
+)
+
+
+def test_module_names_of_builtin_types_are_hints() -> None:
+    extra = "from six import string_types as strs, text_type\nLIMIT = 3\npair = (str, bytes)\n"
+    tree = ast.parse(ALIAS_CONTEXT + extra)
+    assert globalrefs.type_aliases(tree) == {"unicode_type": ["str"], "bytes_type": ["bytes"], "strs": ["str"],
+                                             "text_type": ["str"], "pair": ["str", "bytes"]}
+    # the first binding wins (the ``if`` branch that runs on Python 3)
+    node = ast.parse(TO_TEXT).body[0]
+    info = hints.analyse(node, skip_first=False)
+    hints.mine_module(ast.parse(ALIAS_CONTEXT + TO_TEXT), info)
+    assert "bytes" not in info.params[0].types
+    pools = synth.Pools(info, random.Random(0))
+    assert {"str", "bytes"} <= set(info.params[0].types)
+    assert b"\x00\xff" in pools.by_param["obj"]  # not UTF-8: the handler's input
+
+
+@needs_bwrap
+def test_an_isinstance_check_through_a_type_alias_reaches_its_branch() -> None:
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0))
+    result = asyncio.run(executor.compare(TO_TEXT, [], context=ALIAS_CONTEXT))
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0  # (0.75 before: no bytes, so never the ``except UnicodeDecodeError``)
+    replaced = [json.loads(i.output) for i in result.inputs if decode(i.state["args"]["obj"]) == b"\x00\xff"]
+    assert replaced and replaced[0]["return"] == "\x00\ufffd" and "cannot decode" in replaced[0]["stderr"]

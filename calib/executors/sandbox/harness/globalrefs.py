@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from .hints import TYPE_NAMES, Hints
 from .values import Global, Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -146,3 +147,56 @@ def extend(by_param: dict[str, list[Any]], refs: dict[tuple[str, ...], list[str]
 def answers(refs: dict[tuple[str, ...], list[str]]) -> list[Global]:
     """The names what x's calls answer is compared with (``data = self.stream.char(); data is EOF``)."""
     return [Global(n) for n in refs.get(("answer",), [])]
+
+
+#: Compatibility names for builtin types (``from six import string_types``), as hints only.
+COMPAT_TYPES = {"string_types": ["str"], "text_type": ["str"], "binary_type": ["bytes"], "integer_types": ["int"],
+                "unicode": ["str"], "basestring": ["str"], "long": ["int"], "unicode_type": ["str"],
+                "bytes_type": ["bytes"], "str_type": ["str"], "numeric_types": ["int", "float"]}
+
+
+def type_aliases(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level names of builtin types: ``bytes_type = bytes``, ``string_types = (str, bytes)`` (also
+    inside ``if``/``try`` blocks there), and the compatibility names (:data:`COMPAT_TYPES`) imported."""
+    out: dict[str, list[str]] = {}
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            items = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
+            kinds = [TYPE_NAMES[i.id] for i in items if isinstance(i, ast.Name) and i.id in TYPE_NAMES]
+            if kinds and len(kinds) == len(items):
+                out.setdefault(stmt.targets[0].id, kinds)
+        elif isinstance(stmt, ast.ImportFrom):
+            out.update({a.asname or a.name: COMPAT_TYPES[a.name] for a in stmt.names if a.name in COMPAT_TYPES})
+        elif isinstance(stmt, ast.If | ast.Try):
+            todo += [*stmt.body, *stmt.orelse, *(s for h in getattr(stmt, "handlers", ()) for s in h.body)]
+    return out
+
+
+def alias_hints(info: Hints, tree: ast.Module | None, self_name: str | None) -> None:
+    """``isinstance(obj, bytes_type)`` with ``bytes_type = bytes``: ``obj`` (a parameter or ``self.attr``)
+    takes bytes, as ``isinstance(obj, bytes)`` says (:func:`.hints.describe` reads builtin names only)."""
+    if tree is None or info.node is None:
+        return
+    aliases = type_aliases(tree)
+    if not aliases:
+        return
+    params = {p.name: p for p in info.params}
+    attrs = {p.name: p for p in info.self_params}
+    for n in ast.walk(info.node):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
+                and len(n.args) == 2):
+            continue
+        subject, spec = n.args
+        if isinstance(subject, ast.Name):
+            p = params.get(subject.id)
+        elif isinstance(subject, ast.Attribute) and isinstance(subject.value, ast.Name) \
+                and subject.value.id == self_name:
+            p = attrs.get(subject.attr)
+        else:
+            p = None
+        names = spec.elts if isinstance(spec, ast.Tuple) else [spec]
+        for kind in (k for name in names if isinstance(name, ast.Name) for k in aliases.get(name.id, ())):
+            if p is not None and kind not in p.types:
+                p.types.append(kind)

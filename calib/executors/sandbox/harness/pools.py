@@ -120,7 +120,8 @@ class Pools:
         self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
         names = [p.name for p in hints.params]  # module-level objects x compares inputs with (.globalrefs)
-        refs = globalrefs.mine(hints.node, hints.tree, names, globalrefs.self_name(hints.node, names))
+        globalrefs.alias_hints(hints, hints.tree, first := globalrefs.self_name(hints.node, names))
+        refs = globalrefs.mine(hints.node, hints.tree, names, first)
         self.answers = globalrefs.answers(refs)
         self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
         self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
