@@ -67,6 +67,8 @@ STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str"
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 DEFAULT = CalibStandIn(DEFAULT_NAME)  # as an argument: left out, its default applies (calls.DEFAULT_NAME)
+_ARITHMETIC = frozenset(("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift",
+                         "rshift", "and", "xor", "or"))
 TWIN = CalibStandIn("<twin>")  # a marker only: the argument is a copy of the input's own self (synth.search)
 
 BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
@@ -141,7 +143,9 @@ class Pools:
         # ``other`` of a method (``__eq__``, ``__cmp__``, ``merge``), or a parameter of x's own class: a
         # copy of self early (equal first; the search then varies self's attributes one by one)
         self.twin_of = owner
-        for p in hints.params if owner is not None else ():
+        x_name = getattr(hints.node, "name", "")
+        reflected = x_name[:3] == "__r" and x_name[3:-2] in _ARITHMETIC  # ``__rsub__``: other is not of x's class
+        for p in hints.params if owner is not None and not reflected else ():
             if p.kind in ("positional", "keyword") and (p.name == "other" or owner in p.classes):
                 self.by_param[p.name].insert(min(1, len(self.by_param[p.name])), TWIN)
         self.uses = self._ambient(hints)  # environment variables, stdin, files and folders x reads
