@@ -93,15 +93,18 @@ def test_each_input_sees_only_its_own_files_in_the_sandbox():
     assert result.candidates[0].matches == (True,) * len(states)
 
 
-UNREACHABLE = (  # the branch needs the context's own object: no input state can hold it
+UNREACHABLE = (  # the branch needs an object the context makes afresh at each call: no input state holds it
     "def f(n):\n"
-    "    if n is SENTINEL:\n"
+    "    if n is sentinel():\n"
     "        a = 1\n"
     "        b = 2\n"
     "        c = 3\n"
     "        return a + b + c\n"
     "    return n\n"
 )
+
+
+SENTINEL_CONTEXT = "def sentinel():\n    return object()\n"
 
 
 def _run(truth: str, candidates: list[str], context: str, **config: object):
@@ -114,9 +117,9 @@ def _run(truth: str, candidates: list[str], context: str, **config: object):
 
 @needs_bwrap
 def test_candidates_are_not_run_when_the_search_already_made_the_sample_inconclusive():
-    off = _run(UNREACHABLE, [UNREACHABLE, UNREACHABLE.replace("return n", "return -n")], "SENTINEL = object()\n",
+    off = _run(UNREACHABLE, [UNREACHABLE, UNREACHABLE.replace("return n", "return -n")], SENTINEL_CONTEXT,
                candidates_when_inconclusive=False)
-    on = _run(UNREACHABLE, [UNREACHABLE], "SENTINEL = object()\n")
+    on = _run(UNREACHABLE, [UNREACHABLE], SENTINEL_CONTEXT)
     # 2 of x's 6 statements can run (the `if` and `return n`): coverage 1/3 < C = 0.8 either way
     for result in (off, on):
         assert not result.conclusive and "coverage 0.33 < 0.8" in result.reason
@@ -155,8 +158,8 @@ def _modes(truth: str, candidates: list[str], context: str, **config: object) ->
 
 @needs_bwrap
 def test_x_is_not_replayed_either_when_the_search_already_made_the_sample_inconclusive():
-    off, off_modes = _modes(UNREACHABLE, [UNREACHABLE], "SENTINEL = object()\n", candidates_when_inconclusive=False)
-    on, on_modes = _modes(UNREACHABLE, [UNREACHABLE], "SENTINEL = object()\n")
+    off, off_modes = _modes(UNREACHABLE, [UNREACHABLE], SENTINEL_CONTEXT, candidates_when_inconclusive=False)
+    on, on_modes = _modes(UNREACHABLE, [UNREACHABLE], SENTINEL_CONTEXT)
     assert off_modes == ["explore"] and on_modes == ["explore", "replay"]
     # the same verdict, reason and inputs: x's replay could only have made fewer inputs valid
     assert (off.conclusive, off.reason, off.valid_inputs) == (on.conclusive, on.reason, on.valid_inputs)
