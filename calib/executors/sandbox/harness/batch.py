@@ -13,7 +13,7 @@ import os
 import types
 
 from . import canon, hints
-from .calls import instance_default
+from .classattrs import instance_default
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ import sys
 import types
 
 from . import canon, env, hints, mutators, scaffold, standins
+from .classattrs import class_reads, instance_default  # noqa: F401 - class_reads: also read as calls.class_reads
 from .standins import CalibStandIn
 from .values import Obj
 
@@ -79,67 +80,6 @@ def set_attributes(instance: Any, cls: type, attrs: dict[str, Any]) -> Any:
         except Exception:  # noqa: BLE001
             pass
     return instance
-
-
-#: The types of a class-level value that can be an instance's default state (``contentparams = None``).
-_PLAIN = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset)
-_STORED: dict[tuple[int, str], bool] = {}
-
-
-def instance_default(cls: type, name: str) -> bool:
-    """Whether the class-level ``name`` of ``cls`` is a default of its instances' state: ``None``
-    (``contentparams = None``: set later, by the class or a mixin of another file), or a plain value
-    (``_cache = {}``) that the file's code also sets on objects (``self._cache = ...``): then
-    ``self.name`` is input, like any other attribute x reads."""
-    value = getattr(cls, name, None)
-    if value is None or type(value) not in _PLAIN:
-        return value is None and hasattr(cls, name)
-    placed = scaffold.LAST[0]
-    if placed is None:
-        return False
-    key = (id(placed), name)
-    if key not in _STORED:  # ``obj.name = ``, ``+=`` …: the text, not a walk of the tree (6 ms in 1,700 lines)
-        import re  # noqa: PLC0415 - loaded already (json needs it)
-
-        _STORED[key] = re.search(r"\.\s*" + re.escape(name) + r"\s*(?:[-+*/|&^%@]|//|<<|>>|\*\*)?=(?!=)",
-                                 placed.source) is not None
-    return _STORED[key]
-
-
-_CLASS_READS: dict[tuple[int, tuple[str, ...]], list[str]] = {}
-
-
-def class_reads(cls: type) -> list[str]:
-    """``self.attr`` read by the methods of ``cls`` and of its bases defined in the file (by name)."""
-    placed = scaffold.LAST[0]
-    names = tuple(c.__name__ for c in getattr(cls, "__mro__", ()) if c is not object)
-    if placed is None or not names:
-        return []
-    key = (id(placed), names)
-    if key not in _CLASS_READS:
-        import ast  # noqa: PLC0415
-
-        found: dict[str, None] = {}
-        classes: list[Any] = []
-        todo: list[Any] = list(placed.tree.body)
-        while todo:  # class statements, also nested in classes and blocks (not inside functions)
-            stmt = todo.pop()
-            classes += [stmt] if isinstance(stmt, ast.ClassDef) else []
-            if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                for block in ("body", "orelse", "finalbody", "handlers"):
-                    todo.extend(c for c in getattr(stmt, block, ()) if isinstance(c, ast.stmt | ast.excepthandler))
-        for node in classes:
-            for method in node.body if node.name in names else ():
-                if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) or not method.args.args:
-                    continue
-                me = method.args.args[0].arg
-                for sub in ast.walk(method):
-                    if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load)
-                            and isinstance(sub.value, ast.Name) and sub.value.id == me
-                            and not (sub.attr.startswith("__") and sub.attr.endswith("__"))):
-                        found.setdefault(sub.attr)
-        _CLASS_READS[key] = list(found)
-    return _CLASS_READS[key]
 
 
 def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, int]]:
