@@ -1,7 +1,8 @@
-"""Two kinds of object state the search reaches (issue 24 §2): ``other`` of x's own class as a copy of
-the input's ``self`` (``__eq__``, ``__cmp__`` compare field by field, and only equal prefixes reach the
-later fields), and a class-level ``None`` that instances override (``contentparams = None`` in the
-class, set by a mixin) as ``self`` state the search varies, where a class constant stays context."""
+"""Object state the search reaches and the comparison sees (issue 24 §2): ``other`` of x's own class as
+a copy of the input's ``self`` (``__eq__``, ``__cmp__`` compare field by field, and only equal prefixes
+reach the later fields); a class-level ``None`` that instances override (``contentparams = None`` in the
+class, set by a mixin) as ``self`` state the search varies, where a class constant stays context; and an
+exception's own attributes as part of its canonical form."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox.harness import synth
+from calib.executors.sandbox.harness import canon, synth
 from calib.executors.sandbox.harness.values import New, decode
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -125,3 +126,45 @@ def test_a_class_level_none_is_state_the_search_varies_and_a_constant_is_not() -
     selves = [decode(item.state["self"]) for item in result.inputs if item.state.get("self")]
     assert any(isinstance(getattr(s, "contentparams", None), dict) for s in selves)
     assert not any(hasattr(s, "LIMIT") for s in selves)  # a class constant stays the context's
+
+
+ERRORS = (
+    "class ParseError(Exception):\n"
+    "    pass\n"
+    "\n"
+    "\n"
+    "class UnexpectedToken(ParseError):\n"
+)
+ERROR_INIT = (
+    "    def __init__(self, token, expected, state=None):\n"
+    "        super(UnexpectedToken, self).__init__()\n"
+    "        self.line = getattr(token, 'line', '?')\n"
+    "        self.token = token\n"
+    "        self.expected = expected\n"
+    "        self.state = state\n"
+)
+
+
+def test_an_exception_carries_its_own_attributes() -> None:
+    class Unexpected(Exception):
+        def __init__(self, token: object) -> None:
+            super().__init__()
+            self.token = token
+
+    first, second = canon.canonical(Unexpected("a")), canon.canonical(Unexpected("b"))
+    assert first == {"exception": canon._qualname(Unexpected), "args": {"tuple": []}, "state": [["token", "a"]]}
+    assert canon.dumps(first) != canon.dumps(second)  # equal before: type and arguments only
+    assert canon.canonical(ValueError("x")) == {"exception": "ValueError", "args": {"tuple": ["x"]}}
+
+
+@needs_bwrap
+def test_an_exception_classes_initialiser_is_conclusive_and_judged_by_its_attributes() -> None:
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0))
+    wrong = ERROR_INIT.replace("self.expected = expected", "self.expected = token")
+    result = asyncio.run(executor.compare(ERROR_INIT, [ERROR_INIT, wrong], context=ERRORS))
+    assert result.conclusive, result.reason  # (1 distinct output before: every input left "the same" exception)
+    same, other = result.candidates
+    valid = [i for i, item in enumerate(result.inputs) if item.valid]
+    assert all(same.matches[i] for i in valid)
+    differ = [i for i in valid if result.inputs[i].state["args"]["token"] != result.inputs[i].state["args"]["expected"]]
+    assert differ and not any(other.matches[i] for i in differ)

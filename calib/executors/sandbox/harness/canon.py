@@ -207,8 +207,9 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] | set[int] = fro
                 out["type"] = _qualname(kind)
             _tail(out, items)
             return out
-        if isinstance(value, BaseException):
-            return {"exception": _qualname(kind), "args": canonical(value.args, depth + 1, seen)}
+        if isinstance(value, BaseException):  # its own attributes (``self.token = token``) are its state too
+            out = {"exception": _qualname(kind), "args": canonical(value.args, depth + 1, seen)}
+            return {**out, "state": _object(value, depth, seen)["state"]} if getattr(value, "__dict__", None) else out
         if isinstance(value, type):
             return _class(value, depth, seen)
         if isinstance(value, types.FunctionType):
