@@ -19,12 +19,49 @@ SHAPES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("datetime timestamp iso", ("2024-01-31T12:34:56",)), ("time clock", ("12:34:56",)))
 
 
+#: Texts in the shape a function of the standard library that x hands a parameter to parses
+#: (``socket.inet_aton(s)``, ``json.loads(text)``), by the function's name
+PARSERS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("inet_aton", "inet_pton", "ip_address", "IPv4Address", "IPv6Address", "ip_interface"),
+                    ("192.168.1.10", "::1")),
+    **dict.fromkeys(("ip_network", "IPv4Network", "IPv6Network"), ("10.0.0.0/8", "fe80::/64")),
+    **dict.fromkeys(("urlparse", "urlsplit", "urlopen", "urljoin"), ("https://user@example.com:8080/a/b?q=1#top",)),
+    **dict.fromkeys(("fromisoformat", "strptime"), ("2024-01-31", "2024-01-31T12:34:56")),
+    "loads": ('{"name": "example", "values": [1, 2]}', "[1, 2, 3]"), "literal_eval": ("[1, 2, 3]", "{'a': 1}"),
+    **dict.fromkeys(("b64decode", "urlsafe_b64decode", "standard_b64decode"), ("aGVsbG8gd29ybGQ=",)),
+    **dict.fromkeys(("unhexlify", "a2b_hex", "fromhex"), ("deadbeef",)),
+    "UUID": ("12345678-1234-5678-1234-567812345678",), "Decimal": ("3.14", "-2.5e3"),
+    **dict.fromkeys(("parse_qs", "parse_qsl"), ("a=1&b=two&b=3",)), "unquote": ("a%20b%2Fc",),
+    **dict.fromkeys(("parsedate", "parsedate_tz", "parsedate_to_datetime"), ("Tue, 01 Jul 2003 10:52:37 +0200",)),
+}
+
+
 def shaped(hints: Any) -> list[str]:  # a .hints.Hints
-    """:data:`SHAPES` texts for x's parameters and the attributes of ``self`` it reads, in their order."""
+    """:data:`SHAPES` texts for x's parameters and the attributes of ``self`` it reads, in their order; then
+    :data:`PARSERS` texts for the parameters x hands to those functions."""
     out: list[str] = []
     for p in [*hints.params, *hints.self_params]:
         if p.types and not {"str", "any", "none"} & set(p.types):
             continue  # a number, a list, an object ...: not a text whatever its name
         out += [t for names, texts in SHAPES if set(p.name.lower().split("_")) & set(names.split()) for t in texts
                 if t not in out]
-    return out[:8]
+    return (out + [t for t in parsed(hints) if t not in out])[:8]
+
+
+def parsed(hints: Any) -> list[str]:
+    """:data:`PARSERS` texts for each parameter x passes to one of those functions (``inet_pton(AF_INET6,
+    s)``: any argument), in the order of the calls."""
+    import ast  # noqa: PLC0415 - loaded with the hints already
+
+    if hints.node is None:
+        return []
+    names = {p.name for p in hints.params}
+    out: list[str] = []
+    for n in ast.walk(hints.node):
+        if not isinstance(n, ast.Call):
+            continue
+        name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+        texts = PARSERS.get(name)
+        if texts and any(isinstance(a, ast.Name) and a.id in names for a in n.args[:2]):
+            out += [t for t in texts if t not in out]
+    return out
