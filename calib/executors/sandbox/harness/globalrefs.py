@@ -11,8 +11,8 @@ tuple, list or set of names) of a module-level name (a class, an imported name, 
 something no literal writes) with what x takes as input: a parameter, an attribute of one, an item of
 one, an attribute of ``self``, or what a call answers (``data = self.stream.char()``). :func:`extend`
 puts the names into those pools: early in a parameter's or ``self`` attribute's pool, as the attribute
-of a copy of the parameter's first object, in a one-item tuple for ``*args``, and as the first answer
-of half the scripted stand-ins (:meth:`.pools.Pools._scripted`).
+of every other object in the parameter's pool and of a copy of its first one, in a one-item tuple for
+``*args``, and as the first answer of a quarter of the scripted stand-ins (:meth:`.pools.Pools._scripted`).
 """
 
 from __future__ import annotations
@@ -35,22 +35,31 @@ _OPS = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)
 _WRITTEN = (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.UnaryOp, ast.BinOp, ast.JoinedStr)
 
 
+def _top_level(tree: ast.Module) -> list[ast.stmt]:
+    """The module's top-level statements, those inside its top-level ``if``/``try`` blocks included, in
+    the order they run."""
+    out: list[ast.stmt] = []
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        out.append(stmt)
+        if isinstance(stmt, ast.If | ast.Try):
+            todo[:0] = [*stmt.body, *(s for h in getattr(stmt, "handlers", ()) for s in h.body), *stmt.orelse,
+                        *getattr(stmt, "finalbody", ())]
+    return out
+
+
 def module_names(tree: ast.Module) -> set[str]:
     """Names the module binds at its top level (also inside ``if``/``try`` blocks there) to objects no
     literal can write: classes, names imported from modules, and assignments of anything but a literal."""
     out: set[str] = set()
-    todo = list(tree.body)
-    while todo:
-        stmt = todo.pop()
+    for stmt in _top_level(tree):
         if isinstance(stmt, ast.ClassDef):
             out.add(stmt.name)
         elif isinstance(stmt, ast.ImportFrom):
             out.update(a.asname or a.name for a in stmt.names if a.name != "*")
         elif isinstance(stmt, ast.Assign) and not isinstance(stmt.value, _WRITTEN):
             out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-        elif isinstance(stmt, ast.If | ast.Try):
-            todo += [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", ()),
-                     *(s for h in getattr(stmt, "handlers", ()) for s in h.body)]
     return out - set(dir(builtins))
 
 
@@ -159,9 +168,7 @@ def type_aliases(tree: ast.Module) -> dict[str, list[str]]:
     """Module-level names of builtin types: ``bytes_type = bytes``, ``string_types = (str, bytes)`` (also
     inside ``if``/``try`` blocks there), and the compatibility names (:data:`COMPAT_TYPES`) imported."""
     out: dict[str, list[str]] = {}
-    todo = list(tree.body)
-    while todo:
-        stmt = todo.pop(0)
+    for stmt in _top_level(tree):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             items = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
             kinds = [TYPE_NAMES[i.id] for i in items if isinstance(i, ast.Name) and i.id in TYPE_NAMES]
@@ -169,8 +176,6 @@ def type_aliases(tree: ast.Module) -> dict[str, list[str]]:
                 out.setdefault(stmt.targets[0].id, kinds)
         elif isinstance(stmt, ast.ImportFrom):
             out.update({a.asname or a.name: COMPAT_TYPES[a.name] for a in stmt.names if a.name in COMPAT_TYPES})
-        elif isinstance(stmt, ast.If | ast.Try):
-            todo += [*stmt.body, *stmt.orelse, *(s for h in getattr(stmt, "handlers", ()) for s in h.body)]
     return out
 
 
