@@ -128,6 +128,8 @@ _SIZED = (list, tuple, dict, set, frozenset, types.MappingProxyType)
 
 MAX_NODES = 200_000
 _budget = [MAX_NODES]
+#: An object's identity: its address rotated (distinct among live objects), without the audit event of ``id()``
+_identity = object.__hash__
 
 
 def _c_encoder(sort_keys: bool, ascii: bool) -> Any:
@@ -154,7 +156,7 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] | set[int] = fro
     times must not cost gigabytes; the cut is marked (``size_limit``) and recorded in :data:`CAPS`, as
     is nesting deeper than ``MAX_DEPTH`` (the harness then reports the input ``unobservable``).
     (Exact built-in types are tested first, by identity: the same result as the ``isinstance`` chain
-    below them, which subclasses still go through. ``_seen``: ids of the containers on the path to ``value``.)
+    below them, which subclasses still go through. ``_seen``: identities of the containers on the path to ``value``.)
     """
     if depth == 0:
         _budget[0] = MAX_NODES
@@ -172,7 +174,7 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] | set[int] = fro
         return value if len(value) <= MAX_STR else _text(value)
     if depth >= MAX_DEPTH:
         return _cap("depth_limit", kind.__name__)
-    if (ident := id(value)) in _seen:
+    if (ident := _identity(value)) in _seen:
         return {"cycle": kind.__name__}
     (seen := _seen if type(_seen) is set else set(_seen)).add(ident)
     try:

@@ -22,10 +22,10 @@ only ever written into the sandbox's private working directory.
 from __future__ import annotations
 
 import ast
-import copy
 import json
 
 from . import cmplog
+from .trees import clone
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _bodies(node: ast.AST, tree: ast.Module | None) -> list[ast.AST]:
             if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)}
     defs.pop(getattr(node, "name", ""), None)  # x itself (a recursive call is no helper)
     if any(isinstance(n, ast.Name) and n.id == cmplog.NAME for n in ast.walk(node)):
-        node = _Plain().visit(copy.deepcopy(node))
+        node = _Plain().visit(clone(node))
     found, todo = [node], [node]
     for _ in range(2):
         nxt = []

@@ -21,6 +21,7 @@ import ast
 import copy
 
 from .calls import is_docstring
+from .trees import clone
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class Probes:
 
     def _copy(self, node: Any) -> Any:
         if node is self.node or getattr(node, "body", None) is self.node.body:
-            new = copy.deepcopy(node)
+            new = clone(node)
             instrument(new)
             return new
         new = copy.copy(node)

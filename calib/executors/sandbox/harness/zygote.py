@@ -385,7 +385,10 @@ PRELOAD = ("string", "urllib.parse", "ipaddress", "binascii", "fnmatch", "base64
            "shutil", "locale", "gettext", "calendar", "traceback", "html", "html.entities", "pprint", "numbers",
            "unicodedata", "decimal", "email.utils", "email.message", "email.parser", "hashlib", "typing",
            "dataclasses", "enum", "inspect", "contextlib", "codecs", "struct", "collections", "zlib", "glob",
-           "quopri")
+           "quopri",
+           # what every batch imports: the hash of pinned code (:func:`.canon.sha256`) and the module whose
+           # process start the policy replaces (:func:`.env.install_policy`); extension modules, each a dlopen
+           "_sha256", "_sha2", "_posixsubprocess")
 
 
 def _preload() -> None:
