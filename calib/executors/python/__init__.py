@@ -101,11 +101,11 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 #: Keys of an input state (docs/executors.md, "Input states").
-_STATE_KEYS = frozenset({"args", "self", "files", "seed", "standins", "env", "stdin", "argv"})
+_STATE_KEYS = frozenset({"args", "self", "files", "seed", "standins", "env", "stdin", "argv", "probe"})
 
 
 def _state_problem(state: Any) -> str:
-    """What is wrong with an input state's shape ('' when nothing): JSON data only, env, stdin and argv within
+    """What is wrong with an input state's shape ('' when nothing): JSON data only, env, stdin, argv, probe within
     their bounds (the harness's own check, :func:`calib.executors.sandbox.harness.ambient.check`)."""
     if not isinstance(state, dict) or not set(state) <= _STATE_KEYS:
         return f"an input state is an object with the keys {', '.join(sorted(_STATE_KEYS))}"
@@ -114,7 +114,7 @@ def _state_problem(state: Any) -> str:
         return "args must map each parameter to a value written as text"
     if not (files is None or isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
         return "files must map each file name to its text"
-    return ambient.check(state.get("env"), state.get("stdin"), state.get("argv"))
+    return ambient.check(state.get("env"), state.get("stdin"), state.get("argv"), state.get("probe"))
 
 
 def _well_formed_state(state: Any) -> bool:

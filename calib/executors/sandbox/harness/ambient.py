@@ -32,14 +32,16 @@ MAX_ENV_NAME = 256  # characters of a name
 MAX_ENV_VALUE = 4096  # characters of a value
 MAX_STDIN = 64 * 1024  # characters of stdin
 MAX_ARGV = 64  # command-line arguments per input
+MAX_PROBE_ARGS = 3  # arguments of a returned closure's first probe call (:func:`.calls.closure_params`)
 MAX_ARG = 4096  # characters of one argument
 ABSENT = "absent.txt"  # a file name on the command line that the search does not write
 ARGV0 = "prog"  # sys.argv[0], the same for every input (argparse's usage line names it)
 
 
-def check(env: Any, stdin: Any, argv: Any = None) -> str:
-    """Why ``env``/``stdin``/``argv`` of an input state are not well formed ('' when they are); the host runs the
-    same check on every state a batch reports, and the harness on every state it is given."""
+def check(env: Any, stdin: Any, argv: Any = None, probe: Any = None) -> str:
+    """Why ``env``/``stdin``/``argv``/``probe`` of an input state are not well formed ('' when they are); the host
+    runs the same check on every state a batch reports, and the harness on every state it is given. (``probe``:
+    a returned closure's first arguments, :func:`.calls.closure_params`.)"""
     if env is not None:
         if not isinstance(env, dict) or len(env) > MAX_ENV:
             return f"env must be a mapping of at most {MAX_ENV} names"
@@ -53,6 +55,9 @@ def check(env: Any, stdin: Any, argv: Any = None) -> str:
     if argv is not None and not (isinstance(argv, list) and len(argv) <= MAX_ARGV and all(
             isinstance(a, str) and len(a) <= MAX_ARG and "\0" not in a for a in argv)):
         return f"argv must be a list of at most {MAX_ARGV} texts of at most {MAX_ARG} characters (sys.argv[1:])"
+    if probe is not None and not (isinstance(probe, list) and len(probe) <= MAX_PROBE_ARGS
+                                  and all(isinstance(v, str) for v in probe)):
+        return f"probe must be a list of at most {MAX_PROBE_ARGS} values written as text"
     return ""
 
 

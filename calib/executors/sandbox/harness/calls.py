@@ -11,6 +11,7 @@ import sys
 import types
 
 from . import canon, env, hints, mutators, scaffold, standins
+from .ambient import MAX_PROBE_ARGS
 from .classattrs import class_reads, instance_default  # noqa: F401 - class_reads: also read as calls.class_reads
 from .standins import CalibStandIn
 from .values import Obj
@@ -240,13 +241,36 @@ def _probe_args(fn: Any) -> tuple[list[Any], dict[str, Any], str]:
     return args, kwargs, "(" + ", ".join(shown) + ")"
 
 
-def probe(value: Any, lines: tuple[int, int, int]) -> list[Any] | None:
+def closure_params(node: Any) -> list[Any]:
+    """The required positional parameters of the closure x returns (a nested ``def`` it returns by name),
+    with what the closure's body says about them: the search varies what the first probe call passes
+    them (input state key ``probe``; ``_compile_sequence(schema, seq_type)`` returns ``validate(path,
+    data)``, whose lines no fixed argument reaches). None for a closure that takes a function (a
+    decorator: the probe function stays, :func:`_probe_args`) or more than :data:`MAX_PROBE_ARGS`."""
+    import ast  # noqa: PLC0415
+
+    nested = {n.name: n for n in ast.walk(node) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+              and n is not node}
+    target = next((nested[n.value.id] for n in ast.walk(node) if isinstance(n, ast.Return)
+                   and isinstance(n.value, ast.Name) and n.value.id in nested), None)
+    if target is None or "decor" in target.name:
+        return []
+    positional = [*target.args.posonlyargs, *target.args.args]
+    required = positional[:len(positional) - len(target.args.defaults)]
+    if not required or len(required) > MAX_PROBE_ARGS or any(a.arg in _CALLABLE_NAMES for a in required):
+        return []
+    return hints.analyse(target, skip_first=False).params[:len(required)]
+
+
+def probe(value: Any, lines: tuple[int, int, int], given: list[Any] | None = None,
+          texts: list[str] | None = None) -> list[Any] | None:
     """When x returns a closure of its own (a decorator factory returns its decorator), what calling it
     does is x's behaviour: it is called (twice, with the same arguments: a cache, a counter answers
     differently the second time), a closure it returns in turn likewise, and the functions of x's own
     set as its attributes (``wrapper.cache_clear``) that need no arguments once each. Each call's
     result (canonical, generators run) or exception type enters the output state under ``probes``.
-    ``lines``: x's first line (decorators), ``def`` line and last line."""
+    ``lines``: x's first line (decorators), ``def`` line and last line. ``given``: the input state's
+    arguments of the first call (key ``probe``, written as ``texts``), in place of its first ones."""
     if not _own(value, lines):
         return None
     out: list[Any] = []
@@ -254,6 +278,10 @@ def probe(value: Any, lines: tuple[int, int, int]) -> list[Any] | None:
     while todo:
         fn, path, depth = todo.pop(0)
         args, kwargs, shown = _probe_args(fn)
+        if depth == 0 and given:
+            keep = len(given[:len(args)])
+            args[:keep] = given[:keep]
+            shown = "(" + ", ".join([*(texts or [])[:keep], *shown[1:-1].split(", ")[keep:]]) + ")"
         calls = [(fn, path + shown, args, kwargs), (fn, path + shown, args, kwargs)]
         calls += [(attr, f"{path}.{name}()", [], {}) for name, attr in sorted(vars(fn).items())
                   if _own(attr, lines) and attr.__code__.co_argcount == len(attr.__defaults__ or ())]

@@ -21,6 +21,7 @@ import ast
 import builtins
 
 from .hints import TYPE_NAMES, Hints
+from .standins import COMPAT_TYPES
 from .values import Global, Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -159,14 +160,11 @@ def answers(refs: dict[tuple[str, ...], list[str]]) -> list[Global]:
 
 
 #: Compatibility names for builtin types (``from six import string_types``), as hints only.
-COMPAT_TYPES = {"string_types": ["str"], "text_type": ["str"], "binary_type": ["bytes"], "integer_types": ["int"],
-                "unicode": ["str"], "basestring": ["str"], "long": ["int"], "unicode_type": ["str"],
-                "bytes_type": ["bytes"], "str_type": ["str"], "numeric_types": ["int", "float"]}
 
 
 def type_aliases(tree: ast.Module) -> dict[str, list[str]]:
     """Module-level names of builtin types: ``bytes_type = bytes``, ``string_types = (str, bytes)`` (also
-    inside ``if``/``try`` blocks there), and the compatibility names (:data:`COMPAT_TYPES`) imported."""
+    inside ``if``/``try`` blocks there), and the compatibility names (:data:`.standins.COMPAT_TYPES`) imported."""
     out: dict[str, list[str]] = {}
     for stmt in _top_level(tree):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -205,3 +203,25 @@ def alias_hints(info: Hints, tree: ast.Module | None, self_name: str | None) -> 
         for kind in (k for name in names if isinstance(name, ast.Name) for k in aliases.get(name.id, ())):
             if p is not None and kind not in p.types:
                 p.types.append(kind)
+
+
+#: Builtin classes a parameter used as a class takes first (:func:`class_hints`), looked up as builtins.
+BUILTIN_CLASSES = ("int", "str", "float", "list", "dict", "tuple", "bool")
+
+
+def class_hints(info: Hints) -> None:
+    """A parameter used as a class (the second argument of ``isinstance``, either of ``issubclass``,
+    ``inspect.isclass(p)``) takes classes: builtin ones (:data:`BUILTIN_CLASSES`) and those of the file
+    its other uses name, as ``Global(...)`` values (``_compile_scalar(schema)``: ``if inspect.isclass(schema)``)."""
+    if info.node is None:
+        return
+    params = {p.name: p for p in info.params}
+    for n in ast.walk(info.node):
+        if not isinstance(n, ast.Call):
+            continue
+        name = n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+        used = {"isinstance": n.args[1:2], "issubclass": n.args[:2], "isclass": n.args[:1]}.get(name, [])
+        for arg in used:
+            p = params.get(arg.id) if isinstance(arg, ast.Name) else None
+            if p is not None and "class" not in p.types:
+                p.types.append("class")

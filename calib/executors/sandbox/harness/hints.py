@@ -322,6 +322,8 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
             for other in operands:
                 names = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
                 _add_all(p.types, [TYPE_NAMES[n.id] for n in names if isinstance(n, ast.Name) and n.id in TYPE_NAMES])
+                # ``type(p) is FractionalComponent``: an instance of a module class, as isinstance() says
+                _add_all(p.classes, [c for n in names if isinstance(n, ast.Name) for c in _class_names(n)])
     if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
         ok, key = _literal(node.left)
         p = subject(node.comparators[0])

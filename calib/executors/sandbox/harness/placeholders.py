@@ -9,6 +9,8 @@ x compares with, in x's runs and in each candidate's.
 
 from __future__ import annotations
 
+import builtins
+
 from . import mutators, standins
 from .calls import make_instance, set_attributes
 from .standins import CalibStandIn
@@ -49,8 +51,12 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
 
 
 def lookup(ref: Global, ns: dict[str, Any]) -> Any:
-    """The object ``ref`` names in the build ``ns``; a stand-in of that name if the build has none."""
-    return ns[ref.name] if ref.name in ns else CalibStandIn(ref.name)
+    """The object ``ref`` names in the build ``ns``, else the builtin class of that name (``Global('int')``
+    for a parameter used as a class), else a stand-in of that name."""
+    if ref.name in ns:
+        return ns[ref.name]
+    found = getattr(builtins, ref.name, None)
+    return found if isinstance(found, type) else CalibStandIn(ref.name)
 
 
 def globals_in(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import random
 
 from . import cmplog, globalrefs, inputs, mutators
-from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
+from .calls import DEFAULT_NAME, closure_params, literal_aliases, sentinel_defaults
 from .hints import Hints, Param, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .standins import CalibStandIn, is_mixed
-from .values import New, Obj
+from .values import Global, New, Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
 )
 
 SELF_PREFIX = "self."
+PROBE_PREFIX = "probe:"  # the i-th argument of a returned closure's first probe call
 INIT_PREFIX = "init."
 SEED = "<seed>"
 STANDINS = "<standins>"
@@ -123,6 +124,7 @@ class Pools:
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
         names = [p.name for p in hints.params]  # module-level objects x compares inputs with (.globalrefs)
         globalrefs.alias_hints(hints, hints.tree, first := globalrefs.self_name(hints.node, names))
+        globalrefs.class_hints(hints)
         refs = globalrefs.mine(hints.node, hints.tree, names, first)
         self.answers = globalrefs.answers(refs)
         self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
@@ -148,6 +150,11 @@ class Pools:
         for p in hints.params if owner is not None and not reflected else ():
             if p.kind in ("positional", "keyword") and (p.name == "other" or owner in p.classes):
                 self.by_param[p.name].insert(min(1, len(self.by_param[p.name])), TWIN)
+        # the arguments of a closure x returns, which probe calls pass (input state key ``probe``)
+        closure = closure_params(hints.node) if hints.node is not None else []
+        self.probe_names = [f"{PROBE_PREFIX}{i}" for i in range(len(closure))]
+        for name, p in zip(self.probe_names, closure):
+            self.params[name], self.by_param[name] = p, self._pool(p)
         self.uses = self._ambient(hints)  # environment variables, stdin, files and folders x reads
         if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
@@ -349,6 +356,8 @@ class Pools:
             return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
         if kind == "none":
             return [None]
+        if kind == "class":  # ``isinstance(value, schema)``: builtin classes, then the file's (.globalrefs)
+            return [Global(n) for n in (*globalrefs.BUILTIN_CLASSES, *p.classes[:2])]
         if kind == "slice":  # ``isinstance(idx, slice)`` in a ``__getitem__``
             return [slice(0, 2), slice(1, None), slice(None, None, -1), slice(-2, None), slice(0, 10, 2)]
         if kind == "path":

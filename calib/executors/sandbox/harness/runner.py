@@ -221,6 +221,8 @@ class Runner:
             LOG.reset(*mode)
             call, instance = self._target(ns, state)
             args, kwargs = self._arguments(state, ns)
+            texts = state.get("probe") or []  # a returned closure's first arguments (calls.closure_params)
+            given = [materialize(decode(text), ns) for text in texts]
             before = canon.dumps(canon.canonical([args, kwargs]))
             self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
             LOG.reset(*mode)  # what building them did with stand-ins is not x's
@@ -232,7 +234,7 @@ class Runner:
                 try:
                     value = call(*args, **kwargs)
                     value = drain(value)
-                    probes = probe(value, lines)  # a closure x made
+                    probes = probe(value, lines, given, texts)  # a closure x made
                 except Exception:
                     passed = probe_passed(lines)  # functions x handed to stand-ins: also when x raised
                     raise

@@ -12,6 +12,7 @@ Stdlib only: this module is imported by the harness inside the sandbox.
 
 from __future__ import annotations
 
+import builtins
 import re
 import sys
 
@@ -115,8 +116,8 @@ class CallLog:
         key = f"{name}{asked}#{k}"
         choice = _MIXED_RETURNS[self.draw(key, len(_MIXED_RETURNS))]
         if choice is _STANDIN_DEFAULT:
-            if len(args) > 1 and self.draw(key + "?echo", 2, spread=True) == 0:
-                return args
+            if args and self.draw(key + "?echo", 2, spread=True) == 0:
+                return args if len(args) > 1 else args[0]
             return CalibStandIn(name + "()")
         if choice is RAISE:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
@@ -188,6 +189,12 @@ def is_mixed(mode: object) -> bool:
 _MIXED_RETURNS: tuple[Any, ...] = (_STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_DEFAULT, None, False,
                                    True, 0, 1, "", [], RAISE)
 
+
+#: Compatibility names of builtin types (six, ``compat`` modules): a withheld one is the type it names, as an
+#: ``isinstance`` hint (:func:`.globalrefs.type_aliases`) and as a base class (``class V(compat.unicode_type)``).
+COMPAT_TYPES = {"string_types": ["str"], "text_type": ["str"], "binary_type": ["bytes"], "integer_types": ["int"],
+                "unicode": ["str"], "basestring": ["str"], "long": ["int"], "unicode_type": ["str"],
+                "bytes_type": ["bytes"], "str_type": ["str"], "numeric_types": ["int", "float"]}
 
 _EXCEPTION_NAME = re.compile(r"^([A-Z]\w*(Error|Exception|Warning|Exit|Interrupt|Timeout|Failure)|error)$")
 _EXCEPTION_ENDINGS = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Timeout", "Failure", "error")
@@ -281,9 +288,14 @@ class CalibStandIn:
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
         # ``class Foo(unresolvable.Base):`` gets a base class of the same name that stands in for it
-        # (with a metaclass of its own unless another base brings one: ``class A(withheld.B, abc.ABC)``)
+        # (with a metaclass of its own unless another base brings one: ``class A(withheld.B, abc.ABC)``);
+        # ``class vWeekday(compat.unicode_type)``: the builtin type that compatibility name means
+        name = object.__getattribute__(self, "_calib_name")
+        kinds = COMPAT_TYPES.get(name.rsplit(".", 1)[-1], ())
+        if len(kinds) == 1:
+            return (getattr(builtins, kinds[0]),)
         own = all(type(b) in (type, _WithheldBase) for b in bases if isinstance(b, type))
-        return (base_class(object.__getattribute__(self, "_calib_name"), own),)
+        return (base_class(name, own),)
 
     # --- behaving like an empty, truthy value --------------------------------------------------------
     def __iter__(self) -> Any:

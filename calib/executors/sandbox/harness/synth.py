@@ -21,6 +21,7 @@ from .inputs import ARGV, DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used through this module
     INIT_PREFIX,
     KEEP,
+    PROBE_PREFIX,
     SEED,
     SELF_PREFIX,
     STANDIN_MODES,
@@ -221,8 +222,11 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
 
     def make(values: dict[str, Any]) -> dict[str, Any]:
         state: dict[str, Any] = {"args": {name: encode(v) for name, v in values.items()
-                                          if not name.startswith((SELF_PREFIX, INIT_PREFIX, *_AMBIENT, ARGV))
+                                          if not name.startswith((SELF_PREFIX, INIT_PREFIX, PROBE_PREFIX, *_AMBIENT,
+                                                                  ARGV))
                                           and name not in (SEED, STANDINS) and v is not TWIN}}
+        if pools.probe_names:
+            state["probe"] = [encode(values[name]) for name in pools.probe_names]
         if SEED in values:
             state["seed"] = values[SEED]
         if values.get(STANDINS, "standin") != "standin":
@@ -308,6 +312,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                   pools.fresh(name) if rng.random() < 0.35 else rng.choice(pools.by_param[name]) for name in names}
         if base is not None and names:
             kept = {name: decode(src) for name, src in base["args"].items()}
+            kept.update({f"{PROBE_PREFIX}{i}": decode(text) for i, text in enumerate(base.get("probe", []))})
             if "seed" in base:
                 kept[SEED] = base["seed"]
             kept[STANDINS] = base.get("standins", "standin")
