@@ -116,8 +116,8 @@ class CallLog:
         key = f"{name}{asked}#{k}"
         choice = _MIXED_RETURNS[self.draw(key, len(_MIXED_RETURNS))]
         if choice is _STANDIN_DEFAULT:
-            if args and self.draw(key + "?echo", 2, spread=True) == 0:
-                return args if len(args) > 1 else args[0]
+            if len(args) > 1 and self.draw(key + "?echo", 2, spread=True) == 0:
+                return args
             return CalibStandIn(name + "()")
         if choice is RAISE:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
