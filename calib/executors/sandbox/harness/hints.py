@@ -118,8 +118,7 @@ def _literal(node: ast.expr | None) -> tuple[bool, Any]:
 
 def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -> Hints:
     """Parameters with their hints, and the literals mined from the body."""
-    args = node.args
-    positional = [*args.posonlyargs, *args.args]
+    positional = [*(args := node.args).posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     params: list[Param] = []
     for arg, default in zip(positional, defaults):
@@ -212,8 +211,7 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
     """Add to ``hints`` what the body of ``func`` says about ``params`` and about ``self_name``'s attributes."""
     subject = _Subjects(params, hints, self_name)
     body = func.body  # type: ignore[attr-defined]
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0].value, "value", None), str):
         body = body[1:]  # the docstring: prose, not a value the code compares (it was every text pool's first)
     body_nodes = [n for stmt in body for n in ast.walk(stmt)]
     looped = {n.target.id: _literal(n.iter)[1] for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
@@ -246,6 +244,9 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                     _add(p.types, "str")
         elif isinstance(node, ast.Call):
             _call_use(node, subject)
+        elif isinstance(node, ast.Assign) and type(node.targets[0]) is ast.Tuple and (p := subject(node.value)):
+            _add(p.types, "tuple")  # ``ltext, lnum = lpair``: as many items as the targets (pools.unpacked)
+            _add(p.element, f"unpack{len(node.targets[0].elts)}")
         elif isinstance(node, ast.For | ast.comprehension) and (p := subject(node.iter)) is not None:
             _add(p.types, "list")
             if isinstance(node.target, ast.Tuple):
@@ -322,8 +323,7 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
             for other in operands:
                 names = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
                 _add_all(p.types, [TYPE_NAMES[n.id] for n in names if isinstance(n, ast.Name) and n.id in TYPE_NAMES])
-                # ``type(p) is FractionalComponent``: an instance of a module class, as isinstance() says
-                _add_all(p.classes, [c for n in names if isinstance(n, ast.Name) for c in _class_names(n)])
+                _add_all(p.classes, [c for n in names if isinstance(n, ast.Name) for c in _class_names(n)])  # a file's
     if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
         ok, key = _literal(node.left)
         p = subject(node.comparators[0])

@@ -401,6 +401,9 @@ class Pools:
     def _sequences(self, element: str) -> list[list[Any]]:
         ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])
         strings = _merge(self.hints.strings, ["a", "b", "c", "hello", ""])
+        if element.startswith("unpack"):  # ``ltext, lnum = lpair``: each value exactly that wide, texts and numbers
+            width, mixed = int(element[6:]), [v for pair in zip(strings, ints) for v in pair]
+            return [[mixed[(i + j) % len(mixed)] for j in range(width)] for i in range(8)]
         if element.startswith("tuple"):
             width = int(element[5:] or 2)
             rows = [tuple(ints[(i + j) % len(ints)] for j in range(width)) for i in range(8)]
