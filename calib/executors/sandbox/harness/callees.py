@@ -14,6 +14,7 @@ import ast
 
 from . import hints
 from .mutators import file_classes
+from .trees import last_class
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -57,3 +58,87 @@ def _methods(placed: Any) -> dict[str, Any]:
 
 def _decorator(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def add_forwarded(info: hints.Hints, placed: Any) -> None:
+    """x's parameters handed on to a function of the file (``helper(p)``), a method of x's class
+    (``self.parse(p)``), a base's (``super().__init__(subcon)``) or a file class's constructor
+    (``Item(p)``): what that callee's body does with its parameter describes x's too (``if not
+    isinstance(subcon, Construct): raise TypeError`` in the base's ``__init__``). Each callee's body is
+    described with its parameter standing for x's (:func:`.hints.describe`), the first
+    :data:`MAX_CALLEES` of them; its literals join x's."""
+    node, params = placed.node, {p.name: p for p in info.params}
+    if not params:
+        return
+    functions = {s.name: s for s in placed.tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    chains: dict[str, list[Any]] = {}  # a class of the file and its bases there, by name (found once each)
+    seen: list[Any] = []
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        callee, bound = _callee(call.func, functions, chains, placed)
+        if callee is None or callee is node or callee in seen or len(seen) >= MAX_CALLEES:
+            continue
+        names = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args][bound:]]
+        mapped = {names[i]: params[a.id] for i, a in enumerate(call.args[:len(names)])
+                  if isinstance(a, ast.Name) and a.id in params}
+        mapped.update({k.arg: params[k.value.id] for k in call.keywords if k.arg in names
+                       and isinstance(k.value, ast.Name) and k.value.id in params})
+        if mapped:
+            seen.append(callee)
+            hints.describe(callee, mapped, info, None)
+
+
+def _callee(func: ast.expr, functions: dict[str, Any], chains: dict[str, list[Any]],
+            placed: Any) -> tuple[Any, int]:
+    """The file's definition a call reaches and how many of its parameters the call does not pass
+    (``self`` of a method); (None, 0) when the file does not show it."""
+    if isinstance(func, ast.Name):
+        if func.id in functions:
+            return functions[func.id], 0
+        if not func.id[:1].isupper():
+            return None, 0
+        if func.id not in chains:
+            chains[func.id] = file_classes(placed.tree, func.id)
+        init = _method(chains[func.id], "__init__")
+        return (init, 1) if init is not None else (None, 0)
+    if not isinstance(func, ast.Attribute):
+        return None, 0
+    owner = func.value
+    if isinstance(owner, ast.Name) and owner.id == "self" and placed.classes:
+        found = _methods(placed).get(func.attr)
+        return (found, 1) if found is not None else (None, 0)
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super" \
+            and placed.classes:  # ``super().__init__(...)``: the nearest base of x's class that has it
+        found = _method(file_classes(placed.tree, placed.classes[-1])[1:], func.attr)
+        return (found, 1) if found is not None else (None, 0)
+    return None, 0
+
+
+def _method(chain: list[Any], name: str) -> Any:
+    """Method ``name`` of the first class of ``chain`` (a class and its bases) that defines it, else None."""
+    for cls in chain:
+        found = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == name), None)
+        if found is not None:
+            return found
+    return None
+
+
+def constructor(placed: Any) -> list[hints.Param] | None:
+    """Parameters of the enclosing class's constructor, when the file context shows it: its
+    ``__init__`` (self skipped), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
+    name = placed.classes[-1]
+    cls = last_class(placed.tree, name)
+    if cls is None:
+        return None
+    for stmt in cls.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+            return [p for p in hints.analyse(stmt, skip_first=True).params if p.kind == "positional"]
+    fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
+    if not fields:
+        return None
+    out = []
+    for stmt in fields:
+        types, element = hints.annotation_types(stmt.annotation)
+        has, value = hints._literal(stmt.value)
+        out.append(hints.Param(name=stmt.target.id, kind="positional", types=types, element=element,
+                               default=value, has_default=has and stmt.value is not None))
+    return out

@@ -13,7 +13,6 @@ import ast
 
 from . import regexes
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
-from .trees import last_class
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -57,6 +56,7 @@ class Param:
         self.attrs: list[str] = []  # attributes the body reads
         self.called: list[str] = []  # attributes the body calls (p.attr(...))
         self.classes: list[str] = []  # non-builtin classes named by annotations/isinstance
+        self.optional: list[str] = []  # attributes the body asks about (``hasattr(p, "zone")``)
         self.children: dict[str, Param] = {}  # p.attr the body uses, described likewise
         self.result: Param | None = None  # what calling it returns, by the use of ``token = tokens.current()``
         self.depth = depth
@@ -307,6 +307,7 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
         ok, attr = _literal(node.args[1])
         if ok and isinstance(attr, str) and attr.isidentifier():  # ``hasattr(data, "read")``
             _attribute_use(p, attr)
+            _add(p.optional, attr)  # objects with it and without it (pools)
     elif func.id == "isinstance" and len(node.args) == 2:
         spec = node.args[1]
         for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
@@ -371,28 +372,6 @@ def _add(types: list[str], kind: str) -> None:
 
 def _add_all(types: list[str], kinds: list[str]) -> None:
     types += [kind for kind in dict.fromkeys(kinds) if kind not in types]
-
-
-def constructor(placed: Any) -> list[Param] | None:
-    """Parameters of the enclosing class's constructor, when the file context shows it: its
-    ``__init__`` (self skipped), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
-    name = placed.classes[-1]
-    cls = last_class(placed.tree, name)
-    if cls is None:
-        return None
-    for stmt in cls.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
-            return [p for p in analyse(stmt, skip_first=True).params if p.kind == "positional"]
-    fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
-    if not fields:
-        return None
-    out = []
-    for stmt in fields:
-        types, element = annotation_types(stmt.annotation)
-        has, value = _literal(stmt.value)
-        out.append(Param(name=stmt.target.id, kind="positional", types=types, element=element, default=value,
-                         has_default=has and stmt.value is not None))
-    return out
 
 
 def mine_module(tree: ast.Module, hints: Hints, limit: int = 30) -> None:

@@ -382,7 +382,9 @@ class Pools:
             objs = [Obj(**{a: (self._scripted(f"{p.name}.{a}", getattr(p.children.get(a), "result", None)) if i
                                else CalibStandIn(f"{p.name}.{a}"))
                            if a in p.called else self._member(p, a, i) for a in p.attrs}) for i in range(6)]
-            return [objs[0], CalibStandIn(p.name), *objs[1:]]
+            # ``hasattr(dt.tzinfo, "zone")``: objects without each attribute asked about, early
+            lacking = [Obj(**{k: v for k, v in vars(objs[0]).items() if k != a}) for a in p.optional[:3]]
+            return [objs[0], *lacking, CalibStandIn(p.name), *objs[1:]]
         return [rng.choice(BASE_INTS)]
 
     def _scripted(self, name: str, result: Param | None = None) -> CalibStandIn:

@@ -118,8 +118,9 @@ class Runner:
         self.executable, self.owner = statement_lines(self.placed)
         self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
         callees.add_callees(self.params, self.placed)  # ``self`` attributes x's own methods read
+        callees.add_forwarded(self.params, self.placed)  # what the file's callees do with x's parameters
         # the constructor's parameters (None: self is not built by its constructor)
-        self.init = hints.constructor(self.placed) if self.placed.kind in ("method", "property") and \
+        self.init = callees.constructor(self.placed) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None
         self.init_fields = [p.name for p in self.init or []]
         self.guarded = fixups.guarded_reads(node)  # ``self.attr`` x expects may be missing: not pre-filled

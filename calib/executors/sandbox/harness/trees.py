@@ -14,7 +14,7 @@ _BLOCKS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 def last_class(tree: Any, name: str) -> Any:
     """The last class statement named ``name`` in :func:`ast.walk`'s (breadth-first) order, visiting the
     statements and the blocks that hold them only (a class is never inside an expression): ten times
-    faster than walking every node, and every batch of a method asks it (:func:`.hints.constructor`)."""
+    faster than walking every node, and every batch of a method asks it (:func:`.callees.constructor`)."""
     found, todo = None, [tree]
     for node in todo:  # breadth first: each node's blocks in its own field order, as ast.walk
         if type(node) is ast.ClassDef and node.name == name:
