@@ -225,3 +225,21 @@ def class_hints(info: Hints) -> None:
             p = params.get(arg.id) if isinstance(arg, ast.Name) else None
             if p is not None and "class" not in p.types:
                 p.types.append("class")
+
+
+def tuple_width(tree: ast.Module | None, name: str) -> int:
+    """How many fields the file's named tuple ``name`` has (``DateTuple = namedtuple("Date", ["YYYY", "MM",
+    ...])``, also ``collections.namedtuple`` with a text of names); 0 when ``name`` is no such tuple."""
+    for stmt in _top_level(tree) if tree is not None else ():
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == name and isinstance(call := stmt.value, ast.Call) and len(call.args) >= 2):
+            continue
+        func = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
+        fields = call.args[1]
+        if func != "namedtuple":
+            return 0
+        if isinstance(fields, ast.List | ast.Tuple):
+            return len(fields.elts)
+        if isinstance(fields, ast.Constant) and isinstance(fields.value, str):
+            return len(fields.value.replace(",", " ").split())
+    return 0

@@ -198,8 +198,8 @@ class Pools:
 
     def path_typed(self) -> bool:
         """Whether a parameter is a file name or a path (then the search writes files for it)."""
-        return any("path" in p.types or "pathobj" in p.types or name_type(p.name) == "path"
-                   for p in self.hints.params)
+        described = [*self.hints.params, *self.hints.self_params, *(self.params[n] for n in self.init_names)]
+        return any("path" in p.types or "pathobj" in p.types or name_type(p.name) == "path" for p in described)
 
     def observe(self, values: list[Any]) -> None:
         """Add operands x compared against (:mod:`.cmplog`) to the literals and to the pools of
@@ -330,12 +330,17 @@ class Pools:
         of a ``Literal[...]`` alias of the module (``TimeFrameLiteral = Literal["now", "second"]``)."""
         out: list[Any] = []
         container = next((t for t in p.types if t in ("list", "tuple", "set")), None)
-        for cls in p.classes[:2]:
+        for rank, cls in enumerate(p.classes[:6]):
             literals = self.literals.get(cls)
             if literals is not None:
                 out += literals
                 continue
-            made = [New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
+            width = globalrefs.tuple_width(self.hints.tree, cls)  # a namedtuple's fields: all of them given
+            shaped = [New(cls, *[None] * width), New(cls, *range(1, width + 1))] if width else []
+            if rank >= 2:  # ``type(p) is DateTuple`` ... ``is IntervalTuple``: a chain of checks
+                out += shaped
+                continue
+            made = [*shaped, New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
             if container is not None:  # not a set: instances need not be hashable
                 wrap = tuple if container == "tuple" else list
                 out += [wrap(made[:1]), wrap(made[1:3]), wrap(made[:4])]

@@ -239,7 +239,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             state["self"] = encode(Obj(**attrs))
         for name in [name for name, v in values.items() if v is TWIN]:  # the same text: an equal, separate self
             state["args"][name] = state.get("self") or encode(New(pools.twin_of))
-        files = [f for f in pools.files if any(f in s for s in state["args"].values())] or pools.files[:1]
+        named = [*state["args"].values(), state.get("self") or ""]  # ``New('TOMLFile', 'input.txt')`` names one too
+        files = [f for f in pools.files if any(f in s for s in named)] or pools.files[:1]
         state["files"] = {f: file_content(f) for f in files} if pools.hints.files or pools.path_typed() else {}
         if pools.ambient:
             ambient(values, state)
