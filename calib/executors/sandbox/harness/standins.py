@@ -255,6 +255,12 @@ class CalibStandIn:
         # ``bus.subscribe(handler)`` inside x is behaviour (module-level decorators run before the log
         # is reset for the call, so they never reach an output state).
         if len(args) == 1 and not kwargs and isinstance(args[0], _DECORATABLE):
+            if name.rsplit(".", 1)[-1] == "wraps" and isinstance(args[0], _FUNCTION):
+                # ``@wraps(func)`` (funcy's, six's, boltons' re-export): a decorator factory, not a
+                # decorator; as ``functools.wraps`` it hands back the wrapper it is applied to
+                import functools  # noqa: PLC0415 - loaded by the harness's own imports
+
+                return functools.wraps(args[0])
             return args[0]
         script = object.__getattribute__(self, "_calib_script")
         if LOG.mixed is not None:
@@ -642,16 +648,29 @@ def _imported_by_the_scaffold() -> bool:
     return frame is not None and frame.f_code.co_filename.startswith("<calib")
 
 
+#: Standard-library modules of Python 2 only: Python 3 answers ``ImportError``, which code that runs on
+#: both catches (``try: import cPickle as pickle`` / ``except ImportError: import pickle``), so they are
+#: never stand-ins.
+PYTHON2_MODULES = frozenset({
+    "cPickle", "cStringIO", "StringIO", "urllib2", "urlparse", "ConfigParser", "Queue", "__builtin__", "httplib",
+    "HTMLParser", "htmlentitydefs", "cookielib", "Cookie", "thread", "dummy_thread", "commands", "md5", "sha",
+    "sets", "exceptions", "copy_reg", "anydbm", "dbhash", "whichdb", "repr", "Tkinter", "tkMessageBox",
+    "SocketServer", "SimpleHTTPServer", "BaseHTTPServer", "CGIHTTPServer", "xmlrpclib", "UserDict", "UserList",
+    "UserString", "robotparser", "dircache", "popen2", "mimetools", "rfc822", "imputil"})
+
+
 class StandInFinder:
     """Last on ``sys.meta_path``, active only while x runs: an ``import`` statement in x's body for a
     module that is not there (a withheld package, a relative import of the project) gets a stand-in
-    module instead of ``ImportError``, as the same import at the top of the file does."""
+    module instead of ``ImportError``, as the same import at the top of the file does (not a module of
+    Python 2 only: :data:`PYTHON2_MODULES`)."""
 
     active = False
 
     @classmethod
     def find_spec(cls, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != FAKE_PACKAGE and not (cls.active and _imported_by_the_scaffold()):
+        if name != FAKE_PACKAGE and not (cls.active and _imported_by_the_scaffold()) \
+                or name.partition(".")[0] in PYTHON2_MODULES:
             return None
         import importlib.machinery  # noqa: PLC0415 - loaded already by the import system
 
