@@ -75,10 +75,10 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
     for i, item in enumerate(data):
         if not isinstance(item, dict) or not isinstance(item.get("args", {}), dict):
             raise InputError(f'input {i}: expected an object with "args": {{name: value}}', path=str(path))
-        unknown = set(item) - {"args", "self", "files", "seed", "standins", "env", "stdin", "argv"}
+        unknown = set(item) - {"args", "self", "files", "seed", "standins", "env", "stdin", "argv", "probe"}
         if unknown:
             raise InputError(f"input {i}: unknown key(s) {sorted(unknown)}; allowed: args, self, files, seed, "
-                             "standins, env, stdin, argv", path=str(path))
+                             "standins, env, stdin, argv, probe", path=str(path))
         args = {}
         for name, value in item.get("args", {}).items():
             source = value if isinstance(value, str) else encode(value)
@@ -113,13 +113,18 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
         if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
             raise InputError(f'input {i}: "files" must map file names to text', path=str(path))
         state["files"] = files
-        if "env" in item or "stdin" in item or "argv" in item:
+        if "env" in item or "stdin" in item or "argv" in item or "probe" in item:
             from calib.executors.sandbox.harness.ambient import check
 
-            problem = check(item.get("env"), item.get("stdin"), item.get("argv"))
+            problem = check(item.get("env"), item.get("stdin"), item.get("argv"), item.get("probe"))
             if problem:
                 raise InputError(f"input {i}: {problem}", path=str(path))
-            state.update({key: item[key] for key in ("env", "stdin", "argv") if key in item})
+            for k, source in enumerate(item.get("probe", [])):  # a returned closure's first arguments
+                try:
+                    decode(source)
+                except ValueError as exc:
+                    raise InputError(f"input {i}, probe {k}: {exc}", path=str(path)) from None
+            state.update({key: item[key] for key in ("env", "stdin", "argv", "probe") if key in item})
         states.append(state)
     return states
 

@@ -38,6 +38,8 @@ BAD_INPUTS = {
     "unknown_key": json.dumps([{"args": {"n": "1"}, "environment": {"HOME": "/"}}]),
     "eval_like": json.dumps([{"args": {"n": "__import__('os').system('true')"}}]),
     "unhashable": json.dumps([{"args": {"n": "{[1]: 2}"}}]),
+    "bad_probe": json.dumps([{"args": {"n": "1"}, "probe": ["1", "open('x')"]}]),
+    "probe_not_list": json.dumps([{"args": {"n": "1"}, "probe": "1"}]),
 }
 FAST = ["--budget-seconds", "1"]
 
@@ -124,7 +126,8 @@ def test_the_inputs_of_an_inputs_file_are_used_and_echoed(runs):
 
 @pytest.mark.parametrize("name,words", [("bad_json", "not valid JSON"), ("unknown_key", "unknown key"),
                                         ("eval_like", "are allowed"),
-                                        ("unhashable", "cannot be built")])
+                                        ("unhashable", "cannot be built"), ("bad_probe", "input 0, probe 1"),
+                                        ("probe_not_list", "probe must be a list")])
 def test_a_bad_inputs_file_is_one_line_naming_the_file(runs, files, name, words):
     line = runs[name].one_line_error()  # exit 2, nothing on stdout, one line on stderr, no traceback
     assert line.startswith("calib: error: ")
@@ -188,3 +191,11 @@ def test_an_inputs_file_gives_environment_variables_and_stdin(tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     (line,) = bad.stderr.strip().splitlines()
     assert "bad.json" in line and "input 0" in line and "APP=MODE" in line
+
+
+def test_an_inputs_file_may_give_a_returned_closures_probe_arguments(tmp_path):
+    from calib.cli.compare import load_inputs
+
+    path = tmp_path / "inputs.json"
+    path.write_text(json.dumps([{"args": {"kind": "'int'"}, "probe": ["'root'", "[1, None]"]}]))
+    assert load_inputs(path) == [{"args": {"kind": "'int'"}, "files": {}, "probe": ["'root'", "[1, None]"]}]
