@@ -307,7 +307,8 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
         ok, attr = _literal(node.args[1])
         if ok and isinstance(attr, str) and attr.isidentifier():  # ``hasattr(data, "read")``
             _attribute_use(p, attr)
-            _add(p.optional, attr)  # objects with it and without it (pools)
+            if not attr.startswith("__"):  # objects with it and without it (pools); not a protocol's
+                _add(p.optional, attr)
     elif func.id == "isinstance" and len(node.args) == 2:
         spec = node.args[1]
         for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
