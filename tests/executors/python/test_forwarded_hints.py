@@ -5,6 +5,7 @@
   Construct)``: :func:`.callees.add_forwarded`);
 - a parameter unpacked into names (``ltext, lnum = lpair``) takes values exactly that wide;
 - an attribute asked about with ``hasattr`` is left out of some objects;
+- the items of a parameter checked with ``isinstance(v, Continuation)`` in a loop over it are instances;
 - ``type(p) is DateTuple`` with a named tuple of the file builds it with all its fields;
 - a withheld compatibility type as a base class (``class V(compat.unicode_type)``) is the builtin;
 - a file named in ``self`` (``New('Config', 'input.txt')``) is written like one named in an argument;
@@ -276,3 +277,39 @@ def test_a_python2_import_falls_back_as_on_python3() -> None:
     assert result.coverage == 1.0
     loaded = [json.loads(i.output) for i in result.inputs if i.valid]
     assert not any(call[1].startswith("cPickle") for out in loaded for call in out["calls"])
+
+
+ITEMS_CONTEXT = (
+    "class Continuation:\n"
+    "    def __init__(self, offset=3):\n"
+    "        self.offset = offset\n"
+    "\n"
+    "\n"
+)
+FIRST_OFFSET = (
+    "def first_offset(lines):\n"
+    "    offset = None\n"
+    "    for v in lines:\n"
+    "        if isinstance(v, Continuation):\n"
+    "            offset = v.offset\n"
+    "            break\n"
+    "    if offset is None:\n"
+    "        return 'none'\n"
+    "    return offset * 2\n"
+)
+
+
+def test_items_checked_against_a_file_class_are_its_instances() -> None:
+    tree = ast.parse(ITEMS_CONTEXT + FIRST_OFFSET)
+    info = hints.analyse(tree.body[-1], skip_first=False)
+    assert info.params[0].element == ["class:Continuation"]
+    pools = synth.Pools(info, random.Random(0))
+    assert [New("Continuation")] in pools.by_param["lines"]
+
+
+@needs_bwrap
+def test_a_list_of_the_files_objects_reaches_the_branch_on_their_class() -> None:
+    result = _run(FIRST_OFFSET, ITEMS_CONTEXT)
+    assert result.conclusive, result.reason  # (before: 0.62, no list held a Continuation)
+    assert result.coverage == 1.0
+    assert 6 in {json.loads(i.output).get("return") for i in result.inputs if i.valid}  # Continuation(3).offset * 2

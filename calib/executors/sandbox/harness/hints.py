@@ -225,6 +225,8 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
             elif isinstance(n.value, ast.Call) and (p := subject(n.value.func)) is not None:
                 p.result = p.result or Param(name=p.name + "()", kind="result", depth=p.depth + 1)
                 subject.aliases.setdefault(n.targets[0].id, p.result)
+    items = {n.target.id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)  # ``for v in p``
+             and isinstance(n.target, ast.Name) and (p := subject(n.iter)) is not None}
     for node in body_nodes:
         if isinstance(node, ast.Attribute):
             subject(node)  # registers self.attr
@@ -244,6 +246,11 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                     _add(p.types, "str")
         elif isinstance(node, ast.Call):
             _call_use(node, subject)
+            if getattr(node.func, "id", "") == "isinstance" and len(node.args) == 2 \
+                    and (p := items.get(getattr(node.args[0], "id", ""))) is not None:  # ``isinstance(v, Line)``
+                spec = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                _add_all(p.element, [TYPE_NAMES.get(getattr(t, "id", ""), f"class:{getattr(t, 'id', '')}")
+                                     for t in spec if isinstance(t, ast.Name)])
         elif isinstance(node, ast.Assign) and type(node.targets[0]) is ast.Tuple and (p := subject(node.value)):
             _add(p.types, "tuple")  # ``ltext, lnum = lpair``: as many items as the targets (pools.unpacked)
             _add(p.element, f"unpack{len(node.targets[0].elts)}")

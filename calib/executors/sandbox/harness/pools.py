@@ -408,6 +408,9 @@ class Pools:
     def _sequences(self, element: str) -> list[list[Any]]:
         ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])
         strings = _merge(self.hints.strings, ["a", "b", "c", "hello", ""])
+        if element.startswith("class:"):  # ``for v in p: if isinstance(v, Line)``: items of the file's class
+            made = [New(element[6:]), New(element[6:], "abc")]
+            return [[], made[:1], made, [made[0], ints[0]], [strings[0], made[1]], made * 2]
         if element.startswith("unpack"):  # ``ltext, lnum = lpair``: each value exactly that wide, texts and numbers
             width, mixed = int(element[6:]), [v for pair in zip(strings, ints) for v in pair]
             return [[mixed[(i + j) % len(mixed)] for j in range(width)] for i in range(8)]
