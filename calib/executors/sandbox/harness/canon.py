@@ -128,8 +128,7 @@ _SIZED = (list, tuple, dict, set, frozenset, types.MappingProxyType)
 
 MAX_NODES = 200_000
 _budget = [MAX_NODES]
-#: An object's identity: its address rotated (distinct among live objects), without the audit event of ``id()``
-_identity = object.__hash__
+_identity = object.__hash__  # its address rotated (distinct among live objects), without id()'s audit event
 
 
 def _c_encoder(sort_keys: bool, ascii: bool) -> Any:
