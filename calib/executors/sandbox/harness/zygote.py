@@ -388,7 +388,7 @@ PRELOAD = ("string", "urllib.parse", "ipaddress", "binascii", "fnmatch", "base64
            "quopri",
            # what every batch imports: the hash of pinned code (:func:`.canon.sha256`) and the module whose
            # process start the policy replaces (:func:`.env.install_policy`); extension modules, each a dlopen
-           "_sha256", "_sha2", "_posixsubprocess")
+           "_sha256", "_posixsubprocess")
 
 
 def _preload() -> None:
