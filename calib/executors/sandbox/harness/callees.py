@@ -134,7 +134,8 @@ def constructor(placed: Any) -> list[hints.Param] | None:
             return [p for p in hints.analyse(stmt, skip_first=True).params if p.kind == "positional"]
     fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
     if not fields:
-        return None
+        kind = _builtin_base(placed.tree, name)  # ``class FrozenDict(dict)``: built from a mapping
+        return [hints.Param(name="items", kind="positional", types=[kind])] if kind else None
     out = []
     for stmt in fields:
         types, element = hints.annotation_types(stmt.annotation)
@@ -142,3 +143,24 @@ def constructor(placed: Any) -> list[hints.Param] | None:
         out.append(hints.Param(name=stmt.target.id, kind="positional", types=types, element=element,
                                default=value, has_default=has and stmt.value is not None))
     return out
+
+
+#: Builtin bases whose constructor takes one value of a kind the search draws (``class FrozenDict(dict)``).
+_BUILTIN_BASES = {"dict": "dict", "OrderedDict": "dict", "Counter": "dict", "UserDict": "dict", "list": "list",
+                  "UserList": "list", "set": "set", "frozenset": "set", "tuple": "tuple", "str": "str",
+                  "UserString": "str", "bytes": "bytes", "int": "int", "float": "float"}
+
+
+def _builtin_base(tree: Any, name: str) -> str | None:
+    """The kind of value a class of the file is built from when neither it nor its bases in the file
+    define ``__init__`` or ``__new__`` and one of them derives from a builtin container or scalar
+    (``class FrozenDict(dict)``: ``FrozenDict({'a': 1})``); else None."""
+    chain = file_classes(tree, name)
+    if any(isinstance(s, ast.FunctionDef) and s.name in ("__init__", "__new__") for c in chain for s in c.body):
+        return None
+    for cls in chain:
+        for base in cls.bases:
+            found = _BUILTIN_BASES.get(base.id if isinstance(base, ast.Name) else getattr(base, "attr", ""))
+            if found is not None:
+                return found
+    return None

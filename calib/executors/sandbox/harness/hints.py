@@ -227,6 +227,12 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                 subject.aliases.setdefault(n.targets[0].id, p.result)
     items = {n.target.id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)  # ``for v in p``
              and isinstance(n.target, ast.Name) and (p := subject(n.iter)) is not None}
+    for loop in (n for n in body_nodes if isinstance(n, ast.For)):  # ``try: v in seen`` / ``except TypeError``
+        if any(isinstance(h, ast.ExceptHandler) and "TypeError" in ast.dump(h.type or ast.Pass())
+               for h in (x for b in loop.body for x in ast.walk(b))):
+            for it in (loop.iter.body, loop.iter.orelse) if isinstance(loop.iter, ast.IfExp) else (loop.iter,):
+                if (p := subject(it)) is not None:
+                    _add(p.element, "unhashable")  # items that cannot be hashed (lists) reach the handler
     for node in body_nodes:
         if isinstance(node, ast.Attribute):
             subject(node)  # registers self.attr

@@ -408,6 +408,8 @@ class Pools:
     def _sequences(self, element: str) -> list[list[Any]]:
         ints = _merge(self.hints.ints, [3, 1, 2, 5, 0, -4])
         strings = _merge(self.hints.strings, ["a", "b", "c", "hello", ""])
+        if element == "unhashable":  # ``except TypeError`` around ``v in seen``: lists among the items
+            return [[], [[1], [2], [1]], [1, [2], 1], [[1, 2]], [[3], [3]], ints[:3], [strings[0], [ints[0]]]]
         if element.startswith("class:"):  # ``for v in p: if isinstance(v, Line)``: items of the file's class
             made = [New(element[6:]), New(element[6:], "abc")]
             return [[], made[:1], made, [made[0], ints[0]], [strings[0], made[1]], made * 2]
