@@ -6,6 +6,8 @@
 - a parameter unpacked into names (``ltext, lnum = lpair``) takes values exactly that wide;
 - an attribute asked about with ``hasattr`` is left out of some objects;
 - the items of a parameter checked with ``isinstance(v, Continuation)`` in a loop over it are instances;
+- a class built on ``dict`` with no ``__init__`` of its own is built from a mapping;
+- a loop that catches ``TypeError`` around ``v in seen`` gets unhashable items;
 - ``type(p) is DateTuple`` with a named tuple of the file builds it with all its fields;
 - a withheld compatibility type as a base class (``class V(compat.unicode_type)``) is the builtin;
 - a file named in ``self`` (``New('Config', 'input.txt')``) is written like one named in an argument;
@@ -313,3 +315,69 @@ def test_a_list_of_the_files_objects_reaches_the_branch_on_their_class() -> None
     assert result.conclusive, result.reason  # (before: 0.62, no list held a Continuation)
     assert result.coverage == 1.0
     assert 6 in {json.loads(i.output).get("return") for i in result.inputs if i.valid}  # Continuation(3).offset * 2
+
+
+FROZEN_CONTEXT = (
+    "class FrozenHashError(TypeError):\n"
+    "    pass\n"
+    "\n"
+    "\n"
+    "class FrozenDict(dict):\n"
+)
+FROZEN_HASH = (
+    "    def __hash__(self):\n"
+    "        try:\n"
+    "            ret = self._hash\n"
+    "        except AttributeError:\n"
+    "            try:\n"
+    "                ret = self._hash = hash(frozenset(self.items()))\n"
+    "            except Exception as e:\n"
+    "                ret = self._hash = FrozenHashError(e)\n"
+    "        if ret.__class__ is FrozenHashError:\n"
+    "            raise ret\n"
+    "        return ret\n"
+)
+
+
+def test_a_class_built_on_a_builtin_container_is_built_from_its_value() -> None:
+    placed = scaffold.place(FROZEN_CONTEXT, FROZEN_HASH)
+    init = callees.constructor(placed)
+    assert init is not None and [(p.name, p.types) for p in init] == [("items", ["dict"])]
+    with_init = scaffold.place(FROZEN_CONTEXT + "    def __init__(self, a):\n        self.a = a\n\n", FROZEN_HASH)
+    assert [p.name for p in callees.constructor(with_init)] == ["a"]  # its own __init__ says
+
+
+@needs_bwrap
+def test_a_dict_subclass_method_sees_the_dicts_items() -> None:
+    result = _run(FROZEN_HASH, FROZEN_CONTEXT)
+    # (before: 0.75, self built without its constructor: no items, one output)
+    assert result.conclusive, result.reason
+    hashed = [i for i in result.inputs if i.valid and "return" in json.loads(i.output)]
+    assert len({i.output for i in hashed}) >= 2
+    assert any(json.loads(i.output).get("exception") == "FrozenHashError" for i in result.inputs if i.valid)
+
+
+ALL_UNIQUE = (
+    "def all_unique(iterable, key=None):\n"
+    "    seenset = set()\n"
+    "    seenlist = []\n"
+    "    for element in map(key, iterable) if key else iterable:\n"
+    "        try:\n"
+    "            if element in seenset:\n"
+    "                return False\n"
+    "            seenset.add(element)\n"
+    "        except TypeError:\n"
+    "            if element in seenlist:\n"
+    "                return False\n"
+    "            seenlist.append(element)\n"
+    "    return True\n"
+)
+
+
+@needs_bwrap
+def test_unhashable_items_reach_the_type_error_handler() -> None:
+    info = hints.analyse(ast.parse(ALL_UNIQUE).body[0], skip_first=False)
+    assert "unhashable" in info.params[0].element
+    result = _run(ALL_UNIQUE)
+    assert result.conclusive, result.reason  # (before: 0.73, every item hashable)
+    assert result.coverage == 1.0
