@@ -71,10 +71,10 @@ def add_forwarded(info: hints.Hints, placed: Any) -> None:
     if not params:
         return
     functions = {s.name: s for s in placed.tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
-    chains: dict[str, list[Any]] = {}  # a class of the file and its bases there, by name (found once each)
+    known: dict[str, Any] = {}  # what :func:`_callee` looked up, once each
     seen: list[Any] = []
     for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
-        callee, bound = _callee(call.func, functions, chains, placed)
+        callee, bound = _callee(call.func, functions, known, placed)
         if callee is None or callee is node or callee in seen or len(seen) >= MAX_CALLEES:
             continue
         names = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args][bound:]]
@@ -87,30 +87,30 @@ def add_forwarded(info: hints.Hints, placed: Any) -> None:
             hints.describe(callee, mapped, info, None)
 
 
-def _callee(func: ast.expr, functions: dict[str, Any], chains: dict[str, list[Any]],
-            placed: Any) -> tuple[Any, int]:
+def _callee(func: ast.expr, functions: dict[str, Any], known: dict[str, Any], placed: Any) -> tuple[Any, int]:
     """The file's definition a call reaches and how many of its parameters the call does not pass
-    (``self`` of a method); (None, 0) when the file does not show it."""
+    (``self`` of a method); (None, 0) when the file does not show it. ``known``: what was looked up
+    already (a class's chain of bases in the file by its name, ``"self."``: x's class's methods)."""
+
+    def chain(name: str) -> list[Any]:
+        if name not in known:
+            known[name] = file_classes(placed.tree, name)
+        return known[name]
+
+    found: Any = None
     if isinstance(func, ast.Name):
         if func.id in functions:
             return functions[func.id], 0
-        if not func.id[:1].isupper():
-            return None, 0
-        if func.id not in chains:
-            chains[func.id] = file_classes(placed.tree, func.id)
-        init = _method(chains[func.id], "__init__")
-        return (init, 1) if init is not None else (None, 0)
-    if not isinstance(func, ast.Attribute):
-        return None, 0
-    owner = func.value
-    if isinstance(owner, ast.Name) and owner.id == "self" and placed.classes:
-        found = _methods(placed).get(func.attr)
-        return (found, 1) if found is not None else (None, 0)
-    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super" \
-            and placed.classes:  # ``super().__init__(...)``: the nearest base of x's class that has it
-        found = _method(file_classes(placed.tree, placed.classes[-1])[1:], func.attr)
-        return (found, 1) if found is not None else (None, 0)
-    return None, 0
+        found = _method(chain(func.id), "__init__") if func.id[:1].isupper() else None  # ``Item(p)``
+    elif isinstance(func, ast.Attribute) and placed.classes:
+        owner = func.value
+        if isinstance(owner, ast.Name) and owner.id == "self":  # ``self.parse(p)``
+            if "self." not in known:
+                known["self."] = _methods(placed)
+            found = known["self."].get(func.attr)
+        elif isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "super":
+            found = _method(chain(placed.classes[-1])[1:], func.attr)  # the nearest base of x's class that has it
+    return (found, 1) if found is not None else (None, 0)
 
 
 def _method(chain: list[Any], name: str) -> Any:

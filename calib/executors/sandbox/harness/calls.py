@@ -222,9 +222,10 @@ def _own(value: Any, lines: tuple[int, int, int]) -> bool:
     return code.co_filename == scaffold.FILENAME and def_line < code.co_firstlineno <= last
 
 
-def _probe_args(fn: Any) -> tuple[list[Any], dict[str, Any], str]:
+def _probe_args(fn: Any) -> tuple[list[Any], dict[str, Any], list[str]]:
     """Arguments for a probe call: each required parameter gets the probe function (named like a
-    function: ``func``) or :data:`PROBE_VALUE`; a function with only ``*args`` gets one value."""
+    function: ``func``) or :data:`PROBE_VALUE`; a function with only ``*args`` gets one value. Also
+    how each argument shows in the call's label."""
     code = fn.__code__
     required = code.co_argcount - len(fn.__defaults__ or ())
     names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
@@ -238,14 +239,14 @@ def _probe_args(fn: Any) -> tuple[list[Any], dict[str, Any], str]:
         args = [PROBE_VALUE]
     shown = [*("probe" if callable(a) else repr(a) for a in args),
              *(f"{k}=" + ("probe" if callable(v) else repr(v)) for k, v in kwargs.items())]
-    return args, kwargs, "(" + ", ".join(shown) + ")"
+    return args, kwargs, shown
 
 
 def closure_params(node: Any) -> list[Any]:
     """The required positional parameters of the closure x returns (a nested ``def`` it returns by name),
     with what the closure's body says about them: the search varies what the first probe call passes
     them (input state key ``probe``; ``_compile_sequence(schema, seq_type)`` returns ``validate(path,
-    data)``, whose lines no fixed argument reaches). None for a closure that takes a function (a
+    data)``, whose lines no fixed argument reaches). None of them for a closure that takes a function (a
     decorator: the probe function stays, :func:`_probe_args`) or more than :data:`MAX_PROBE_ARGS`."""
     import ast  # noqa: PLC0415
 
@@ -278,11 +279,11 @@ def probe(value: Any, lines: tuple[int, int, int], given: list[Any] | None = Non
     while todo:
         fn, path, depth = todo.pop(0)
         args, kwargs, shown = _probe_args(fn)
-        if depth == 0 and given:
+        if depth == 0 and given:  # the input state's values (and their texts) in place of the first ones
             keep = len(given[:len(args)])
-            args[:keep] = given[:keep]
-            shown = "(" + ", ".join([*(texts or [])[:keep], *shown[1:-1].split(", ")[keep:]]) + ")"
-        calls = [(fn, path + shown, args, kwargs), (fn, path + shown, args, kwargs)]
+            args[:keep], shown[:keep] = given[:keep], (texts or [])[:keep]
+        label = path + "(" + ", ".join(shown) + ")"
+        calls = [(fn, label, args, kwargs), (fn, label, args, kwargs)]
         calls += [(attr, f"{path}.{name}()", [], {}) for name, attr in sorted(vars(fn).items())
                   if _own(attr, lines) and attr.__code__.co_argcount == len(attr.__defaults__ or ())]
         for i, (target, label, a, k) in enumerate(calls):
