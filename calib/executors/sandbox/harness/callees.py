@@ -101,7 +101,7 @@ def _callee(func: ast.expr, functions: dict[str, Any], known: dict[str, Any], pl
     if isinstance(func, ast.Name):
         if func.id in functions:
             return functions[func.id], 0
-        found = _method(chain(func.id), "__init__") if func.id[:1].isupper() else None  # ``Item(p)``
+        found = _method(chain(func.id), "__init__") if func.id.lstrip("_")[:1].isupper() else None  # ``Item(p)``
     elif isinstance(func, ast.Attribute) and placed.classes:
         owner = func.value
         if isinstance(owner, ast.Name) and owner.id == "self":  # ``self.parse(p)``

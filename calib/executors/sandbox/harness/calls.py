@@ -33,6 +33,8 @@ def standin_default(mode: str | None) -> Any:
         return standins._STANDIN_DEFAULT
     if mode == "raise":
         return standins.RAISE
+    if mode == "raise_in_try":
+        return standins.RAISE_IN_TRY
     if standins.is_mixed(mode):
         return standins.Mixed(int(mode[5:]))  # type: ignore[index]
     value = _STANDIN_RETURNS.get(mode)

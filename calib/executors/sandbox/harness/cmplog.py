@@ -111,6 +111,16 @@ def compare(left: Any, right: Any, op: str) -> Any:
     return _OPS[op](left, right)
 
 
+def item(obj: Any, key: Any) -> Any:
+    """``TABLE[key]`` of a module constant: a key the dict lacks is noted against the keys it has (as
+    ``TABLE.get(key)``), so ``_COMPONENT_VALIDATORS[component]`` gets an input with ``"scheme"``."""
+    if type(obj) is dict and type(key) in _PRIMITIVE and key not in obj:
+        _note(key)
+        for known in list(obj)[:8]:
+            _pair("eq", key, known)
+    return obj[key]
+
+
 def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     """``obj.name(*args, **kwargs)``, noting ``text.startswith(prefix)``/``endswith`` operands and the
     key a mapping was asked for (``options.get("mode")``) against the keys it has; the text a regular
@@ -240,7 +250,7 @@ def see(value: Any, position: int, op: str) -> Any:
     return value
 
 
-for _recorder in (method, see, size, code, number, inner):  # reached as ``__calib_cmp__.method`` ...
+for _recorder in (method, item, see, size, code, number, inner):  # reached as ``__calib_cmp__.method`` ...
     setattr(compare, _recorder.__name__, _recorder)
 
 
@@ -286,6 +296,15 @@ class _Instrument(ast.NodeTransformer):
             func = ast.Attribute(value=func, attr=self.compare, ctx=ast.Load())
         call = ast.Call(func=func, args=[node.left, node.comparators[0], ast.Constant(op)], keywords=[])
         return ast.copy_location(call, node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        table = node.value  # ``TABLE[key]`` read, TABLE a module constant (by its name): :func:`item`
+        if (isinstance(node.ctx, ast.Load) and isinstance(table, ast.Name) and table.id not in self.bound
+                and table.id.lstrip("_").isupper() and not isinstance(node.slice, ast.Slice)):
+            recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="item", ctx=ast.Load())
+            return ast.copy_location(ast.Call(func=recorder, args=[table, node.slice], keywords=[]), node)
+        return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)

@@ -228,9 +228,10 @@ def passed_on(exc: BaseException, lines: set[int], found: tuple[frozenset[int], 
     if not (lines & handling):
         return False
     tb = exc.__traceback__
-    while tb is not None:
+    while tb is not None:  # x's frame shows once per raise: ``except E as error: raise error`` adds its line
         code = tb.tb_frame.f_code
-        if (code.co_name, code.co_filename) == (where[0], where[2]) and code.co_firstlineno in where[1]:
-            return tb.tb_lineno in tried
+        if (code.co_name, code.co_filename) == (where[0], where[2]) and code.co_firstlineno in where[1] \
+                and tb.tb_lineno in tried:
+            return True
         tb = tb.tb_next
     return False

@@ -23,6 +23,9 @@ STR_METHODS = frozenset({
     "format", "encode", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "title", "capitalize",
     "casefold", "partition", "rpartition", "zfill", "center", "ljust", "rjust", "expandtabs", "isidentifier",
     "isnumeric", "isdecimal", "swapcase", "removeprefix", "removesuffix", "format_map"})
+#: Classes of the standard library built on a builtin one: ``isinstance`` with them asks for an instance
+#: (as a file's class), beside the builtin kind :data:`TYPE_NAMES` gives them.
+SUBCLASSES = frozenset({"defaultdict", "OrderedDict", "deque"})
 LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"})
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
 SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
@@ -157,7 +160,7 @@ def _class_names(node: ast.expr) -> list[str]:
         except SyntaxError:
             return []
     return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in TYPE_NAMES
-            and n.id[:1].isupper() and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
+            and n.id.lstrip("_")[:1].isupper() and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
 
 
 _TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"), (list, "list"),
@@ -327,6 +330,9 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
         for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
             _add_all(p.types, annotation_types(item)[0])
             _add_all(p.classes, _class_names(item))
+            # ``isinstance(coll, defaultdict)``: a dict does not pass, an instance of that class does
+            if isinstance(item, ast.Name) and item.id in SUBCLASSES:
+                _add(p.classes, item.id)
 
 
 def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:

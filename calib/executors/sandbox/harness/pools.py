@@ -11,6 +11,7 @@ arguments ``init.``, the random seed, the stand-in mode).
 
 from __future__ import annotations
 
+import ast
 import random
 
 from . import cmplog, globalrefs, inputs, mutators
@@ -64,8 +65,9 @@ class _Modes(tuple):  # type: ignore[type-arg]
 
 
 STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str", "empty_list", "true", "false",
-                        "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6"))
+                        "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6", "raise_in_try"))
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
+FRESH_MIXED = 15  # the first mixed variant :meth:`Pools.fresh` may draw (past the listed ones)
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 DEFAULT = CalibStandIn(DEFAULT_NAME)  # as an argument: left out, its default applies (calls.DEFAULT_NAME)
 _ARITHMETIC = frozenset(("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift",
@@ -159,7 +161,10 @@ class Pools:
         if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
-            self.by_param[STANDINS] = list(STANDIN_MODES)
+            # stand-ins failing only inside x's try bodies: where x has one with handlers
+            tries = hints.node is not None and any(isinstance(n, ast.Try | ast.TryStar) and n.handlers
+                                                   for n in ast.walk(hints.node))
+            self.by_param[STANDINS] = [m for m in STANDIN_MODES if m != "raise_in_try" or tries]
         self.pairs: list[tuple[str, Any, Any]] = []
 
     def _ambient(self, h: Hints) -> inputs.Uses:
@@ -239,7 +244,7 @@ class Pools:
         function needs more than a few dozen distinct inputs for the search to find its branches."""
         p = self.params.get(name)
         if name == STANDINS and self.rng.random() < 0.5:  # the mixed modes are as many as needed
-            return f"mixed{self.rng.randint(len(STANDIN_MODES), 99999)}"
+            return f"mixed{self.rng.randint(FRESH_MIXED, 99999)}"
         if name == STDIN:
             return inputs.stdin_fresh(self.rng, self.uses, self.values, self.hints.ints)
         if name.startswith(ENV_PREFIX) and self.rng.random() < 0.5:
@@ -338,7 +343,7 @@ class Pools:
             width = globalrefs.tuple_width(self.hints.tree, cls)  # a namedtuple's fields: all of them given
             shaped = [New(cls, *[None] * width), New(cls, *range(1, width + 1))] if width else []
             if rank >= 2:  # ``type(p) is DateTuple`` ... ``is IntervalTuple``: a chain of checks
-                out += shaped
+                out += shaped or [New(cls), New(cls, "abc")]
                 continue
             made = [*shaped, New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
             if container is not None:  # not a set: instances need not be hashable

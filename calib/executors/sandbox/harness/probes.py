@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 #: The module global x's probes call.
 NAME = "_calib_line"
+#: The module global x's ``try`` statements with handlers call on entering (1) and leaving (-1) their body:
+#: :data:`.standins.RAISE_IN_TRY`.
+TRY = "_calib_try"
 
 
 class Probes:
@@ -63,6 +66,7 @@ class Probes:
         if node is self.node or getattr(node, "body", None) is self.node.body:
             new = clone(node)
             instrument(new)
+            mark_tries(new)
             return new
         new = copy.copy(node)
         for field in ("body", "orelse", "finalbody", "handlers"):
@@ -94,3 +98,17 @@ def instrument(node: Any) -> None:
                 item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else 0
             block[keep:] = [part for s in block[keep:] for part in (_probe(s), s)]
 
+
+
+def mark_tries(node: Any) -> None:
+    """Wrap the body of each ``try`` with handlers in x (a copy) as ``_calib_try(1)`` then ``try: body
+    finally: _calib_try(-1)``: the count of such bodies running is known, whatever way they are left."""
+    for item in [n for n in ast.walk(node) if isinstance(n, ast.Try | ast.TryStar) and n.handlers]:
+        at = {"lineno": item.lineno, "col_offset": item.col_offset, "end_lineno": item.lineno,
+              "end_col_offset": item.col_offset}
+
+        def step(n: int, at: dict[str, int] = at) -> ast.stmt:
+            name = ast.Name(TRY, ast.Load(), **at)
+            return ast.Expr(ast.Call(name, [ast.Constant(n, **at)], [], **at), **at)
+
+        item.body = [step(1), ast.Try(body=item.body, handlers=[], orelse=[], finalbody=[step(-1)], **at)]

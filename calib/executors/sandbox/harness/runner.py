@@ -46,6 +46,7 @@ from .calls import (
 )
 from .placeholders import globals_in, materialize
 from .probes import NAME as PROBE
+from .probes import TRY
 from .probes import Probes
 from .standins import LOG, STANDIN_CLASS_NAME, is_standin, standin_name
 from .values import New, Obj, decode
@@ -131,6 +132,7 @@ class Runner:
         self.seen: frozenset[int] | None = None  # the lines when the call ended (not those observing ran)
         self.calling = False  # x was called (the lines before are the build's)
         self.module.extra_globals[PROBE] = self.lines.add
+        self.module.extra_globals[TRY] = standins.enter_try
         self.module.rewrite = Probes(self.placed.tree, node).rewrite
         self.poisoned = False  # an input left threads running: this process runs no further input
         self.reuse: Any = None  # while searching: one build for all runs (:class:`.reuse.Reuse`)
@@ -316,6 +318,8 @@ class Runner:
             message = str(exc)
         except Exception:  # noqa: BLE001
             message = ""
+        if type(exc) is standins.CalibStandInError and _raised_by_code(exc):
+            return "raised", ""  # ``raise ValidationError(errors)``, the class withheld: x's own, not a misuse
         if STANDIN_CLASS_NAME in message and not (standins.asked_to_fail(exc)
                                                   and fixups.passed_on(exc, self.lines, *self.handlers)):
             return "invalid", "standin"
@@ -395,6 +399,14 @@ class Runner:
 INITIALISERS = ("__init__", "__post_init__")
 DEFAULT = object()  # an argument the input state leaves out
 HIGH_FD = 200  # the harness's own descriptors sit here, out of reach of open(3), os.write(4, ...)
+
+
+def _raised_by_code(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a statement of the scaffold (x's ``raise``), not inside the harness."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == scaffold.FILENAME
 
 
 def high_fd(fd: int) -> int:

@@ -38,6 +38,7 @@ class CallLog:
         self.ops = 0  # stand-in operations this input (calls, arithmetic, attribute reads ...)
         self.budget = OPS_BUDGET
         self.default: Any = _STANDIN_DEFAULT
+        self.trying = 0  # x's ``try`` bodies (with handlers) now running: see RAISE_IN_TRY
         self.items = 0
         self.truthy = True
         self.agree = False
@@ -85,6 +86,7 @@ class CallLog:
         if self.mixed is not None:
             default = _STANDIN_DEFAULT
         self.default = default
+        self.trying = 0
         self.items = items  # how many items iterating a stand-in yields (the ``items`` mode: 2)
         self.truthy = default is not False  # the ``false`` mode: stand-ins are falsy
         self.agree = default is True  # the ``true`` mode: comparisons with stand-ins hold
@@ -126,6 +128,16 @@ class CallLog:
 
 #: ``LOG.default = RAISE``: every call to a stand-in raises (an input state where dependencies fail).
 RAISE = object()
+#: ``LOG.default = RAISE_IN_TRY`` (mode ``raise_in_try``): a call to a stand-in raises while x runs the body of
+#: one of its ``try`` statements that has handlers (``LOG.trying``, kept by x's probes: :mod:`.probes`),
+#: and otherwise returns a stand-in: ``try: field.deserialize(v) except ValidationError:`` reaches its
+#: handler without ``is_collection(value)`` before it failing too.
+RAISE_IN_TRY = object()
+
+
+def enter_try(step: int) -> None:
+    """x entered (1) or left (-1) the body of a ``try`` with handlers (:func:`.probes.mark_tries`)."""
+    LOG.trying += step
 
 
 #: Stand-in operations one input may make. A loop that only turns on stand-ins (``pos += 1`` on a
@@ -150,7 +162,21 @@ class StandInLoop(BaseException):
 
 
 class CalibStandInError(OSError, ValueError, KeyError, TypeError, RuntimeError, ArithmeticError):
-    """What a failing stand-in raises: caught by the handlers real dependency failures would reach."""
+    """What a failing stand-in raises: caught by the handlers real dependency failures would reach. An
+    attribute it lacks is a stand-in, as the withheld exception class's would be: ``except
+    ValidationError as error: error.messages``. Keyword arguments are taken as attributes: ``raise
+    ValidationError(errors, valid_data=result)`` with the class withheld."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args)
+        for key, value in kwargs.items():
+            if not key.startswith("__"):
+                setattr(self, key, value)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return CalibStandIn(f"{type(self).__name__}.{attr}")
 
 
 #: In the message of a failure the input state asked for (a stand-in in mode ``raise``): :func:`asked_to_fail`.
@@ -268,8 +294,10 @@ class CalibStandIn:
         if script:
             value = script.pop(0)
             return list(value) if isinstance(value, list) else value
-        if LOG.default is RAISE:
+        if LOG.default is RAISE or LOG.default is RAISE_IN_TRY and LOG.trying > 0:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
+        if LOG.default is RAISE_IN_TRY:
+            return CalibStandIn(name + "()")
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
         return CalibStandIn(name + "()")
