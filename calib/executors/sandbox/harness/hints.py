@@ -160,7 +160,8 @@ def _class_names(node: ast.expr) -> list[str]:
         except SyntaxError:
             return []
     return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in TYPE_NAMES
-            and n.id.lstrip("_")[:1].isupper() and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
+            and n.id.lstrip("_")[:1].isupper()  # ``_ComplementSet`` too
+            and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
 
 
 _TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"), (list, "list"),

@@ -46,8 +46,7 @@ from .calls import (
 )
 from .placeholders import globals_in, materialize
 from .probes import NAME as PROBE
-from .probes import TRY
-from .probes import Probes
+from .probes import TRY, Probes
 from .standins import LOG, STANDIN_CLASS_NAME, is_standin, standin_name
 from .values import New, Obj, decode
 
