@@ -20,8 +20,9 @@ from __future__ import annotations
 import ast
 import builtins
 
-from .hints import TYPE_NAMES, Hints
+from .hints import Hints
 from .standins import COMPAT_TYPES
+from .typenames import TYPE_NAMES
 from .values import Global, Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)

@@ -13,6 +13,7 @@ import ast
 
 from . import regexes
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
+from .typenames import SUBCLASSES, TYPE_NAMES, annotation_types, class_names  # noqa: F401 - read as hints.*
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -23,22 +24,10 @@ STR_METHODS = frozenset({
     "format", "encode", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "title", "capitalize",
     "casefold", "partition", "rpartition", "zfill", "center", "ljust", "rjust", "expandtabs", "isidentifier",
     "isnumeric", "isdecimal", "swapcase", "removeprefix", "removesuffix", "format_map"})
-#: Classes of the standard library built on a builtin one: ``isinstance`` with them asks for an instance
-#: (as a file's class), beside the builtin kind :data:`TYPE_NAMES` gives them.
-SUBCLASSES = frozenset({"defaultdict", "OrderedDict", "deque"})
 LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"})
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
 SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
 BYTES_METHODS, SEQ_METHODS = frozenset({"decode", "hex"}), frozenset({"index", "count", "copy"})
-TYPE_NAMES = {
-    "int": "int", "float": "float", "str": "str", "bool": "bool", "bytes": "bytes", "bytearray": "bytes",
-    "list": "list", "List": "list", "Sequence": "list", "MutableSequence": "list", "Iterable": "list",
-    "Iterator": "list", "Collection": "list", "dict": "dict", "Dict": "dict", "Mapping": "dict",
-    "MutableMapping": "dict", "OrderedDict": "dict", "defaultdict": "dict", "set": "set", "Set": "set",
-    "frozenset": "set", "FrozenSet": "set", "AbstractSet": "set", "tuple": "tuple", "Tuple": "tuple", "None": "none",
-    "NoneType": "none", "Path": "path", "PathLike": "path", "PurePath": "path", "Callable": "callable",
-    "complex": "float", "Decimal": "float", "Number": "float", "Real": "float", "Integral": "int", "Text": "str",
-    "AnyStr": "str", "bytes_or_str": "str", "slice": "slice"}
 
 
 class Param:
@@ -62,6 +51,7 @@ class Param:
         self.optional: list[str] = []  # attributes the body asks about (``hasattr(p, "zone")``)
         self.children: dict[str, Param] = {}  # p.attr the body uses, described likewise
         self.result: Param | None = None  # what calling it returns, by the use of ``token = tokens.current()``
+        self.item: Param | None = None  # what the body does with each item (``for t in terminals: t.name``)
         self.depth = depth
 
     def __repr__(self) -> str:
@@ -80,36 +70,6 @@ class Hints:
         self.self_params: list[Param] = []  # self.attr the method reads, as parameters
         self.node: Any = None  # x's definition, and its module (mine_module): for inputs.scan
         self.tree: Any = None
-
-
-def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
-    """(types, element types) named by an annotation."""
-    if node is None:
-        return [], []
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            return annotation_types(ast.parse(node.value, mode="eval").body)
-        except SyntaxError:
-            return [], []
-    if isinstance(node, ast.Constant) and node.value is None:
-        return ["none"], []
-    if isinstance(node, ast.Name | ast.Attribute):
-        name = node.id if isinstance(node, ast.Name) else node.attr
-        return ([TYPE_NAMES[name]] if name in TYPE_NAMES else []), []
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        left, right = annotation_types(node.left), annotation_types(node.right)
-        return left[0] + right[0], left[1] + right[1]
-    if isinstance(node, ast.Subscript):
-        outer = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
-        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if outer in ("Optional", "Union"):
-            found = [annotation_types(arg) for arg in args]
-            return (["none"] if outer == "Optional" else []) + [t for f in found for t in f[0]], [
-                e for f in found for e in f[1]]
-        base, _ = annotation_types(node.value)
-        element = annotation_types(args[-1] if base == ["dict"] else args[0])[0]
-        return base, element
-    return [], []
 
 
 def _literal(node: ast.expr | None) -> tuple[bool, Any]:
@@ -146,22 +106,10 @@ def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
     has, value = _literal(default)
     param = Param(name=arg.arg, kind=kind, types=types, element=element, default=value, has_default=has)
     if arg.annotation is not None:
-        _add_all(param.classes, _class_names(arg.annotation))
+        _add_all(param.classes, class_names(arg.annotation))
     if has and value is not None and not types:
         param.types.append(type_of(value))
     return param
-
-
-def _class_names(node: ast.expr) -> list[str]:
-    """Names in an annotation or isinstance() spec that are not builtin or typing names (module classes)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return []
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in TYPE_NAMES
-            and n.id.lstrip("_")[:1].isupper()  # ``_ComplementSet`` too
-            and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
 
 
 _TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"), (list, "list"),
@@ -205,6 +153,11 @@ class _Subjects:
 _OBJECT_ATTRS = frozenset(dir(object()))
 
 
+def _whole(node: ast.AST) -> ast.AST:
+    """The sequence a slice of it is taken from (``terminals[:max_size]``), else ``node``."""
+    return node.value if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) else node
+
+
 def _plain_attribute(attr: str) -> bool:
     """An attribute an argument object can carry: not a dunder every object has (``__class__``), but
     ``module.__name__`` or ``func.__wrapped__`` are."""
@@ -230,7 +183,11 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                 p.result = p.result or Param(name=p.name + "()", kind="result", depth=p.depth + 1)
                 subject.aliases.setdefault(n.targets[0].id, p.result)
     items = {n.target.id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)  # ``for v in p``
-             and isinstance(n.target, ast.Name) and (p := subject(n.iter)) is not None}
+             and isinstance(n.target, ast.Name) and (p := subject(_whole(n.iter))) is not None}
+    for name, p in items.items():  # ``for t in terminals[:n]: t.name``: the use of t describes p's items
+        if name not in params and name != self_name:
+            p.item = p.item or Param(name=p.name + "[]", kind="item", depth=p.depth + 1)
+            subject.aliases.setdefault(name, p.item)
     for loop in (n for n in body_nodes if isinstance(n, ast.For)):  # ``try: v in seen`` / ``except TypeError``
         if any(isinstance(h, ast.ExceptHandler) and "TypeError" in ast.dump(h.type or ast.Pass())
                for h in (x for b in loop.body for x in ast.walk(b))):
@@ -330,7 +287,7 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
         spec = node.args[1]
         for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
             _add_all(p.types, annotation_types(item)[0])
-            _add_all(p.classes, _class_names(item))
+            _add_all(p.classes, class_names(item))
             # ``isinstance(coll, defaultdict)``: a dict does not pass, an instance of that class does
             if isinstance(item, ast.Name) and item.id in SUBCLASSES:
                 _add(p.classes, item.id)
@@ -345,7 +302,7 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
             for other in operands:
                 names = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
                 _add_all(p.types, [TYPE_NAMES[n.id] for n in names if isinstance(n, ast.Name) and n.id in TYPE_NAMES])
-                _add_all(p.classes, [c for n in names if isinstance(n, ast.Name) for c in _class_names(n)])  # a file's
+                _add_all(p.classes, [c for n in names if isinstance(n, ast.Name) for c in class_names(n)])  # a file's
     if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
         ok, key = _literal(node.left)
         p = subject(node.comparators[0])

@@ -381,6 +381,9 @@ class Pools:
         if kind in ("list", "tuple", "set"):
             element = next((e for e in p.element if e.startswith("tuple")), (p.element or [""])[0])
             seqs = self._sequences(element)
+            if p.item is not None and p.item.attrs and not element.startswith(("class:", "tuple", "unpack")):
+                objs = self._values("object", p.item)  # ``for t in terminals: t.name``: objects with those first
+                seqs = [objs[:1], [objs[0], objs[-1]], objs[-3:], *seqs]
             if kind == "tuple":
                 return [tuple(s) for s in seqs]
             if kind == "set":
