@@ -12,7 +12,7 @@ import json
 import os
 import types
 
-from . import canon, hints
+from . import canon, hints, standins
 from .classattrs import instance_default
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -91,8 +91,10 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
             runner.reuse.settle()
         if pools is not None:
             pools.observe(cmplog.take())
-        return Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
-                      output=canon.dumps(out), lines=runner.covered())
+        record = Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
+                        output=canon.dumps(out), lines=runner.covered())
+        record.in_try = standins.LOG.try_calls > 0
+        return record
 
     info = runner.params
     hints.mine_module(placed.tree, info)

@@ -39,6 +39,7 @@ class CallLog:
         self.budget = OPS_BUDGET
         self.default: Any = _STANDIN_DEFAULT
         self.trying = 0  # x's ``try`` bodies (with handlers) now running: see RAISE_IN_TRY
+        self.try_calls = 0  # stand-in calls made while one ran, this input
         self.items = 0
         self.truthy = True
         self.agree = False
@@ -86,7 +87,7 @@ class CallLog:
         if self.mixed is not None:
             default = _STANDIN_DEFAULT
         self.default = default
-        self.trying = 0
+        self.trying = self.try_calls = 0
         self.items = items  # how many items iterating a stand-in yields (the ``items`` mode: 2)
         self.truthy = default is not False  # the ``false`` mode: stand-ins are falsy
         self.agree = default is True  # the ``true`` mode: comparisons with stand-ins hold
@@ -131,7 +132,8 @@ RAISE = object()
 #: ``LOG.default = RAISE_IN_TRY`` (mode ``raise_in_try``): a call to a stand-in raises while x runs the body of
 #: one of its ``try`` statements that has handlers (``LOG.trying``, kept by x's probes: :mod:`.probes`),
 #: and otherwise returns a stand-in: ``try: field.deserialize(v) except ValidationError:`` reaches its
-#: handler without ``is_collection(value)`` before it failing too.
+#: handler without ``is_collection(value)`` before it failing too. The search tries it on an input whose
+#: run called a stand-in there (``LOG.try_calls``; :func:`.synth.search`).
 RAISE_IN_TRY = object()
 
 
@@ -294,6 +296,8 @@ class CalibStandIn:
         if script:
             value = script.pop(0)
             return list(value) if isinstance(value, list) else value
+        if LOG.trying > 0:
+            LOG.try_calls += 1
         if LOG.default is RAISE or LOG.default is RAISE_IN_TRY and LOG.trying > 0:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
         if LOG.default is RAISE_IN_TRY:
