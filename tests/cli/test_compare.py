@@ -199,3 +199,15 @@ def test_an_inputs_file_may_give_a_returned_closures_probe_arguments(tmp_path):
     path = tmp_path / "inputs.json"
     path.write_text(json.dumps([{"args": {"kind": "'int'"}, "probe": ["'root'", "[1, None]"]}]))
     assert load_inputs(path) == [{"args": {"kind": "'int'"}, "files": {}, "probe": ["'root'", "[1, None]"]}]
+
+
+def test_an_inputs_file_may_ask_stand_ins_to_fail_inside_try_bodies(tmp_path):
+    from calib._exceptions import InputError
+    from calib.cli.compare import load_inputs
+
+    path = tmp_path / "inputs.json"
+    path.write_text(json.dumps([{"args": {"x": "1"}, "standins": "raise_in_try"}]))
+    assert load_inputs(path)[0]["standins"] == "raise_in_try"
+    path.write_text(json.dumps([{"args": {"x": "1"}, "standins": "raise_in_loop"}]))
+    with pytest.raises(InputError, match="raise_in_try"):  # the message lists the modes there are
+        load_inputs(path)
