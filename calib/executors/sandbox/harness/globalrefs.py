@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from .cmplog import NAME as RECORDER
 from .hints import Hints
 from .standins import COMPAT_TYPES
 from .typenames import TYPE_NAMES
@@ -104,19 +105,32 @@ def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) 
             found.append(name)
 
     for n in body:
-        if not isinstance(n, ast.Compare):
+        if isinstance(n, ast.Call) and _recorded(n):  # ``a == b`` as the search runs it (:mod:`.cmplog`)
+            operands, ops = n.args[:2], [getattr(ast, n.args[2].value)()]
+        elif isinstance(n, ast.Compare):
+            operands, ops = [n.left, *n.comparators], n.ops
+        else:
             continue
-        operands = [n.left, *n.comparators]
-        for (a, b), op in zip(zip(operands, operands[1:]), n.ops):
+        for (a, b), op in zip(zip(operands, operands[1:]), ops):
             if isinstance(op, _OPS):
                 for one, other in ((a, b), (b, a)):
                     if isinstance(one, ast.Name) and one.id in names:
                         add(where(other), one.id)
+                    elif isinstance(one, ast.Attribute) and isinstance(one.value, ast.Name) \
+                            and one.value.id in names:  # ``self.os == OperatingSystem.LINUX``
+                        add(where(other), f"{one.value.id}.{one.attr}")
             elif isinstance(op, ast.In | ast.NotIn) and isinstance(b, ast.Tuple | ast.List | ast.Set):
                 for item in b.elts:
                     if isinstance(item, ast.Name) and item.id in names:
                         add(where(a), item.id)
     return out
+
+
+def _recorded(call: ast.Call) -> bool:
+    """``__calib_cmp__(a, b, "Eq")`` (or ``.inner``): a comparison the search's recorder makes."""
+    func = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "inner" else call.func
+    return (isinstance(func, ast.Name) and func.id == RECORDER and len(call.args) == 3
+            and isinstance(call.args[2], ast.Constant) and call.args[2].value in ("Eq", "NotEq", "In", "NotIn"))
 
 
 def self_name(node: Any, params: list[str]) -> str | None:

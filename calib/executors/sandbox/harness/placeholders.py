@@ -51,10 +51,20 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
 
 
 def lookup(ref: Global, ns: dict[str, Any]) -> Any:
-    """The object ``ref`` names in the build ``ns``, else the builtin class of that name (``Global('int')``
-    for a parameter used as a class), else a stand-in of that name."""
+    """The object ``ref`` names in the build ``ns`` (a dotted name: an attribute of one, ``Global('OS.LINUX')``),
+    else the builtin class of that name (``Global('int')`` for a parameter used as a class), else a stand-in
+    of that name."""
     if ref.name in ns:
         return ns[ref.name]
+    head, _, rest = ref.name.partition(".")
+    if rest and head in ns:  # ``Global('OperatingSystem.LINUX')``: an attribute of a module-level name
+        found = ns[head]
+        try:
+            for part in rest.split("."):
+                found = getattr(found, part)
+        except Exception:  # noqa: BLE001 - not there in this build
+            return CalibStandIn(ref.name)
+        return found
     found = getattr(builtins, ref.name, None)
     return found if isinstance(found, type) else CalibStandIn(ref.name)
 

@@ -188,7 +188,8 @@ def _call(node: ast.Call, source: str) -> Any:
         return Obj(**kwargs)
     if name == "New" and args and isinstance(args[0], str):
         return New(*args, **kwargs)
-    if name == "Global" and len(args) == 1 and isinstance(args[0], str) and args[0].isidentifier() and not kwargs:
+    if name == "Global" and len(args) == 1 and isinstance(args[0], str) and not kwargs \
+            and all(part.isidentifier() for part in args[0].split(".")):  # ``Global('OperatingSystem.LINUX')``
         return Global(args[0])
     if name == "StandIn" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         return CalibStandIn(args[0])
