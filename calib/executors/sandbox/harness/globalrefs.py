@@ -105,7 +105,10 @@ def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) 
             found.append(name)
 
     for n in body:
-        if isinstance(n, ast.Call) and _recorded(n):  # ``a == b`` as the search runs it (:mod:`.cmplog`)
+        # ``a == b`` as the search runs it (:mod:`.cmplog`): the recorder notes a plain value (``af ==
+        # AF_INET`` gives 2) but not an object (``self.os == OperatingSystem.LINUX``), whose name is mined
+        recorded = isinstance(n, ast.Call) and _recorded(n)
+        if recorded:
             operands, ops = n.args[:2], [getattr(ast, n.args[2].value)()]
         elif isinstance(n, ast.Compare):
             operands, ops = [n.left, *n.comparators], n.ops
@@ -114,7 +117,7 @@ def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) 
         for (a, b), op in zip(zip(operands, operands[1:]), ops):
             if isinstance(op, _OPS):
                 for one, other in ((a, b), (b, a)):
-                    if isinstance(one, ast.Name) and one.id in names:
+                    if isinstance(one, ast.Name) and one.id in names and not recorded:
                         add(where(other), one.id)
                     elif isinstance(one, ast.Attribute) and isinstance(one.value, ast.Name) \
                             and one.value.id in names:  # ``self.os == OperatingSystem.LINUX``

@@ -505,17 +505,13 @@ _PLAIN = (int, float, str, bytes, bool, type(None))
 
 def _is_kind(kind: str, obj: Any, cls: type | None) -> bool:
     """Whether ``obj`` (of class ``cls``) counts as an instance, or ``cls`` as a subclass, of the stand-in
-    type ``kind`` (``isinstance(s, six.string_types)``, ``issubclass(c, withheld.Base)``). A compatibility
-    name of builtin types (:data:`COMPAT_TYPES`) is those types, for any object but a stand-in.
+    type ``kind`` (``isinstance(s, six.string_types)``, ``issubclass(c, withheld.Base)``).
 
     Always for a stand-in reached through ``kind`` and for a class built on it; otherwise as the mode
     says, so that the search reaches both branches of a type check: the ``true`` mode says yes to
     everything, a mixed mode draws per (``kind``, the object's class or stand-in name), the other modes
     say no, as before (a yes there too won no function more on the tuning sample and lost one whose
     search then spent its runs on the other branch)."""
-    compat = COMPAT_TYPES.get(kind.rsplit(".", 1)[-1])
-    if compat and not is_standin(obj):  # ``six.string_types`` withheld: on Python 3 it is ``(str,)``
-        return cls is not None and issubclass(cls, tuple(getattr(builtins, k) for k in compat))
     if is_standin(obj):
         of = object.__getattribute__(obj, "_calib_name")
         if of.startswith(kind):
