@@ -12,7 +12,9 @@
 - the items of a parameter a loop reads attributes of (``for t in terminals[:n]: t.name``) are objects
   with those attributes;
 - a key of a module constant read by subscript (``_VALIDATORS[component]``) that the table lacks is
-  rewritten by the search to the keys it has.
+  rewritten by the search to the keys it has;
+- an attribute of a module name compared with ``==`` (``self.os == OperatingSystem.LINUX``) is a value,
+  ``Global('OperatingSystem.LINUX')``, mined from the tree as the search runs it.
 Each sandboxed case's figure before these changes (b745535) is in its comment."""
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox.harness import cmplog, hints, probes, synth
+from calib.executors.sandbox.harness import cmplog, globalrefs, hints, placeholders, probes, synth
 from calib.executors.sandbox.harness.standins import CalibStandIn, CalibStandInError
-from calib.executors.sandbox.harness.values import New, Obj
+from calib.executors.sandbox.harness.values import Global, New, Obj, decode
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -276,3 +278,51 @@ def test_the_search_finds_the_keys_of_a_constant_table() -> None:
     assert result.conclusive, result.reason  # (before: 0.5, no key of the table)
     outputs = {json.loads(i.output).get("return") for i in result.inputs if i.valid}
     assert {"unknown", "invalid", "valid"} <= outputs
+
+
+# ------------------------------------------------------------------ attributes of module names compared with ==
+OS_CONTEXT = (
+    "class OperatingSystem:\n"
+    "    class _OS:\n"
+    "        def __init__(self, name):\n"
+    "            self.name = name\n"
+    "    LINUX = _OS('Linux')\n"
+    "    WINDOWS = _OS('Windows')\n"
+    "\n"
+    "\n"
+    "class Platform:\n"
+    "    def __init__(self, operating_system):\n"
+    "        self.operating_system = operating_system\n"
+    "\n"
+)
+FRAGMENT = (
+    "    def fragment(self):\n"
+    "        if self.operating_system == OperatingSystem.LINUX:\n"
+    "            return '(%s)' % self.operating_system.name\n"
+    "        elif self.operating_system == OperatingSystem.WINDOWS:\n"
+    "            return '(%s NT)' % self.operating_system.name\n"
+    "        return '()'\n"
+)
+
+
+def test_attributes_of_module_names_are_mined_from_the_tree_the_search_runs() -> None:
+    tree = ast.parse(OS_CONTEXT + FRAGMENT)
+    node = tree.body[-1].body[-1]
+    cmplog.instrument(node, tree)  # what explore does before the pools are made: == becomes a recorder call
+    assert "__calib_cmp__(self.operating_system, OperatingSystem.LINUX, 'Eq')" in ast.unparse(node)
+    refs = globalrefs.mine(node, tree, [], "self")
+    # (before: {}, the recorder's calls hid every == comparison from the mining)
+    assert refs == {("self", "operating_system"): ["OperatingSystem.LINUX", "OperatingSystem.WINDOWS"]}
+    assert decode("Global('OperatingSystem.LINUX')") == Global("OperatingSystem.LINUX")
+    namespace: dict[str, object] = {}
+    exec(OS_CONTEXT, namespace)  # noqa: S102 - the test's own context
+    assert placeholders.lookup(Global("OperatingSystem.WINDOWS"), namespace).name == "Windows"
+    assert isinstance(placeholders.lookup(Global("OperatingSystem.MACOS"), namespace), CalibStandIn)
+
+
+@needs_bwrap
+def test_an_attribute_of_a_module_class_reaches_its_branch() -> None:
+    result = _run(FRAGMENT, OS_CONTEXT)
+    assert result.conclusive, result.reason  # (before: 0.6, one output: never LINUX nor WINDOWS)
+    returns = {json.loads(i.output).get("return") for i in result.inputs if i.valid}
+    assert {"(Linux)", "(Windows NT)", "()"} <= returns
