@@ -52,6 +52,7 @@ class Param:
         self.children: dict[str, Param] = {}  # p.attr the body uses, described likewise
         self.result: Param | None = None  # what calling it returns, by the use of ``token = tokens.current()``
         self.item: Param | None = None  # what the body does with each item (``for t in terminals: t.name``)
+        self.parts: list[Param] = []  # an item's positions, by what the body does with each (``for k, v in p``)
         self.depth = depth
 
     def __repr__(self) -> str:
@@ -188,6 +189,16 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
         if name not in params and name != self_name:
             p.item = p.item or Param(name=p.name + "[]", kind="item", depth=p.depth + 1)
             subject.aliases.setdefault(name, p.item)
+    for n in body_nodes:  # ``for k, v in self._body: k.key``: the use of k and v describes each position
+        if isinstance(n, ast.For | ast.comprehension) and isinstance(n.target, ast.Tuple) and 1 < len(
+                n.target.elts) <= 4 and all(isinstance(e, ast.Name) for e in n.target.elts) \
+                and (p := subject(_whole(n.iter))) is not None:
+            p.item = p.item or Param(name=p.name + "[]", kind="item", depth=p.depth + 1)
+            p.item.parts = p.item.parts or [Param(name=f"{p.item.name}[{i}]", kind="item", depth=p.depth + 1)
+                                            for i in range(len(n.target.elts))]
+            for e, part in zip(n.target.elts, p.item.parts):
+                if e.id not in params and e.id != self_name:
+                    subject.aliases.setdefault(e.id, part)
     for loop in (n for n in body_nodes if isinstance(n, ast.For)):  # ``try: v in seen`` / ``except TypeError``
         if any(isinstance(h, ast.ExceptHandler) and "TypeError" in ast.dump(h.type or ast.Pass())
                for h in (x for b in loop.body for x in ast.walk(b))):
