@@ -326,3 +326,41 @@ def test_an_attribute_of_a_module_class_reaches_its_branch() -> None:
     assert result.conclusive, result.reason  # (before: 0.6, one output: never LINUX nor WINDOWS)
     returns = {json.loads(i.output).get("return") for i in result.inputs if i.valid}
     assert {"(Linux)", "(Windows NT)", "()"} <= returns
+
+
+# ------------------------------------------------------------------ positions of unpacked items
+BODY_CONTEXT = (
+    "class Key:\n"
+    "    def __init__(self, key):\n"
+    "        self.key = key\n"
+    "\n"
+    "\n"
+)
+FLATTEN = (
+    "def flatten(body):\n"
+    "    out = {}\n"
+    "    for k, v in body:\n"
+    "        if k is None:\n"
+    "            continue\n"
+    "        if isinstance(v, (list, tuple)):\n"
+    "            v = len(v)\n"
+    "        out[k.key] = v\n"
+    "    return out\n"
+)
+
+
+def test_each_position_of_unpacked_items_is_described_by_its_use() -> None:
+    info = hints.analyse(ast.parse(FLATTEN).body[0], skip_first=False)
+    key, value = info.params[0].item.parts
+    assert key.attrs == ["key"] and "none" in key.types  # ``k is None``, ``k.key``
+    assert {"list", "tuple"} <= set(value.types)
+    rows = [v for v in synth.Pools(info, random.Random(0)).by_param["body"][:4] if isinstance(v, list)]
+    assert rows and all(isinstance(row, tuple) and len(row) == 2 for seq in rows for row in seq)
+    assert any(isinstance(row[0], Obj) and hasattr(row[0], "key") for seq in rows for row in seq)
+
+
+@needs_bwrap
+def test_unpacked_items_with_attributes_reach_every_line() -> None:
+    result = _run(FLATTEN, BODY_CONTEXT)
+    assert result.conclusive, result.reason  # (before: 0.75, the items were pairs of numbers and texts)
+    assert result.coverage == 1.0
