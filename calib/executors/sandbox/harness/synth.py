@@ -274,7 +274,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
     reached: set[int] = set()
     shown: set[str] = set()
-    raising: list[int] = []  # inputs retried with stand-ins failing in try bodies (``raise_in_try``)
+    raising: list[dict[str, Any]] = []  # inputs retried with stand-ins failing in try bodies (``raise_in_try``)
 
     def attempt(values: dict[str, Any]) -> bool:
         state = make(values)
@@ -291,8 +291,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             # the oldest first (an early input's rewrite is not pushed out by later ones), at most 64
             pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])
         if record.valid and record.in_try and values.get(STANDINS) == "standin" and len(raising) < 8:
-            # a stand-in called inside a try body of x: the same input with such calls failing, next
-            raising.append(1)
+            raising.append(values)  # a stand-in called inside a try body of x: then with such calls failing
             pending.insert(0, {**values, STANDINS: "raise_in_try"})
         if record.valid:
             reached.update(record.lines)
