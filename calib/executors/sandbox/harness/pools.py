@@ -381,7 +381,7 @@ class Pools:
             if p.item is not None and p.item.attrs and not element.startswith(("class:", "tuple", "unpack")):
                 objs = self._values("object", p.item)  # ``for t in terminals: t.name``: objects with those first
                 seqs = [objs[:1], [objs[0], objs[-1]], objs[-3:], *seqs]
-            elif p.item is not None and any(part.attrs or part.types for part in p.item.parts):  # ``for k, v in p``
+            elif p.item is not None and any(part.attrs for part in p.item.parts):  # ``for k, v in p: k.key``
                 by_part = [self._pool(part) for part in p.item.parts]
                 rows = [tuple(pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)) for i in range(6)]
                 seqs = [rows[:1], rows[:2], rows[2:5], rows[3:6], *seqs]
