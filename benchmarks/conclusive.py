@@ -46,7 +46,8 @@ excluded, 120 more, in the sixth round; then, in the eighth, the 598 new functio
 1, 3, 4, 7 drawn with the first 306 excluded; then, in the ninth, the 282 functions of fresh seeds 13-15
 drawn with the first 1,024 excluded, and then the 369 of fresh seeds 27-31, held out first (drawn with
 the first 1,306 excluded) and tuned on after; in the tenth, the 336 of fresh seeds 37-41, held out first
-(drawn with the first 1,675 excluded) and looked at after: each line's ``tuned_on`` says how it was drawn); a held-out
+(drawn with the first 1,675 excluded) and looked at after, then the 286 of fresh seeds 42-46 (the first
+2,011 excluded) likewise: each line's ``tuned_on`` says how it was drawn); a held-out
 figure is measured as
 ``--fresh --fresh-seed S --n 120 --conditions file_only --setups sandbox --exclude benchmarks/tuning-functions.jsonl``
 with a seed S no session has looked at function by function.
