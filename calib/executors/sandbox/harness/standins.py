@@ -275,8 +275,9 @@ class CalibStandIn:
     def __copy__(self) -> CalibStandIn:
         # ``copy.copy``/``deepcopy`` of a dependency's object: another stand-in of the same name (rebuilt
         # from its slots, copy's default, it failed on its own ``__setattr__``)
-        twin = CalibStandIn(object.__getattribute__(self, "_calib_name"), object.__getattribute__(self, "_calib_script"))
-        object.__getattribute__(twin, "_calib_attrs").update(object.__getattribute__(self, "_calib_attrs"))
+        get = object.__getattribute__
+        twin = CalibStandIn(get(self, "_calib_name"), get(self, "_calib_script"))
+        get(twin, "_calib_attrs").update(get(self, "_calib_attrs"))
         return twin
 
     def __deepcopy__(self, memo: Any) -> CalibStandIn:
