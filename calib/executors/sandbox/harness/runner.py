@@ -331,6 +331,8 @@ class Runner:
         owner: Any = ns[placed.classes[0]]
         for name in placed.classes[1:]:
             owner = getattr(owner, name)
+        if not isinstance(owner, type) and type(owner).__name__ == placed.classes[-1]:
+            owner = type(owner)  # ``@singleton class VarInt:``: the module name is the class's one instance
         name = placed.node.name
         if name.startswith("__") and not name.endswith("__") and isinstance(owner, type):
             name = f"_{owner.__name__.lstrip('_')}{name}"  # private name mangling
@@ -365,6 +367,10 @@ class Runner:
         else:
             instance = make_instance(owner, globals_in(spec, ns), reads, skip=self.guarded)
         if isinstance(raw, property):
+            # x is its getter, or (``@field_names.setter``) its setter or deleter: called with the input's value
+            accessor = {"setter": raw.fset, "deleter": raw.fdel}.get(placed.accessor or "")
+            if accessor is not None:
+                return types.MethodType(accessor, instance), instance
             return (lambda: raw.fget(instance)), instance  # type: ignore[misc]
         if isinstance(raw, types.FunctionType):
             return types.MethodType(raw, instance), instance

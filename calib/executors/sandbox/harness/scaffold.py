@@ -23,6 +23,7 @@ import textwrap
 import types
 
 from . import fixups, mocks, standins
+from .names import super_names, unresolved_names, walk  # noqa: F401 - walk: read as scaffold.walk
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -101,6 +102,12 @@ class Placed:
         return ".".join([*self.classes, self.node.name])
 
     @property
+    def accessor(self) -> str | None:
+        """``setter`` or ``deleter`` for ``@name.setter``/``@name.deleter`` (a method of the kind ``method``)."""
+        return next((d.attr for d in self.node.decorator_list
+                     if isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")), None)
+
+    @property
     def kind(self) -> str:
         """``function``, ``method``, ``staticmethod``, ``classmethod`` or ``property``."""
         if not self.classes:
@@ -177,67 +184,6 @@ def _defined_by(obj: Any, stmt: Any) -> bool:
 # --- free names -------------------------------------------------------------------------------------
 
 
-#: Per node type, the fields that can hold nodes with names (not ``ctx``, operators or plain values).
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "arg", "name", "attr", "module", "level",
-                          "kind", "is_async", "type_comment", "conversion", "lineno", "col_offset", "rest", "asname"})
-
-
-def walk(tree: ast.AST) -> list[ast.AST]:
-    """Every node of ``tree`` but the expression contexts and operators (what :func:`ast.walk` gives,
-    without them, in another order; several times faster, and every batch walks its whole module)."""
-    out: list[ast.AST] = []
-    stack = [tree]
-    fields = _CHILD_FIELDS
-    node_type, list_type = ast.AST, list
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        kind = type(node)
-        names = fields.get(kind)
-        if names is None:
-            names = fields[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-        for name in names:
-            child = getattr(node, name, None)
-            if type(child) is list_type:
-                stack.extend(c for c in child if isinstance(c, node_type))
-            elif isinstance(child, node_type):
-                stack.append(child)
-    return out
-
-
-def unresolved_names(tree: ast.AST) -> set[str]:
-    """Names the module reads but binds nowhere and that are not builtins."""
-    loaded: set[str] = set()
-    bound: set[str] = set()
-    for node in walk(tree):
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            bound.update(node.names)
-    # dunder names (``__builtins__``, ``__doc__``, ``__spec__`` ...) are the interpreter's, never stand-ins
-    return {name for name in loaded - bound if not hasattr(builtins, name)
-            and not (name.startswith("__") and name.endswith("__"))}
-
-
-def super_names(tree: ast.AST) -> set[str]:
-    """Attributes the module reaches through ``super().name`` (``super().__init__``, ``super().feed``)."""
-    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"}
-
-
 # --- executing the module ---------------------------------------------------------------------------
 
 
@@ -260,6 +206,9 @@ class Module:
         standins.SUPER_SOURCE[:] = [None if bare else (lambda: super_names(placed.tree)), None]
         LAST[0] = placed
         self._compiled: dict[int, Any] = {}
+        # copies of statements retried another way, made once: a copy made per build could reuse the id
+        # (the compiled code's key) of another build's freed copy, of another statement
+        self._retried: dict[tuple[int, str], tuple[ast.stmt, Any]] = {}
         self.warnings: list[str] = []
         self.extra_globals: dict[str, Any] = {}  # names the harness adds (the comparison recorder)
         self.rewrite: Any = None  # what a statement is compiled as (x with coverage probes: .probes)
@@ -336,7 +285,7 @@ class Module:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             self._standins_for_import(stmt, ns, type(error).__name__)
         elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and stmt.decorator_list:
-            bare_def = _without_decorators(stmt)
+            bare_def = self._retry(stmt, "undecorated")
             self.warnings.append(f"{where}: decorators dropped ({type(error).__name__})")
             self._run(bare_def, ns)
         elif isinstance(stmt, ast.ClassDef):
@@ -367,7 +316,29 @@ class Module:
                     ns[alias.asname or alias.name] = value if ok else standin_for(f"{module}.{alias.name}".lstrip("."))
         self.warnings.append(f"line {stmt.lineno}: import stand-ins ({why})")
 
+    def _retry(self, stmt: Any, how: str) -> Any:
+        """``stmt`` without its decorators (``undecorated``) or, a class, without bases and keywords."""
+        kept = self._retried.get((id(stmt), how))
+        if kept is None or kept[0] is not stmt:
+            copy = ast.copy_location(type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields}), stmt)
+            if how == "undecorated":
+                copy.decorator_list = []
+            else:
+                copy.bases, copy.keywords = [], []
+            kept = self._retried[(id(stmt), how)] = (stmt, ast.fix_missing_locations(copy))
+        return kept[1]
+
     def _rebuild_class(self, stmt: ast.ClassDef, ns: dict[str, Any], error: BaseException) -> None:
+        # first the whole class without its bases (a metaclass keyword is one): its private names are
+        # mangled and ``super()`` finds its class, as in the file; a statement of its body that fails
+        # then rebuilds it statement by statement, each that fails a stand-in
+        self.warnings.append(f"line {stmt.lineno}: class {stmt.name} rebuilt without bases ({type(error).__name__})")
+        try:
+            exec(self._code(self._retry(stmt, "plain")), ns)  # noqa: S102 - in the sandbox, as above
+            return
+        except BaseException as exc:  # noqa: BLE001
+            if _fatal(exc):
+                raise
         body_ns: dict[str, Any] = {"__module__": self.module_name, "__qualname__": stmt.name}
         for inner in stmt.body:
             try:
@@ -378,7 +349,6 @@ class Module:
                 for name in _targets(inner):
                     body_ns.setdefault(name, CalibStandIn(f"{stmt.name}.{name}"))
         ns[stmt.name] = type(stmt.name, (object,), body_ns)
-        self.warnings.append(f"line {stmt.lineno}: class {stmt.name} rebuilt without bases ({type(error).__name__})")
 
 
 def _standin_method(name: str) -> Any:
@@ -404,12 +374,6 @@ def _forget_warnings() -> None:
 def _fatal(exc: BaseException) -> bool:
     """Exceptions that must stop the harness's work on this input (its own timer, exit requests)."""
     return not isinstance(exc, Exception) and not isinstance(exc, SystemExit | GeneratorExit)
-
-
-def _without_decorators(stmt: Any) -> Any:
-    clone = ast.copy_location(type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields}), stmt)
-    clone.decorator_list = []
-    return ast.fix_missing_locations(clone)
 
 
 def _targets(stmt: ast.stmt) -> list[str]:
