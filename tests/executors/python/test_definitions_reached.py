@@ -87,8 +87,9 @@ def test_a_class_rebuilt_whole_keeps_super_and_a_failing_body_falls_back_to_stat
         assert type(ns["Bad"].broken).__name__ == "CalibStandIn"  # its failing statement, one at a time
     assert len(module._retried) == 3  # one copy of each class (Schema, Good, Bad), kept across builds
     # the metaclass conflict (the withheld base's metaclass against Meta) is raised before the body runs
+    expected = ((10, "Schema"), (16, "Good"), (21, "Bad"))
     assert [w for w in module.warnings if "class" in w] == [
-        f"line {n}: class {c} rebuilt without bases (TypeError)" for n, c in ((10, "Schema"), (16, "Good"), (21, "Bad"))]
+        f"line {n}: class {c} rebuilt without bases (TypeError)" for n, c in expected]
 
 
 SINGLETON_CONTEXT = (
