@@ -11,7 +11,11 @@ samples drew; the figure before (12e743c) is in each test's comment:
 - a property's setter (``@field_names.setter``): called with the input's value (python3-prettytable,
   python3-dnspython);
 - Python 2's builtins (``xrange``) are not stand-ins: ``try: xrange except NameError: _IS_PY2 = False``
-  takes its Python 3 branch, as it does in Python 3 (python3-boltons ``FunctionBuilder``).
+  takes its Python 3 branch, as it does in Python 3 (python3-boltons ``FunctionBuilder``);
+- x in the ``else`` block of ``try: import hypothesis`` / ``except ImportError:`` (hyperlink's
+  ``hypothesis.py``, the whole module in that block): the block runs, so x's neighbours exist;
+- a file or socket is its ``repr``, its descriptor number blanked (``<_io.BufferedRandom name=3>``): which numbers
+  are free depends on what earlier inputs left open (python3-boltons ``AtomicSaver._open_part_file``).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import os
 import shutil
+import socket
 
 import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox.harness import scaffold
+from calib.executors.sandbox.harness import canon, scaffold
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -185,3 +191,87 @@ def test_a_python3_branch_chosen_by_a_nameerror_check_is_the_one_defined() -> No
     state = dict(json.loads(only.output)["self"]["state"])
     assert state["kwonly"] == {"list": ["a"]} and state["args"] == {"list": []}
     assert _compare(PY3_METHOD, PY2_CONTEXT).conclusive
+
+
+IMPORT_ELSE_CONTEXT = (
+    "try:\n"
+    "    import hypothesis\n"
+    "except ImportError:\n"
+    "    __all__ = ()\n"
+    "else:\n"
+    "    from hypothesis.strategies import composite\n\n"
+    "    def doubled(n):\n"
+    "        return n * 2\n\n"
+)
+IMPORT_ELSE = (
+    "    def strategy(n):\n"
+    "        if n > 3:\n"
+    "            return doubled(n) + 1\n"
+    "        return -n\n"
+)
+
+
+@needs_bwrap
+def test_x_in_the_else_block_of_an_optional_import_has_its_neighbours() -> None:
+    result = _compare(IMPORT_ELSE, IMPORT_ELSE_CONTEXT, [{"args": {"n": "5"}}])
+    (only,) = result.inputs
+    assert (only.status, only.reason) == ("ok", "")  # before: invalid, call_failed (NameError: doubled)
+    assert json.loads(only.output)["return"] == 11
+    assert "line 6: import stand-ins (ModuleNotFoundError)" in result.warnings  # the else block's import
+    assert _compare(IMPORT_ELSE, IMPORT_ELSE_CONTEXT).conclusive
+
+
+def test_descriptor_numbers_of_files_and_sockets_are_blanked(tmp_path: object) -> None:
+    handle = os.fdopen(os.open(os.path.join(str(tmp_path), "a.part"), os.O_CREAT | os.O_RDWR), "w+b")
+    try:
+        assert canon.canonical(handle) == {"object": "_io.BufferedRandom", "repr": "<_io.BufferedRandom name=<fd>>"}
+        assert canon.canonical(handle.raw)["repr"] == "<_io.FileIO name=<fd> mode='rb+' closefd=True>"
+    finally:
+        handle.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        assert canon.canonical(sock) == {"object": "socket.socket",
+                                         "repr": "<socket.socket fd=<fd>, family=1, type=1, proto=0>"}
+    finally:
+        sock.close()
+    assert canon.canonical(sock)["repr"] == "<socket.socket [closed] fd=<fd>, family=1, type=1, proto=0>"
+
+    class Named:  # the code's own repr keeps its numbers
+        def __repr__(self) -> str:
+            return "Named(name=3)"
+
+    assert canon.canonical(Named())["repr"] == "Named(name=3)"
+
+
+SAVER_CONTEXT = (
+    "import os\nimport stat\n\n\n"
+    "class Saver:\n"
+    "    def __init__(self, dest_path, file_perms=None, buffering=-1):\n"
+    "        self.dest_path = os.path.abspath(dest_path)\n"
+    "        self.part_path = dest_path + '.part'\n"
+    "        self.file_perms = file_perms\n"
+    "        self.buffering = buffering\n"
+    "        self.open_flags = os.O_CREAT | os.O_RDWR\n"
+    "        self.part_file = None\n\n"
+)
+SAVER = (
+    "    def open_part(self):\n"
+    "        perms = self.file_perms\n"
+    "        if perms is None:\n"
+    "            try:\n"
+    "                perms = stat.S_IMODE(os.stat(self.dest_path).st_mode)\n"
+    "            except OSError:\n"
+    "                perms = 0o644\n"
+    "        fd = os.open(self.part_path, self.open_flags, perms)\n"
+    "        self.part_file = os.fdopen(fd, 'w+b', self.buffering)\n"
+    "        return perms\n"
+)
+
+
+@needs_bwrap
+def test_a_file_kept_by_self_replays_the_same() -> None:
+    result = _compare(SAVER, SAVER_CONTEXT)
+    # before: one chosen input "nondeterministic" (its file was descriptor 4 in the search, 3 in the replay)
+    assert result.conclusive and result.valid_inputs == 10, [i.reason for i in result.inputs]
+    kept = [dict(json.loads(i.output)["self"]["state"])["part_file"] for i in result.inputs if i.status == "ok"]
+    assert kept and {k["repr"] for k in kept} == {"<_io.BufferedRandom name=<fd>>"}

@@ -1,13 +1,15 @@
 """Canonical form of values in an output state (runs inside the sandbox; stdlib only).
 
 docs/architecture.md, "Execution semantics": two executions match iff their canonical output states are identical;
-the canonical form drops what differs for reasons unrelated to behaviour (object addresses, the
-harness's own file names and line numbers in messages, set and dict ordering) and nothing else.
+the canonical form drops what differs for reasons unrelated to behaviour (object addresses, descriptor
+numbers of files and sockets, the harness's own file names and line numbers in messages, set and dict
+ordering) and nothing else.
 
 So: dicts become lists of ``[key, value]`` pairs sorted by the canonical key, sets sorted lists, tuples
 stay distinct from lists, floats keep their ``repr`` (``0.1 + 0.2`` is not ``0.3``; ``-0.0`` is not
 ``0.0``), objects become their class name and attribute state, stand-ins their name, and in any text
-produced by ``repr`` the ``0x…`` addresses are blanked. Functions compare by their code, defaults and
+produced by ``repr`` the ``0x…`` addresses are blanked (``name=3`` of a file's, ``fd=3`` of a socket's too:
+which numbers are free depends on the process's history). Functions compare by their code, defaults and
 captured values (never by name alone), integers of any size by value.
 
 Sizes are bounded so that a huge value cannot exhaust the harness, and no bound may make two different
@@ -31,9 +33,7 @@ TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not impo
 if TYPE_CHECKING:
     from typing import Any
 
-MAX_DEPTH = 32
-MAX_ITEMS = 500
-MAX_STR = 20_000
+MAX_DEPTH, MAX_ITEMS, MAX_STR = 32, 500, 20_000
 #: Integers up to this many bits are written in decimal (about 4,800 digits), larger ones in hex.
 MAX_DECIMAL_BITS = 16_000
 #: Bounds hit since the harness last cleared it (``depth_limit``, ``size_limit``): the output state
@@ -43,6 +43,7 @@ CAPS: list[str] = []
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
 #: File names the harness gives the code it runs; blanked in messages so truth and candidate compare equal.
 HARNESS_FILE = re.compile(r"<calib[^>]*>|/calib_harness/[^\s'\"]*")
+_FD, _FD_OWNERS = re.compile(r"\b(name|fd)=-?\d+\b"), frozenset({"_io", "io", "socket", "_socket", "ssl"})
 
 
 def scrub(text: str) -> str:
@@ -65,10 +66,7 @@ def sha256(data: bytes = b"") -> Any:
         try:
             from _sha256 import sha256 as _sha256  # noqa: PLC0415 - CPython <= 3.11
         except ImportError:
-            try:
-                from _sha2 import sha256 as _sha256  # type: ignore[no-redef]  # noqa: PLC0415 - 3.12+
-            except ImportError:
-                from hashlib import sha256 as _sha256  # type: ignore[no-redef]  # noqa: PLC0415
+            from _sha2 import sha256 as _sha256  # type: ignore[no-redef]  # noqa: PLC0415 - 3.12+
     return _sha256(data)
 
 
@@ -233,8 +231,7 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] | set[int] = fro
         if isinstance(value, _SCALARS):  # subclasses: enums (IntEnum), str subclasses
             return {"type": _qualname(kind), "value": canonical(_builtin(value), depth + 1, seen)}
         if kind.__module__ == "pathlib" and hasattr(value, "__fspath__"):
-            # by its text: a Path caches derived fields (``_str``, ``_parts``...) as it is used, so its
-            # attribute state differs between two equal paths
+            # by its text: a Path caches derived fields (``_str``, ``_parts``) as used, so two equal ones differ
             return {"path": str(value)}
         return _object(value, depth, seen)
     finally:
@@ -389,12 +386,13 @@ def _builtin(value: Any) -> Any:
 
 
 def _object(value: Any, depth: int, seen: set[int]) -> Any:
+    by_repr = type(value).__module__ in _FD_OWNERS  # a file or socket: its ``repr`` (mode, name, closed or not)
     try:
-        attrs = dict(vars(value))
+        attrs = {} if by_repr else dict(vars(value))
     except TypeError:
         attrs = {}
-    mro, walk = type(value).__mro__, type(type(value)) is not type
-    for c in () if walk else mro:  # metaclass type: ``getattr(c, "__slots__", ())`` is () unless a class has them
+    mro, walk = type(value).__mro__, not by_repr and type(type(value)) is not type
+    for c in () if walk or by_repr else mro:  # metaclass type: ``getattr(c, "__slots__", ())`` is () unless set
         walk = walk or type(c) is not type or "__slots__" in c.__dict__
     if walk:
         for slot_owner in mro:
@@ -411,6 +409,8 @@ def _object(value: Any, depth: int, seen: set[int]) -> Any:
             text = repr(value)
         except Exception as exc:  # noqa: BLE001 - a broken __repr__ is part of the object's behaviour
             text = f"<repr raised {type(exc).__name__}>"
+        if type(value).__module__ in _FD_OWNERS:  # ``<_io.BufferedRandom name=3>``
+            text = _FD.sub(r"\1=<fd>", text)
         out["repr"] = _text(scrub(text))
     return out
 

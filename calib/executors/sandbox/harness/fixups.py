@@ -7,7 +7,10 @@ stdlib only). Helpers of :mod:`.scaffold` and :mod:`.runner`:
   with ``if not numpy: raise ImportError``: every input invalid). When the handler only binds
   constants (or does nothing), the ``try`` body runs statement by statement instead, so a failing
   import binds stand-ins as it does at the top of the file; a handler that does work (``import json``
-  after ``import ujson as json``, a fallback ``def``) keeps Python's behaviour.
+  after ``import ujson as json``, a fallback ``def``) keeps Python's behaviour. When x itself is
+  defined in the ``else`` block of such a ``try`` (``try: import hypothesis`` / ``except ImportError:
+  ...`` / ``else:`` the whole module, as hyperlink's ``hypothesis.py`` is), the body and then that
+  ``else`` block run statement by statement, whatever the handler does: x and its neighbours exist.
 - **Names a failing block would bind.** A module-level ``for`` / ``with`` / ``if`` / ``try`` that fails
   (``for name in os.listdir(DATA_DIR)``, ``with open(TABLE_PATH) as f: TABLE = json.load(f)``: a
   package data file that is not in the sandbox) binds the names it would have bound, and did not, to
@@ -65,6 +68,18 @@ def optional_import(stmt: ast.stmt) -> bool:
         return False  # a definition in the body (x itself, funcy's ``reductions``) stays Python's choice
     return any(h.type is not None and _names(h.type) & _IMPORT_ERRORS and _constant_only(h.body)
                for h in stmt.handlers)
+
+
+def import_else(stmt: ast.stmt, node: ast.AST) -> bool:
+    """Whether ``stmt`` is ``try: import x`` / ``except ImportError: ...`` / ``else: ...`` with ``node``
+    (x's definition) in its ``else`` block."""
+    if not isinstance(stmt, ast.Try) or not stmt.orelse or stmt.finalbody:
+        return False
+    if not any(isinstance(s, ast.Import | ast.ImportFrom) for s in stmt.body):
+        return False
+    if not any(h.type is not None and _names(h.type) & _IMPORT_ERRORS for h in stmt.handlers):
+        return False
+    return any(inner is node for block in stmt.orelse for inner in ast.walk(block))
 
 
 def bound_names(stmt: ast.stmt) -> list[str]:

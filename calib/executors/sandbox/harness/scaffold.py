@@ -209,6 +209,8 @@ class Module:
         # copies of statements retried another way, made once: a copy made per build could reuse the id
         # (the compiled code's key) of another build's freed copy, of another statement
         self._retried: dict[tuple[int, str], tuple[ast.stmt, Any]] = {}
+        self._import_else = None if bare or not fix_ups else next(
+            (s for s in placed.tree.body if fixups.import_else(s, placed.node)), None)
         self.warnings: list[str] = []
         self.extra_globals: dict[str, Any] = {}  # names the harness adds (the comparison recorder)
         self.rewrite: Any = None  # what a statement is compiled as (x with coverage probes: .probes)
@@ -269,6 +271,10 @@ class Module:
             return
         if not self.bare and self.fixups and fixups.optional_import(stmt):  # the body as top-level statements
             for inner in stmt.body:  # type: ignore[attr-defined]
+                self._run(inner, ns)
+            return
+        if stmt is self._import_else:  # x in its ``else``: the body, then the ``else`` block, at the top level
+            for inner in [*stmt.body, *stmt.orelse]:  # type: ignore[attr-defined]
                 self._run(inner, ns)
             return
         try:
