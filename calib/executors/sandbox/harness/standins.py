@@ -268,9 +268,8 @@ class CalibStandIn:
         # ``HtmlInlineProcessor.__init__(self, pattern)`` in a class whose base could not be imported
         # reaches the stand-in's own ``__init__``: a logged call of the dependency's constructor. It once
         # made ``self`` the stand-in's name, and the next call's log entry took the batch down.
-        name = object.__getattribute__(self, "_calib_name")
-        if kwargs or not args or args[0] is not name:
-            LOG.record("call", name + ".__init__", list(args), kwargs)
+        if kwargs or not args or args[0] is not object.__getattribute__(self, "_calib_name"):
+            _explicit(self, "__init__", args, kwargs)
 
     def __copy__(self) -> CalibStandIn:
         # ``copy.copy``/``deepcopy`` of a dependency's object: another stand-in of the same name (rebuilt
@@ -284,7 +283,12 @@ class CalibStandIn:
         return self.__copy__()
 
     # --- reaching further -------------------------------------------------------------------------
-    def __getattr__(self, attr: str) -> Any:
+    # Each special method below called with more arguments than Python gives it is the code calling the
+    # withheld class's method by name on an object of its own (``base.Filter.__iter__(self)``,
+    # ``Base.__setattr__(self, name, value)``): a logged call, answered as other calls are (:func:`_explicit`).
+    def __getattr__(self, attr: str, *args: Any) -> Any:
+        if args:
+            return _explicit(self, "__getattr__", (attr, *args))
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
         attrs = object.__getattribute__(self, "_calib_attrs")
@@ -292,7 +296,14 @@ class CalibStandIn:
             attrs[attr] = _child(self, "." + attr)
         return attrs[attr]
 
-    def __setattr__(self, attr: str, value: Any) -> None:
+    def __setattr__(self, attr: str, value: Any, *args: Any) -> None:
+        if args:  # ``Base.__setattr__(self, name, value)``: the object gets the attribute too
+            _explicit(self, "__setattr__", (attr, value, *args))
+            try:
+                object.__setattr__(attr, value, args[0])
+            except Exception:  # noqa: BLE001, S110 - not settable there: the call is logged, as a stand-in's is
+                pass
+            return
         LOG.record("setattr", object.__getattribute__(self, "_calib_name") + "." + attr, value)
         object.__getattribute__(self, "_calib_attrs")[attr] = value
 
@@ -331,14 +342,22 @@ class CalibStandIn:
             return LOG.default
         return CalibStandIn(name + "()")
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: Any, *args: Any) -> Any:
+        if args:
+            return _explicit(self, "__getitem__", (key, *args))
         LOG.record("getitem", object.__getattribute__(self, "_calib_name"), key)
         return _child(self, "[]")
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: Any, value: Any, *args: Any) -> None:
+        if args:
+            _explicit(self, "__setitem__", (key, value, *args))
+            return
         LOG.record("setitem", object.__getattribute__(self, "_calib_name"), key, value)
 
-    def __delitem__(self, key: Any) -> None:
+    def __delitem__(self, key: Any, *args: Any) -> None:
+        if args:
+            _explicit(self, "__delitem__", (key, *args))
+            return
         LOG.record("delitem", object.__getattribute__(self, "_calib_name"), key)
 
     def __instancecheck__(self, obj: Any) -> bool:
@@ -361,7 +380,9 @@ class CalibStandIn:
         return (base_class(name, own),)
 
     # --- behaving like an empty, truthy value --------------------------------------------------------
-    def __iter__(self) -> Any:
+    def __iter__(self, *args: Any) -> Any:
+        if args:
+            return iter(_explicit(self, "__iter__", args))
         name = object.__getattribute__(self, "_calib_name")
         # ``a, b, c = dependency()`` unpacks exactly as many items as the code asks for
         width = _unpack_width(sys._getframe(1))
@@ -370,7 +391,9 @@ class CalibStandIn:
             return iter([_unpacked_item(f"{name}[{i}]") for i in range(width)])
         return iter([CalibStandIn(f"{name}[{i}]") for i in range(len(self) if width is None else width)])
 
-    def __len__(self) -> int:
+    def __len__(self, *args: Any) -> int:
+        if args:
+            return len(_explicit(self, "__len__", args))
         if LOG.mixed is not None:
             return LOG.draw(object.__getattribute__(self, "_calib_name") + "?len", 4)
         return LOG.items
@@ -380,7 +403,9 @@ class CalibStandIn:
             return LOG.draw(object.__getattribute__(self, "_calib_name") + "?bool", 3) != 0
         return LOG.truthy  # the ``false`` mode makes stand-ins falsy too (``if not self._sock:``)
 
-    def __contains__(self, item: Any) -> bool:
+    def __contains__(self, item: Any, *args: Any) -> bool:
+        if args:
+            return args[0] in _explicit(self, "__contains__", (item, *args))
         if LOG.mixed is not None:
             return _holds(self, "in", item)
         return False
@@ -394,7 +419,9 @@ class CalibStandIn:
     def __index__(self) -> int:
         return 0
 
-    def __str__(self) -> str:
+    def __str__(self, *args: Any) -> str:
+        if args:
+            return str(_explicit(self, "__str__", args))
         return "<" + object.__getattribute__(self, "_calib_name") + ">"
 
     __repr__ = __str__
@@ -660,6 +687,14 @@ def _forward(name: str) -> Any:
         return CalibStandIn(name)(*args, **kwargs)
 
     return method
+
+
+def _explicit(standin: CalibStandIn, method: str, args: tuple[Any, ...], kwargs: Any = None) -> CalibStandIn:
+    """``Base.__iter__(self)`` with ``Base`` a stand-in: a logged call of ``Base.__iter__``; its answer a
+    stand-in named after the call (whose iteration, length or text the caller then gets)."""
+    name = object.__getattribute__(standin, "_calib_name") + "." + method
+    LOG.record("call", name, list(args), kwargs or {})
+    return CalibStandIn(name + "()")
 
 
 def is_standin(value: Any) -> bool:
