@@ -275,3 +275,22 @@ def test_a_file_kept_by_self_replays_the_same() -> None:
     assert result.conclusive and result.valid_inputs == 10, [i.reason for i in result.inputs]
     kept = [dict(json.loads(i.output)["self"]["state"])["part_file"] for i in result.inputs if i.status == "ok"]
     assert kept and {k["repr"] for k in kept} == {"<_io.BufferedRandom name=<fd>>"}
+
+
+def test_an_input_object_whose_new_refuses_its_arguments_is_a_standin() -> None:
+    # lark's ``PackageResource(NamedTuple)`` given one argument: the fallback ``cls.__new__(cls)`` raised
+    # too, out of the input's arguments (the input was invalid before x ran, "call_failed")
+    from typing import NamedTuple
+
+    from calib.executors.sandbox.harness.placeholders import materialize
+    from calib.executors.sandbox.harness.standins import standin_name
+    from calib.executors.sandbox.harness.values import New
+
+    class PackageResource(NamedTuple):
+        pkg_name: str
+        path: str
+
+    ns = {"PackageResource": PackageResource}
+    made = materialize(New("PackageResource", "lark"), ns)
+    assert standin_name(made) == "PackageResource()"
+    assert materialize(New("PackageResource", "lark", "grammars/common.lark"), ns) == ("lark", "grammars/common.lark")

@@ -36,7 +36,12 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
         try:
             made = cls(*args)
         except Exception:  # noqa: BLE001 - the constructor wants something else: build it bare
-            return make_instance(cls, Obj(**attrs)) if not args else cls.__new__(cls)
+            if not args:
+                return make_instance(cls, Obj(**attrs))
+            try:
+                return cls.__new__(cls)
+            except Exception:  # noqa: BLE001 - ``__new__`` wants them too (a namedtuple's): a stand-in of it
+                return CalibStandIn(value.cls + "()")
         made = mutators.apply(made, attrs.get(mutators.CALLS))  # its mutators' calls (:mod:`.mutators`)
         return set_attributes(made, cls, attrs)  # then its attributes, as for ``self``
     if isinstance(value, Global):
