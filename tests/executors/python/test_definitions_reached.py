@@ -294,3 +294,64 @@ def test_an_input_object_whose_new_refuses_its_arguments_is_a_standin() -> None:
     made = materialize(New("PackageResource", "lark"), ns)
     assert standin_name(made) == "PackageResource()"
     assert materialize(New("PackageResource", "lark", "grammars/common.lark"), ns) == ("lark", "grammars/common.lark")
+
+
+MAPPING_CONTEXT = (
+    "from tomllib_items import _CustomDict, NonExistentKey\n\n\n"
+    "class Container(_CustomDict):\n"
+    "    def __init__(self):\n"
+    "        self._map = {}\n\n"
+)
+MAPPING = (
+    "    def insert_after(self, key, item):\n"
+    "        if key not in self:\n"
+    "            raise NonExistentKey(key)\n"
+    "        self._map[key] = item\n"
+    "        return sorted(self._map)\n"
+)
+
+
+@needs_bwrap
+def test_membership_in_an_instance_of_a_withheld_mapping_is_answered() -> None:
+    # tomlkit's ``Container(_CustomDict)``: its own ``__getitem__`` and ``__iter__`` stand after x in the
+    # file, and ``key not in self`` raised TypeError ("argument of type 'Container' is not iterable")
+    result = _compare(MAPPING, MAPPING_CONTEXT, [
+        {"args": {"key": "'a'", "item": "1"}, "self": "New('Container')"},
+        {"args": {"key": "'a'", "item": "1"}, "self": "New('Container')", "standins": "mixed1"}])
+    absent, present = result.inputs
+    # and ``NonExistentKey``, which the file raises, is an exception class (before: "exceptions must derive
+    # from BaseException", a TypeError)
+    assert (absent.status, json.loads(absent.output)["exception"]) == ("raised", "_harness.standins.CalibStandInError")
+    assert (present.status, json.loads(present.output)["return"]) == ("ok", {"list": ["a"]})
+
+
+def test_a_withheld_bases_items_defer_to_the_classs_own_getitem_and_iter() -> None:
+    from calib.executors.sandbox.harness.standins import LOG, base_class
+
+    LOG.reset()
+    base = base_class("lib.Base")
+    plain = type("Plain", (base,), {})()
+    mapping = type("Mapping", (base,), {"__getitem__": lambda self, k: {"a": 1}[k]})()
+    listing = type("Listing", (base,), {"__iter__": lambda self: iter(["x", "y"])})()
+    assert ("a" in plain) is False and list(plain) == []  # the default mode: a stand-in's (empty) items
+    plain["k"] = 2
+    assert LOG.entries[-1][:3] == ["setitem", "self", LOG.canon("k")]
+    assert "a" in mapping and "b" not in mapping
+    assert "y" in listing and "z" not in listing
+
+
+def test_names_a_module_raises_or_catches_are_exception_classes() -> None:
+    from calib.executors.sandbox.harness.names import raised_names
+    from calib.executors.sandbox.harness.standins import RAISED, CalibStandInError, standin_for
+
+    source = ("try:\n    x = 1\nexcept (KeyError, errors.Bad) as e:\n    raise NonExistentKey(e)\n"
+              "except Other:\n    raise\nraise error\n")
+    assert raised_names(source) == {"KeyError", "Bad", "NonExistentKey", "Other"}
+    RAISED.clear()
+    assert type(standin_for("tomlkit.exceptions.NonExistentKey")).__name__ == "CalibStandIn"
+    RAISED.update(raised_names(source))
+    try:
+        assert standin_for("tomlkit.exceptions.NonExistentKey") is CalibStandInError
+        assert type(standin_for("tomlkit.items.Key")).__name__ == "CalibStandIn"
+    finally:
+        RAISED.clear()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 
 #: Per node type, the fields that can hold nodes with names (not ``ctx``, operators or plain values).
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
@@ -73,3 +74,18 @@ def super_names(tree: ast.AST) -> set[str]:
     """Attributes the module reaches through ``super().name`` (``super().__init__``, ``super().feed``)."""
     return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call)
             and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"}
+
+
+_RAISED = re.compile(r"\braise\s+(?:[\w.]+\.)?([A-Z]\w*)|\bexcept\s*\(?\s*((?:[\w.]+\s*,\s*)*[\w.]+)")
+
+
+def raised_names(source: str) -> set[str]:
+    """Capitalised names ``source`` raises (``raise NonExistentKey(key)``, ``raise errors.Invalid``) or catches
+    (``except Invalid:``, ``except (KeyError, Invalid) as e:``), by their last part: exception classes."""
+    found: set[str] = set()
+    for raised, caught in _RAISED.findall(source):
+        for name in [raised] if raised else caught.split(","):
+            last = name.strip().rsplit(".", 1)[-1]
+            if last[:1].isupper():
+                found.add(last)
+    return found

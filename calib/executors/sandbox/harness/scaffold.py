@@ -23,7 +23,7 @@ import textwrap
 import types
 
 from . import fixups, mocks, standins
-from .names import super_names, unresolved_names, walk  # noqa: F401 - walk: read as scaffold.walk
+from .names import raised_names, super_names, unresolved_names, walk  # noqa: F401 - walk: read as scaffold.walk
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -204,6 +204,8 @@ class Module:
         self.standin_names = set() if bare else unresolved_names(placed.tree)
         # one module per harness process: its own ``super().name`` uses, found when first needed
         standins.SUPER_SOURCE[:] = [None if bare else (lambda: super_names(placed.tree)), None]
+        standins.RAISED.clear()
+        standins.RAISED.update(() if bare else raised_names(placed.source))
         LAST[0] = placed
         self._compiled: dict[int, Any] = {}
         # copies of statements retried another way, made once: a copy made per build could reuse the id

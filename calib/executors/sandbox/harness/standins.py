@@ -228,10 +228,18 @@ _EXCEPTION_NAME = re.compile(r"^([A-Z]\w*(Error|Exception|Warning|Exit|Interrupt
 _EXCEPTION_ENDINGS = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Timeout", "Failure", "error")
 
 
+#: Capitalised names the module raises or catches (``raise NonExistentKey(key)``, ``except Invalid:``), set by
+#: the scaffold: withheld, they are exception classes too, whatever they end with.
+RAISED: set[str] = set()
+
+
 def standin_for(name: str) -> Any:
-    """A stand-in for ``name``; names of exception classes (``requests.HTTPError``) get
-    :class:`CalibStandInError` itself, so ``except``/``raise`` on them work and failing stand-ins are caught."""
+    """A stand-in for ``name``; names of exception classes (``requests.HTTPError``, or a name the module raises
+    or catches, :data:`RAISED`) get :class:`CalibStandInError` itself, so ``except``/``raise`` on them work and
+    failing stand-ins are caught."""
     if not name.endswith(_EXCEPTION_ENDINGS):  # first: a name grown by a loop (``n<op><op>...``) is long
+        if RAISED and name[name.rfind(".") + 1:] in RAISED:
+            return CalibStandInError
         return CalibStandIn(name)
     last = name[name.rfind(".") + 1:]
     if _EXCEPTION_NAME.match(last):
@@ -674,7 +682,40 @@ def base_class(name: str, own_meta: bool = True) -> type:
             cache[key] = standin_for("self." + attr)
         return cache[key]
 
+    # Its items: what the withheld base holds (``key in self``, ``self[key]``, ``for k in self`` in a class
+    # on a withheld mapping whose own ``__getitem__``/``__iter__`` stand after x), a stand-in per instance
+    def items(self: Any) -> Any:
+        key = (id(self), "[]")
+        if key not in type(self)._calib_attrs:
+            type(self)._calib_attrs[key] = standin_for("self")
+        return type(self)._calib_attrs[key]
+
+    def __contains__(self: Any, item: Any) -> bool:
+        if type(self).__getitem__ is not __getitem__:  # the class's own: a mapping's membership
+            try:
+                self[item]
+            except (KeyError, IndexError):
+                return False
+            return True
+        if type(self).__iter__ is not __iter__:  # the class's own iteration
+            return any(item is each or item == each for each in self)
+        return item in items(self)
+
+    def __iter__(self: Any) -> Any:
+        return iter(items(self))
+
+    def __getitem__(self: Any, key: Any) -> Any:
+        return items(self)[key]
+
+    def __setitem__(self: Any, key: Any, value: Any) -> None:
+        items(self)[key] = value
+
+    def __delitem__(self: Any, key: Any) -> None:
+        del items(self)[key]
+
     ns: dict[str, Any] = {"__module__": "calib_standin", "__init__": __init__, "__getattr__": __getattr__,
+                          "__contains__": __contains__, "__iter__": __iter__, "__getitem__": __getitem__,
+                          "__setitem__": __setitem__, "__delitem__": __delitem__,
                           "_calib_attrs": {}, "_calib_base": name}
     for attr in sorted(super_names()):
         if attr not in ns and not hasattr(object, attr):
