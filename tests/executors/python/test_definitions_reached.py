@@ -355,3 +355,27 @@ def test_names_a_module_raises_or_catches_are_exception_classes() -> None:
         assert type(standin_for("tomlkit.items.Key")).__name__ == "CalibStandIn"
     finally:
         RAISED.clear()
+
+
+CLASSMETHOD_CONTEXT = "class Arrow:\n    _ATTRS = ['year', 'month']\n\n"
+CLASSMETHOD = (
+    "    @classmethod\n"
+    "    def range(cls, frame, limit):\n"
+    "        _, relative, steps = cls._get_frames(frame)\n"
+    "        if limit is None:\n"
+    "            return [relative]\n"
+    "        return [f for f in cls._ATTRS][:limit]\n"
+)
+
+
+@needs_bwrap
+def test_a_class_methods_helper_defined_after_it_is_a_standin() -> None:
+    # arrow's ``Arrow.range`` starts with ``cls._get_frames(frame)``, a class method defined after it in
+    # the file: every input raised AttributeError there (coverage 0.06)
+    result = _compare(CLASSMETHOD, CLASSMETHOD_CONTEXT, [{"args": {"frame": "'day'", "limit": "1"},
+                                                          "standins": "items"}])
+    (only,) = result.inputs
+    assert (only.status, only.reason) == ("ok", "")
+    output = json.loads(only.output)
+    assert output["calls"][0][:2] == ["call", "cls._get_frames"] and output["return"] == {"list": ["year"]}
+    assert _compare(CLASSMETHOD, CLASSMETHOD_CONTEXT).conclusive

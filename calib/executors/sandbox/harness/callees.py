@@ -24,6 +24,18 @@ if TYPE_CHECKING:
 MAX_CALLEES = 6
 
 
+def class_reads(placed: Any) -> list[str]:
+    """Attributes a class method reads of its class (``cls._get_frames(frame)``, in its first parameter's
+    name): those the class lacks when x runs (defined after x in the file) start as stand-ins."""
+    node = placed.node
+    if placed.kind != "classmethod" or not node.args.args:
+        return []
+    me = node.args.args[0].arg
+    return sorted({sub.attr for sub in ast.walk(node) if isinstance(sub, ast.Attribute)
+                   and isinstance(sub.ctx, ast.Load) and isinstance(sub.value, ast.Name) and sub.value.id == me
+                   and not (sub.attr.startswith("__") and sub.attr.endswith("__"))})
+
+
 def add_callees(info: hints.Hints, placed: Any) -> None:
     """Extend ``info.self_params`` (and its literals) with what x's callees on ``self`` use."""
     node = placed.node

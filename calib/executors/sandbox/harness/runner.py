@@ -47,7 +47,7 @@ from .calls import (
 from .placeholders import globals_in, materialize
 from .probes import NAME as PROBE
 from .probes import TRY, Probes
-from .standins import LOG, STANDIN_CLASS_NAME, is_standin, standin_name
+from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn, is_standin, standin_name
 from .values import New, Obj, decode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -123,6 +123,7 @@ class Runner:
         self.init = callees.constructor(self.placed) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None
         self.init_fields = [p.name for p in self.init or []]
+        self.cls_reads = callees.class_reads(self.placed)  # ``cls.name`` a class method reads
         self.guarded = fixups.guarded_reads(node)  # ``self.attr`` x expects may be missing: not pre-filled
         self.handlers = fixups.handlers(node), (node.name, range(self.first, self.last + 1), scaffold.FILENAME)
         # x's statements reached (by first line), filled by the probes compiled into x (.probes); x has
@@ -344,6 +345,12 @@ class Runner:
                 return partial(raw.__func__, owner), None
             return raw.__func__, None
         if isinstance(raw, classmethod):
+            for attr in self.cls_reads:  # a class method defined after x (``cls._get_frames``): a stand-in
+                if not hasattr(owner, attr):
+                    try:
+                        setattr(owner, attr, CalibStandIn("cls." + attr))
+                    except Exception:  # noqa: BLE001, S110 - a class that refuses: the read fails, as before
+                        pass
             return raw.__get__(None, owner), None
         spec = decode(state["self"]) if state.get("self") else None
         reads = [p.name for p in self.params.self_params]
