@@ -683,12 +683,10 @@ def base_class(name: str, own_meta: bool = True) -> type:
         return cache[key]
 
     # Its items: what the withheld base holds (``key in self``, ``self[key]``, ``for k in self`` in a class
-    # on a withheld mapping whose own ``__getitem__``/``__iter__`` stand after x), a stand-in per instance
+    # on a withheld mapping whose own ``__getitem__``/``__iter__`` stand after x), a stand-in's (which keeps
+    # nothing between these operations: a new one each time)
     def items(self: Any) -> Any:
-        key = (id(self), "[]")
-        if key not in type(self)._calib_attrs:
-            type(self)._calib_attrs[key] = standin_for("self")
-        return type(self)._calib_attrs[key]
+        return CalibStandIn("self")
 
     def __contains__(self: Any, item: Any) -> bool:
         if type(self).__getitem__ is not __getitem__:  # the class's own: a mapping's membership
