@@ -76,16 +76,23 @@ def super_names(tree: ast.AST) -> set[str]:
             and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"}
 
 
-_RAISED = re.compile(r"\braise\s+(?:[\w.]+\.)?([A-Z]\w*)|\bexcept\s*\(?\s*((?:[\w.]+\s*,\s*)*[\w.]+)")
+#: ``raise Name`` and ``except Name``/``except (A, B)``: two patterns that start with a literal, which the
+#: regular expression engine searches for fast (one alternation tried at every position cost 0.4 ms a module)
+_RAISE = re.compile(r"raise\s+(?:[\w.]+\.)?([A-Z]\w*)")
+_EXCEPT = re.compile(r"except\s*\(?\s*((?:[\w.]+\s*,\s*)*[\w.]+)")
 
 
 def raised_names(source: str) -> set[str]:
     """Capitalised names ``source`` raises (``raise NonExistentKey(key)``, ``raise errors.Invalid``) or catches
     (``except Invalid:``, ``except (KeyError, Invalid) as e:``), by their last part: exception classes."""
     found: set[str] = set()
-    for raised, caught in _RAISED.findall(source):
-        for name in [raised] if raised else caught.split(","):
-            last = name.strip().rsplit(".", 1)[-1]
-            if last[:1].isupper():
-                found.add(last)
+    for pattern in (_RAISE, _EXCEPT):
+        for match in pattern.finditer(source):
+            start = match.start()
+            if start and (source[start - 1].isalnum() or source[start - 1] in "_."):  # ``praise``, ``x.raise``
+                continue
+            for name in match.group(1).split(","):
+                last = name.strip().rsplit(".", 1)[-1]
+                if last[:1].isupper():
+                    found.add(last)
     return found

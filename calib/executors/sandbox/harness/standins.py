@@ -260,24 +260,19 @@ class CalibStandIn:
 
     __slots__ = ("_calib_name", "_calib_attrs", "_calib_script")
 
-    def __new__(cls, *args: Any) -> CalibStandIn:
-        # ``CalibStandIn(name, script=None)``: made here, so that ``__init__`` called again by the code
-        # renames nothing (below); without arguments (``copy.copy``) the slots start empty, as before
-        self = object.__new__(cls)
-        if args:
-            object.__setattr__(self, "_calib_name", args[0])
+    def __init__(self, name: Any, script: Any = None, *rest: Any, **kwargs: Any) -> None:
+        if type(name) is str and not rest and not kwargs:  # ``CalibStandIn(name[, script])``: every maker's call
+            object.__setattr__(self, "_calib_name", name)
             object.__setattr__(self, "_calib_attrs", {})
             # what its calls return, in order (an input value ``StandIn('peek', ['a', '0'])``); then the mode's default
-            script = args[1] if len(args) > 1 else None
             object.__setattr__(self, "_calib_script", list(script) if script is not None else None)
-        return self
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # ``HtmlInlineProcessor.__init__(self, pattern)`` in a class whose base could not be imported
-        # reaches the stand-in's own ``__init__``: a logged call of the dependency's constructor. It once
-        # made ``self`` the stand-in's name, and the next call's log entry took the batch down.
-        if kwargs or not args or args[0] is not object.__getattribute__(self, "_calib_name"):
-            _explicit(self, "__init__", args, kwargs)
+            return
+        # ``HtmlInlineProcessor.__init__(self, pattern)`` in a class whose base could not be imported reaches
+        # the stand-in's own ``__init__`` with an object of the code's: a logged call of the dependency's
+        # constructor. It once made ``self`` the stand-in's name, and the next call's log entry took the batch
+        # down. (A ``None`` passed second is not told from none passed: ``Base.__init__(self, None)`` logs
+        # ``[self]``.)
+        _explicit(self, "__init__", (name, *([] if script is None else [script]), *rest), kwargs)
 
     def __copy__(self) -> CalibStandIn:
         # ``copy.copy``/``deepcopy`` of a dependency's object: another stand-in of the same name (rebuilt
