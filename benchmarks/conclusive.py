@@ -50,7 +50,10 @@ the first 1,306 excluded) and tuned on after; in the tenth, the 336 of fresh see
 2,011 excluded) likewise: each line's ``tuned_on`` says how it was drawn); a held-out
 figure is measured as
 ``--fresh --fresh-seed S --n 120 --conditions file_only --setups sandbox --exclude benchmarks/tuning-functions.jsonl``
-with a seed S no session has looked at function by function.
+with a seed S no session has looked at function by function. By the eleventh round those exclusions left the
+first list's pools nearly empty (its seeds 47-51 drew 157 distinct functions in 600 draws), so held-out figures
+since then come from a second list of 58 other packages, ``benchmarks/fresh-packages-2.txt``
+(``--fresh --fresh-list benchmarks/fresh-packages-2.txt --fresh-seed S``), whose functions no session had seen.
 """
 
 from __future__ import annotations

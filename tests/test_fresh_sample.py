@@ -52,8 +52,9 @@ def _tree(root: Path, package: str, names: list[str]) -> Path:
     return root
 
 
-def test_shipped_list_pins_30_to_60_pure_python_packages_not_installed_here() -> None:
-    packages = _fresh.read_list()
+@pytest.mark.parametrize("listed", [_fresh.LIST, BENCH / "fresh-packages-2.txt"])
+def test_shipped_list_pins_30_to_60_pure_python_packages_not_installed_here(listed: Path) -> None:
+    packages = _fresh.read_list(listed)
     assert 30 <= len(packages) <= 60
     assert all(p.name.startswith("python3-") and p.version and ":" in p.why for p in packages)
     status = Path("/var/lib/dpkg/status")
@@ -61,6 +62,12 @@ def test_shipped_list_pins_30_to_60_pure_python_packages_not_installed_here() ->
         installed = {block.split("\n", 1)[0].removeprefix("Package: ") for block in status.read_text().split("\n\n")
                      if "Status: install ok installed" in block}
         assert not installed & {p.name for p in packages}
+
+
+def test_the_second_list_shares_no_package_with_the_first() -> None:
+    # its samples are held out from every function the first list's samples showed the search's developers
+    first, second = (_fresh.read_list(p) for p in (_fresh.LIST, BENCH / "fresh-packages-2.txt"))
+    assert not {p.name for p in first} & {p.name for p in second}
 
 
 @pytest.mark.parametrize(("text", "message"), [
