@@ -37,16 +37,20 @@ def walk(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
-#: Builtins of Python 2 that Python 3 dropped (names a module reads only to learn which Python runs it).
-PY2_BUILTINS = frozenset({"apply", "basestring", "buffer", "cmp", "coerce", "execfile", "file", "intern", "long",
-                          "raw_input", "reduce", "reload", "StandardError", "unichr", "unicode", "xrange"})
+#: What Python 3 code binds Python 2's builtins to (``xrange = range``, often later in the file than x, or in a
+#: ``from .compat import *``): read in x's module and bound nowhere before x, they are these, not stand-ins.
+PY3_EQUIVALENTS = {"xrange": range, "unicode": str, "basestring": str, "long": int, "unichr": chr}
 
 
 def unresolved_names(tree: ast.AST) -> set[str]:
     """Names the module reads but binds nowhere and that are not builtins."""
     loaded: set[str] = set()
     bound: set[str] = set()
+    probed: set[str] = set()
     for node in walk(tree):
+        if isinstance(node, ast.Try) and any(h.type is not None and "NameError" in {
+                n.id for n in ast.walk(h.type) if isinstance(n, ast.Name)} for h in node.handlers):
+            probed.update(n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name))
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -64,9 +68,9 @@ def unresolved_names(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.Global | ast.Nonlocal):
             bound.update(node.names)
     # dunder names (``__builtins__``, ``__doc__``, ``__spec__`` ...) are the interpreter's, never stand-ins;
-    # Python 2's builtins raise NameError, as the file's own Python 3 checks expect (``try: xrange
-    # except NameError: _IS_PY2 = False``: a stand-in made every such file take its Python 2 branches)
-    return {name for name in loaded - bound if not hasattr(builtins, name) and name not in PY2_BUILTINS
+    # nor is a name the module probes with ``try: xrange`` / ``except NameError:`` (``_IS_PY2 = False``): it
+    # raises NameError there, as in Python 3 (a stand-in made boltons' funcutils take its Python 2 branches)
+    return {name for name in loaded - bound - probed if not hasattr(builtins, name)
             and not (name.startswith("__") and name.endswith("__"))}
 
 

@@ -82,6 +82,16 @@ def _on_alarm(signum: int, frame: Any) -> None:
         raise _Timeout()
 
 
+def _renumber_threads() -> None:
+    """Thread names count up per process (``Thread-5 (_read_response)`` in a traceback x's threads print):
+    numbered from 1 again for each input, as in a fresh process."""
+    threading = sys.modules.get("threading")
+    if threading is not None and callable(getattr(threading, "_counter", None)):
+        import itertools  # noqa: PLC0415 - loaded already (the harness's imports use it)
+
+        threading._counter = itertools.count(1).__next__
+
+
 def _threads() -> set[Any]:
     """The live threads (none when the code never imported ``threading``)."""
     threading = sys.modules.get("threading")
@@ -167,6 +177,7 @@ class Runner:
         os.dup2(self.capture.fd, 2)
         env.prepare_workdir(self.workdir, files)
         env.reset(int(state.get("seed", self.seed)))
+        _renumber_threads()
         self.ambient.reset()
         LOG.reset()
         canon.CAPS.clear()

@@ -23,7 +23,7 @@ import textwrap
 import types
 
 from . import fixups, mocks, standins
-from .names import raised_names, super_names, unresolved_names, walk  # noqa: F401 - walk: read as scaffold.walk
+from .names import PY3_EQUIVALENTS, raised_names, super_names, unresolved_names, walk  # noqa: F401 - walk: scaffold.walk
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -237,7 +237,7 @@ class Module:
         ns: dict[str, Any] = {"__name__": self.module_name, "__builtins__": builtins, "__file__": FILENAME,
                               "__package__": package}
         for name in self.standin_names:
-            ns[name] = standin_for(name)
+            ns[name] = PY3_EQUIVALENTS[name] if name in PY3_EQUIVALENTS else standin_for(name)
         ns.update(self.extra_globals)
         self.warnings = []
         _forget_warnings()
