@@ -420,3 +420,26 @@ def test_thread_names_are_numbered_per_input() -> None:
     result = _compare(THREAD, "", [{"args": {"value": "1"}}, {"args": {"value": "2"}}])
     assert [json.loads(i.output)["return"] for i in result.inputs] == [
         {"tuple": ["Thread-1 (<lambda>)", 1]}, {"tuple": ["Thread-1 (<lambda>)", 2]}]  # before: Thread-1, Thread-2
+
+
+def test_a_chained_comparison_of_a_text_and_a_number_is_no_order_pair() -> None:
+    # langdetect's ``Detector.cleaning_text`` (``'A' <= ch <= 'z'`` then a count): an "order" pair of a text and a
+    # number made the search add 1 to the text, and the TypeError took its batch down ("crashed: exit 1")
+    import random
+
+    from calib.executors.sandbox.harness import cmplog, synth
+
+    cmplog.take_pairs()
+    cmplog.see("a", 0, "Lt")
+    cmplog.see(5, 1, "Lt")
+    assert cmplog.take_pairs() == [("eq", "a", 5)]
+    assert synth._rewrite("order", 5, "a", 5, 0, random.Random(0)) == []
+    assert synth._rewrite("order", 5, 7, 5, 0, random.Random(0)) == [7, 8, 6]
+
+
+def test_an_empty_tuple_annotation_is_a_tuple() -> None:
+    # xmlschema's ``not_namespace: Union[Tuple[()], List[str]] = ()`` in the class: an IndexError while the
+    # batch analysed the constructor, before any input ("crashed: exit 1")
+    from calib.executors.sandbox.harness.typenames import annotation_types
+
+    assert annotation_types(ast.parse("Union[Tuple[()], List[str]]", mode="eval").body) == (["tuple", "list"], ["str"])

@@ -244,7 +244,8 @@ def see(value: Any, position: int, op: str) -> Any:
         return value
     _note(value)
     if position:
-        kind = "order" if op in ("Lt", "LtE", "Gt", "GtE") and type(value) in (int, float) else "eq"
+        kind = "order" if op in ("Lt", "LtE", "Gt", "GtE") and type(value) in (int, float) \
+            and type(_CHAIN[0]) in (int, float) else "eq"  # (``"a" < n < 5`` compared a text with a number)
         _pair(kind, _CHAIN[0], value)
     _CHAIN[0] = value
     return value

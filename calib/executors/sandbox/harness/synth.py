@@ -89,7 +89,7 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
                     out.append(v.replace(this, other, 1))
                 elif t in (str, bytes) and not this and other:  # an empty field of the text: fill the first
                     out.append(other + v)
-            elif kind == "order" and v == this and t in (int, float):
+            elif kind == "order" and v == this and t in (int, float) and type(other) in (int, float):
                 out += [other, other + 1, other - 1]
             elif kind in ("prefix", "suffix") and this is a and type(other) is t:
                 if v == this or (this and this in v):

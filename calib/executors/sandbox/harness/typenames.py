@@ -45,6 +45,8 @@ def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
             return (["none"] if outer == "Optional" else []) + [t for f in found for t in f[0]], [
                 e for f in found for e in f[1]]
         base, _ = annotation_types(node.value)
+        if not args:  # ``Tuple[()]``: the empty tuple's type (it took the batch down before any input)
+            return base, []
         element = annotation_types(args[-1] if base == ["dict"] else args[0])[0]
         return base, element
     return [], []
