@@ -443,3 +443,46 @@ def test_an_empty_tuple_annotation_is_a_tuple() -> None:
     from calib.executors.sandbox.harness.typenames import annotation_types
 
     assert annotation_types(ast.parse("Union[Tuple[()], List[str]]", mode="eval").body) == (["tuple", "list"], ["str"])
+
+
+REGISTER_CONTEXT = (
+    "_FORMATTERS = {}\n\n\n"
+    "def register(name):\n"
+    "    def wrapper(func):\n"
+    "        _FORMATTERS[name] = func\n"
+    "    return wrapper\n\n\n"
+)
+REGISTERED = (
+    "@register('H')\n"
+    "def format_html(unit, power=2):\n"
+    "    if power > 1:\n"
+    "        return f'{unit}<sup>{power}</sup>'\n"
+    "    return str(unit)\n"
+)
+BROKEN_CONTEXT = "def broken(arg):\n    raise RuntimeError('no')\n\n\n"
+BROKEN = (
+    "@broken\n"
+    "def scaled(value, factor=2):\n"
+    "    if value > 10:\n"
+    "        return value * factor\n"
+    "    return -value\n"
+)
+
+
+@needs_bwrap
+def test_a_function_its_decorator_registered_and_left_none_is_run_undecorated() -> None:
+    # pint's ``@register_unit_format("H") def format_html``: the decorator stores the function and returns
+    # None, so the module's name is None ("'NoneType' object is not callable" on every input before)
+    result = _compare(REGISTERED, REGISTER_CONTEXT, [{"args": {"unit": "'m'", "power": "3"}}])
+    (only,) = result.inputs
+    assert (only.status, json.loads(only.output)["return"]) == ("ok", "m<sup>3</sup>")
+    assert _compare(REGISTERED, REGISTER_CONTEXT).conclusive
+
+
+@needs_bwrap
+def test_the_search_sees_the_lines_of_a_function_whose_decorator_failed() -> None:
+    # the copy of x without its failing decorator held x's body as it was before the search rewrote x's
+    # comparisons, so its lines had no probes: coverage 0 in every search (given inputs were right)
+    searched = _compare(BROKEN, BROKEN_CONTEXT)
+    assert "line 6: decorators dropped (RuntimeError)" in searched.warnings
+    assert searched.conclusive and searched.coverage == 1.0  # before: coverage 0.0

@@ -54,7 +54,10 @@ class Probes:
         return False
 
     def _held(self, node: Any) -> bool:
-        return id(node) in self.path or id(getattr(node, "body", None)) in self.path
+        # (x's body as it is now: the search's comparison recorder gives x a new body list after this was made,
+        # and a copy of x without its decorators holds that one)
+        body = getattr(node, "body", None)
+        return id(node) in self.path or id(body) in self.path or body is self.node.body
 
     def rewrite(self, stmt: ast.stmt) -> ast.stmt:
         """``stmt`` itself, or, when it holds x (or is a copy of a node that does, sharing its body: a

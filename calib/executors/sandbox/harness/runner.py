@@ -339,7 +339,10 @@ class Runner:
     def _target(self, ns: dict[str, Any], state: dict[str, Any]) -> tuple[Any, Any]:
         placed = self.placed
         if not placed.classes:
-            return ns[placed.node.name], None
+            target = ns[placed.node.name]
+            if target is None and placed.node.decorator_list:  # a decorator that registered x and returned None
+                target = self.module.undecorated(ns)
+            return target, None
         owner: Any = ns[placed.classes[0]]
         for name in placed.classes[1:]:
             owner = getattr(owner, name)

@@ -327,7 +327,8 @@ class Module:
     def _retry(self, stmt: Any, how: str) -> Any:
         """``stmt`` without its decorators (``undecorated``) or, a class, without bases and keywords."""
         kept = self._retried.get((id(stmt), how))
-        if kept is None or kept[0] is not stmt:
+        # made again when the statement's body was replaced since (x's comparisons rewritten by the search)
+        if kept is None or kept[0] is not stmt or kept[1].body is not stmt.body:
             copy = ast.copy_location(type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields}), stmt)
             if how == "undecorated":
                 copy.decorator_list = []
@@ -335,6 +336,13 @@ class Module:
                 copy.bases, copy.keywords = [], []
             kept = self._retried[(id(stmt), how)] = (stmt, ast.fix_missing_locations(copy))
         return kept[1]
+
+    def undecorated(self, ns: dict[str, Any]) -> Any:
+        """x defined without its decorators in ``ns`` (not bound there): for a decorator that registers x and
+        returns nothing (pint's ``@register_unit_format("H")``), whose name is then ``None``."""
+        local: dict[str, Any] = {}
+        exec(self._code(self._retry(self.placed.node, "undecorated")), ns, local)  # noqa: S102 - in the sandbox
+        return local[self.placed.node.name]
 
     def _rebuild_class(self, stmt: ast.ClassDef, ns: dict[str, Any], error: BaseException) -> None:
         # first the whole class without its bases (a metaclass keyword is one): its private names are
