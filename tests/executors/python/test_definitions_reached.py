@@ -486,3 +486,29 @@ def test_the_search_sees_the_lines_of_a_function_whose_decorator_failed() -> Non
     searched = _compare(BROKEN, BROKEN_CONTEXT)
     assert "line 6: decorators dropped (RuntimeError)" in searched.warnings
     assert searched.conclusive and searched.coverage == 1.0  # before: coverage 0.0
+
+
+BRANCH_CONTEXT = (
+    "import sys\n\nPY2 = sys.version_info[0] == 2\n\n\n"
+    "class Representer:\n"
+    "    if not PY2:\n"
+    "        def represent_str(self, data):\n"
+    "            return ('py3', data)\n"
+    "    else:\n"
+)
+BRANCH = (
+    "        def represent_str(self, data):\n"
+    "            if isinstance(data, bytes):\n"
+    "                return ('binary', data.hex())\n"
+    "            return ('str', data.upper())\n"
+)
+
+
+@needs_bwrap
+def test_a_method_in_a_branch_its_class_did_not_take_is_x_itself() -> None:
+    # strictyaml's ``SafeRepresenter.represent_str`` for Python 2, beside the Python 3 one: the other
+    # definition ran on every input (valid outputs, coverage 0)
+    result = _compare(BRANCH, BRANCH_CONTEXT, [{"args": {"data": "'ab'"}, "self": "New('Representer')"}])
+    (only,) = result.inputs
+    assert json.loads(only.output)["return"] == {"tuple": ["str", "AB"]}  # before: ("py3", "ab")
+    assert _compare(BRANCH, BRANCH_CONTEXT).conclusive

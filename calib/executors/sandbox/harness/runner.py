@@ -354,6 +354,9 @@ class Runner:
         raw = owner.__dict__.get(name) if isinstance(owner, type) else None
         if raw is None:
             raise scaffold.ScaffoldError(f"{placed.qualname} was not defined")
+        if placed.kind == "method" and not placed.node.decorator_list and isinstance(raw, types.FunctionType) \
+                and not scaffold._defined_by(raw, placed.node):  # x in a branch its class did not take
+            raw = self.module.undecorated(ns)  # (``if PY2: def represent_str`` beside the other one): x itself
         if isinstance(raw, staticmethod):
             if placed.kind == "classmethod":  # ``__new__``: static, and its first argument is the class
                 return partial(raw.__func__, owner), None
