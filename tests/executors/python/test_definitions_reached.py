@@ -10,12 +10,16 @@ samples drew; the figure before (12e743c) is in each test's comment:
   (python3-construct);
 - a property's setter (``@field_names.setter``): called with the input's value (python3-prettytable,
   python3-dnspython);
-- Python 2's builtins (``xrange``) are not stand-ins: ``try: xrange except NameError: _IS_PY2 = False``
+- a name probed with ``try: xrange`` / ``except NameError: _IS_PY2 = False`` is not a stand-in: the check
   takes its Python 3 branch, as it does in Python 3 (python3-boltons ``FunctionBuilder``);
 - x in the ``else`` block of ``try: import hypothesis`` / ``except ImportError:`` (hyperlink's
   ``hypothesis.py``, the whole module in that block): the block runs, so x's neighbours exist;
-- a file or socket is its ``repr``, its descriptor number blanked (``<_io.BufferedRandom name=3>``): which numbers
-  are free depends on what earlier inputs left open (python3-boltons ``AtomicSaver._open_part_file``).
+- a file or socket is its ``repr``, its descriptor number blanked (``<_io.BufferedRandom name=3>``): which
+  numbers are free depends on what earlier inputs left open (python3-boltons ``AtomicSaver._open_part_file``);
+- later in the round: an input object whose ``__new__`` refuses its arguments, membership in an instance of
+  a withheld mapping, names a module raises, a class method's helpers defined after it, names probed with
+  ``try``/``except NameError``, thread names, a text-number chained comparison, ``Tuple[()]``, a decorator
+  that returns None, a failing decorator in the search, and a method in a branch its class did not take.
 """
 
 from __future__ import annotations
