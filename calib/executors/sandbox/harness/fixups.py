@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 
 from . import canon
+from .names import caught as _names
 from .standins import LOG, CalibStandIn
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -39,12 +40,6 @@ if TYPE_CHECKING:
 #: The module global through which a test method's assertions report their failures.
 FAILED = "_calib_assertion_failed"
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
-
-
-def _names(expr: Any) -> set[str]:
-    """Class names an ``except`` clause catches (``ImportError``, ``(ImportError, OSError)``, ``x.Error``)."""
-    return {n.id if isinstance(n, ast.Name) else n.attr
-            for n in ast.walk(expr) if isinstance(n, ast.Name | ast.Attribute)}
 
 
 def _constant_only(body: list[ast.stmt]) -> bool:

@@ -37,6 +37,12 @@ def walk(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
+def caught(expr: ast.AST) -> set[str]:
+    """Class names an ``except`` clause catches (``ImportError``, ``(ImportError, OSError)``, ``x.Error``)."""
+    return {n.id if isinstance(n, ast.Name) else n.attr
+            for n in ast.walk(expr) if isinstance(n, ast.Name | ast.Attribute)}
+
+
 #: What Python 3 code binds Python 2's builtins to (``xrange = range``, often later in the file than x, or in a
 #: ``from .compat import *``): read in x's module and bound nowhere before x, they are these, not stand-ins.
 PY3_EQUIVALENTS = {"xrange": range, "unicode": str, "basestring": str, "long": int, "unichr": chr}
@@ -48,8 +54,8 @@ def unresolved_names(tree: ast.AST) -> set[str]:
     bound: set[str] = set()
     probed: set[str] = set()
     for node in walk(tree):
-        if isinstance(node, ast.Try) and any(h.type is not None and "NameError" in {
-                n.id for n in ast.walk(h.type) if isinstance(n, ast.Name)} for h in node.handlers):
+        if isinstance(node, ast.Try) and any(h.type is not None and "NameError" in caught(h.type)
+                                             for h in node.handlers):
             probed.update(n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name))
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
