@@ -18,6 +18,7 @@ to a sandbox per batch if a server cannot start.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import signal
 import socket
@@ -37,6 +38,19 @@ _KILL_SECONDS = 10.0  # how long a killed child may take to be reported before t
 _STDERR_CAP = 1 << 16
 
 
+#: How long the host leaves a running batch's output pipe unread after reading it (:class:`_Sink`).
+PACE_SECONDS = 0.005
+#: The size asked for a batch's output pipe (Linux's ``F_SETPIPE_SZ``; the default is 64 KiB).
+PIPE_BYTES = 1 << 20
+
+
+def _enlarge(fd: int) -> None:
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except OSError:
+        pass  # over /proc/sys/fs/pipe-max-size, or the user's pipe memory: the default size
+
+
 class ForkServerError(OSError):
     """A fork server could not start, or broke before its batch began."""
 
@@ -46,38 +60,70 @@ class ChildSetupError(ForkServerError):
 
 
 class _Sink:
-    """Reads one pipe into a buffer up to a cap (then calls ``over`` once and discards the rest)."""
+    """Reads one pipe into a buffer up to a cap (then calls ``over`` once and discards the rest).
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, cap: int, over: Callable[[], None] | None) -> None:
-        self.loop, self.fd, self.cap, self.over = loop, fd, cap, over
+    With ``pace`` (seconds), after each read the pipe is left alone that long: a batch writes an event
+    per input it tries, and a wake-up of the host per event cost more host CPU than the batch's
+    writing did. What the batch writes meanwhile waits in the pipe (enlarged to :data:`PIPE_BYTES`);
+    :meth:`drain` reads the rest at once when the batch has ended."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, cap: int, over: Callable[[], None] | None,
+                 pace: float = 0.0) -> None:
+        self.loop, self.fd, self.cap, self.over, self.pace = loop, fd, cap, over, pace
         self.data = bytearray()
         self.exceeded = False
         self.eof = loop.create_future()
+        self._timer: asyncio.TimerHandle | None = None
         os.set_blocking(fd, False)
         loop.add_reader(fd, self._read)
 
     def _read(self) -> None:
-        try:
-            chunk = os.read(self.fd, 1 << 16)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self.close()
-            return
-        room = self.cap - len(self.data)
-        if len(chunk) > room:
-            self.data.extend(chunk[:max(room, 0)])
-            if not self.exceeded and self.over is not None:
-                self.over()
-            self.exceeded = True
-            return
-        self.data.extend(chunk)
+        while self.fd >= 0:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.close()
+                return
+            room = self.cap - len(self.data)
+            if len(chunk) > room:
+                self.data.extend(chunk[:max(room, 0)])
+                if not self.exceeded and self.over is not None:
+                    self.over()
+                self.exceeded = True
+                continue
+            self.data.extend(chunk)
+        if self.pace and self.fd >= 0 and self._timer is None:
+            self.loop.remove_reader(self.fd)
+            self._timer = self.loop.call_later(self.pace, self._resume)
+
+    def _resume(self) -> None:
+        self._timer = None
+        if self.fd >= 0:
+            self.loop.add_reader(self.fd, self._read)
+
+    def drain(self) -> None:
+        """The writer has ended: read what is in the pipe now (the end comes later if another process
+        still holds the pipe)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            if self.fd >= 0:
+                self.loop.add_reader(self.fd, self._read)
+        pace, self.pace = self.pace, 0.0
+        self._read()
+        self.pace = pace if self.fd >= 0 else 0.0
 
     def close(self) -> None:
-        if self.fd >= 0:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        elif self.fd >= 0:
             self.loop.remove_reader(self.fd)
+        if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
         if not self.eof.done():
@@ -210,7 +256,8 @@ class ForkServer:
             os.close(fd)
         self.runs += 1
         feed = _Feed(loop, pipes[0][1], job)
-        out = _Sink(loop, pipes[1][0], output_cap, self._kill_child)
+        _enlarge(pipes[1][0])
+        out = _Sink(loop, pipes[1][0], output_cap, self._kill_child, pace=PACE_SECONDS)
         err = _Sink(loop, pipes[2][0], _STDERR_CAP, None)
         timed_out = setup_failed = False
         code: int | None = None
@@ -233,6 +280,8 @@ class ForkServer:
             else:  # the server died: the kernel killed the child with the sandbox's PID namespace
                 self.broken = True
                 code = -signal.SIGKILL
+            out.drain()
+            err.drain()
             try:  # the child is gone, so its pipes are at their end: what is in them is all there is
                 await asyncio.wait_for(asyncio.gather(out.eof, err.eof), _KILL_SECONDS)
             except asyncio.TimeoutError:

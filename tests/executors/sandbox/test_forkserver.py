@@ -327,6 +327,24 @@ def test_the_wall_clock_and_the_output_cap_kill_the_child_not_the_server():
 
 
 @needs_bwrap
+def test_every_event_of_a_batch_arrives_though_the_host_reads_its_pipe_in_paces():
+    # the host reads a running batch's output at most every PACE_SECONDS (forkserver._Sink); a batch that
+    # writes thousands of events, then one over the pipe's default 64 KiB, still gives every one, in order
+    many = [{"args": {"n": str(i)}} for i in range(1500)]
+    wide = json.dumps({"mode": "replay", "context": "", "function": "def f(n):\n    return 'y' * n\n", "seed": 0,
+                       "input_timeout": 5.0, "inputs": [{"args": {"n": "19000"}}] * 12}).encode()
+    (run, big) = _in_one_server((_job("return n * 7\n", inputs=many), 60), (wide, 60))
+    events = [json.loads(line) for line in run.stdout.decode().splitlines()]
+    results = [e for e in events if e.get("event") == "result"]
+    assert [e["index"] for e in results] == list(range(1500))
+    assert [json.loads(e["output"])["return"] for e in results] == [7 * i for i in range(1500)]
+    assert run.died is None and not run.output_exceeded
+    assert len(big.stdout) > 12 * 19000 > 1 << 16
+    assert [json.loads(json.loads(line)["output"])["return"] for line in big.stdout.decode().splitlines()
+            if '"result"' in line] == ["y" * 19000] * 12
+
+
+@needs_bwrap
 def test_a_cancelled_batch_takes_its_server_down_and_close_leaves_nothing():
     before = _descendants()
     sandbox = Sandbox(fork_server=True)

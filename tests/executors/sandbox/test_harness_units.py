@@ -454,6 +454,51 @@ def test_the_module_binds_stand_ins_for_unresolvable_names_and_mocked_imports():
     assert "requests" in scaffold.MOCKED_MODULES and "subprocess" in scaffold.MOCKED_MODULES
 
 
+def test_unresolved_names_skip_names_probed_for_a_name_error_and_every_kind_of_binding():
+    source = '''try:
+    xrange
+except NameError:
+    xrange = range
+async def outer(x, /, y=UNSET, *, z):
+    def inner():
+        nonlocal x
+        return [w async for w in Stream()]
+    match y:
+        case [first, *others] if first:
+            return others, Known, (lambda k=Default: k)
+class Klass(Base):
+    pass
+import a.b.c
+'''
+    assert scaffold.unresolved_names(ast.parse(source)) == {"UNSET", "Stream", "Known", "Default", "Base"}
+
+
+def test_after_the_search_rewrites_x_only_the_statements_holding_rewritten_code_compile_again():
+    from calib.executors.sandbox.harness import cmplog  # noqa: PLC0415
+
+    context = "import os\nLIMIT = 3\n\ndef helper(v):\n    return v > LIMIT\n\nclass Box:\n    size = 2\n\n"
+    function = "def f(n):\n    if helper(n) and n == 7:\n        return Box.size\n    return os.sep\n"
+    placed = scaffold.place(context, function)
+    module = scaffold.Module(placed, module_name="calib_scaffold")
+    first = module.build()
+    assert first["f"](7) == 2
+    before = {stmt.lineno: module._code(stmt) for stmt in placed.tree.body}
+    try:
+        rewritten = cmplog.instrument(placed.node, placed.tree)
+    finally:
+        canon.PINNED.clear()  # what instrument pinned for this process's outputs: not the other tests'
+    assert [node.name for node in rewritten] == ["f", "helper"]
+    module.extra_globals[cmplog.NAME] = cmplog.compare
+    module.recompile(rewritten)
+    after = {stmt.lineno: module._code(stmt) for stmt in placed.tree.body}
+    kept = {line for line in before if after[line] is before[line]}
+    assert kept == {1, 2, 7}  # the import, the constant and the class: the same code objects
+    assert cmplog.NAME in after[4].co_consts[0].co_names  # helper's comparison now reports to the recorder
+    assert module.build()["f"](7) == 2
+    module.recompile()
+    assert all(module._code(stmt) is not after[stmt.lineno] for stmt in placed.tree.body)
+
+
 def test_reindent_moves_a_candidate_to_the_truths_indentation():
     assert scaffold.reindent("def f():\n    return 1\n", "    ") == "    def f():\n        return 1\n"
     assert scaffold.indentation(METHOD) == "    "

@@ -117,9 +117,9 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
 
         # comparison feedback while searching (the chosen inputs are measured again, uninstrumented,
         # in the replay batch)
-        cmplog.instrument(placed.node, placed.tree)
+        rewritten = cmplog.instrument(placed.node, placed.tree)
         runner.module.extra_globals[cmplog.NAME] = cmplog.compare
-        runner.module.recompile()
+        runner.module.recompile(rewritten)  # the statements holding them
 
         from .reuse import Reuse, verify  # noqa: PLC0415
 

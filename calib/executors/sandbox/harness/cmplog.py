@@ -329,9 +329,10 @@ class _Instrument(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
 
-def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | None = None) -> None:
+def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | None = None) -> list[Any]:
     """Rewrite the comparisons in x's body in place (locations kept: coverage sees the same lines), and in
-    the module's functions x calls (:func:`helpers`; ``tree``: x's module, by default the one x was placed in)."""
+    the module's functions x calls (:func:`helpers`; ``tree``: x's module, by default the one x was placed in).
+    Returns the definitions rewritten."""
     if tree is None:
         from . import scaffold  # noqa: PLC0415 - loaded already (the module was built from it)
 
@@ -343,6 +344,7 @@ def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | 
     _rewrite(node, False)
     for helper, _ in found:
         _rewrite(helper, True)
+    return [node, *(helper for helper, _ in found)]
 
 
 def _rewrite(node: ast.FunctionDef | ast.AsyncFunctionDef, helper: bool) -> None:

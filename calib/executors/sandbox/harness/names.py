@@ -48,31 +48,41 @@ def caught(expr: ast.AST) -> set[str]:
 PY3_EQUIVALENTS = {"xrange": range, "unicode": str, "basestring": str, "long": int, "unichr": chr}
 
 
+#: What :func:`unresolved_names` does with a node, by its exact type (``ast.parse`` makes no subclasses).
+_NAME, _DEF, _ARG, _ALIAS, _HANDLER, _MATCH, _REST, _DECLARED = range(8)
+_KINDS: dict[type, int] = {ast.Name: _NAME, ast.FunctionDef: _DEF, ast.AsyncFunctionDef: _DEF, ast.ClassDef: _DEF,
+                           ast.arg: _ARG, ast.alias: _ALIAS, ast.ExceptHandler: _HANDLER, ast.MatchAs: _MATCH,
+                           ast.MatchStar: _MATCH, ast.MatchMapping: _REST, ast.Global: _DECLARED,
+                           ast.Nonlocal: _DECLARED}
+
+
 def unresolved_names(tree: ast.AST) -> set[str]:
     """Names the module reads but binds nowhere and that are not builtins."""
     loaded: set[str] = set()
     bound: set[str] = set()
     probed: set[str] = set()
+    kinds, load, try_type = _KINDS, ast.Load, ast.Try
     for node in walk(tree):
-        if isinstance(node, ast.Try) and any(h.type is not None and "NameError" in caught(h.type)
-                                             for h in node.handlers):
-            probed.update(n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name))
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            bound.update(node.names)
+        kind = kinds.get(type(node))
+        if kind is None:
+            if type(node) is try_type and any(h.type is not None and "NameError" in caught(h.type)
+                                              for h in node.handlers):  # type: ignore[attr-defined]
+                probed.update(n.id for s in node.body for n in ast.walk(s)  # type: ignore[attr-defined]
+                              if isinstance(n, ast.Name))
+        elif kind == _NAME:
+            (loaded if type(node.ctx) is load else bound).add(node.id)  # type: ignore[attr-defined]
+        elif kind == _DEF or kind == _HANDLER or kind == _MATCH:
+            if node.name:  # type: ignore[attr-defined]
+                bound.add(node.name)  # type: ignore[attr-defined]
+        elif kind == _ARG:
+            bound.add(node.arg)  # type: ignore[attr-defined]
+        elif kind == _ALIAS:
+            bound.add((node.asname or node.name).split(".")[0])  # type: ignore[attr-defined]
+        elif kind == _REST:
+            if node.rest:  # type: ignore[attr-defined]
+                bound.add(node.rest)  # type: ignore[attr-defined]
+        else:
+            bound.update(node.names)  # type: ignore[attr-defined]
     # dunder names (``__builtins__``, ``__doc__``, ``__spec__`` ...) are the interpreter's, never stand-ins;
     # nor is a name the module probes with ``try: xrange`` / ``except NameError:`` (``_IS_PY2 = False``): it
     # raises NameError there, as in Python 3 (a stand-in made boltons' funcutils take its Python 2 branches)

@@ -207,7 +207,7 @@ class Module:
         standins.RAISED.clear()
         standins.RAISED.update(() if bare else raised_names(placed.source))
         LAST[0] = placed
-        self._compiled: dict[int, Any] = {}
+        self._compiled: dict[int, tuple[Any, int, int]] = {}  # by id: the code and the statement's lines
         # copies of statements retried another way, made once: a copy made per build could reuse the id
         # (the compiled code's key) of another build's freed copy, of another statement
         self._retried: dict[tuple[int, str], tuple[ast.stmt, Any]] = {}
@@ -220,16 +220,24 @@ class Module:
             fixups.soften_assertions(placed.node)
             self.extra_globals[fixups.FAILED] = fixups.assertion_failed
 
-    def recompile(self) -> None:
-        """Forget compiled statements (after the tree was rewritten)."""
-        self._compiled = {}
+    def recompile(self, changed: list[ast.AST] | None = None) -> None:
+        """Forget compiled statements (after the tree was rewritten): those holding a node of ``changed``
+        (by their lines), or all of them."""
+        if changed is None:
+            self._compiled = {}
+            return
+        spans = [(node.lineno, node.end_lineno or node.lineno) for node in changed]  # type: ignore[attr-defined]
+        self._compiled = {key: held for key, held in self._compiled.items()
+                          if not any(first <= held[2] and held[1] <= last for first, last in spans)}
 
     def _code(self, stmt: ast.stmt) -> Any:
         key = id(stmt)
-        if key not in self._compiled:
+        held = self._compiled.get(key)
+        if held is None:
             node = stmt if self.rewrite is None else self.rewrite(stmt)
-            self._compiled[key] = compile(ast.Module(body=[node], type_ignores=[]), FILENAME, "exec")
-        return self._compiled[key]
+            held = self._compiled[key] = (compile(ast.Module(body=[node], type_ignores=[]), FILENAME, "exec"),
+                                          stmt.lineno, stmt.end_lineno or stmt.lineno)
+        return held[0]
 
     def build(self) -> dict[str, Any]:
         """Execute the module into a new namespace; records why statements were replaced in ``warnings``."""

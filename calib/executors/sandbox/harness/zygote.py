@@ -386,6 +386,8 @@ PRELOAD = ("string", "urllib.parse", "ipaddress", "binascii", "fnmatch", "base64
            "unicodedata", "decimal", "email.utils", "email.message", "email.parser", "hashlib", "typing",
            "dataclasses", "enum", "inspect", "contextlib", "codecs", "struct", "collections", "zlib", "glob",
            "quopri",
+           # next most imported (a fifth of the batches on benchmarks/executor.py's sample import ssl: 3 ms)
+           "ssl", "importlib.util", "contextvars", "pkgutil", "tempfile", "configparser", "uuid",
            # what every batch imports: the hash of pinned code (:func:`.canon.sha256`) and the module whose
            # process start the policy replaces (:func:`.env.install_policy`); extension modules, each a dlopen
            "_sha256", "_posixsubprocess")
@@ -395,10 +397,16 @@ def _preload() -> None:
     import importlib  # noqa: PLC0415
 
     for name in PRELOAD:
+        before = None if "threading" in sys.modules else set(sys.modules)
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001, S112 - a module this Python lacks is imported (or not) by the child
             continue
+        if before is not None and "threading" in sys.modules:
+            # on this Python the module imports threading, which binds the clock at import (``_time``):
+            # forgotten, so that a child imports them itself, under its frozen clock
+            for new in set(sys.modules) - before:
+                del sys.modules[new]
 
 
 def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...], keep: tuple[str, ...] = (),
