@@ -96,3 +96,68 @@ def test_the_css_class_loop_is_a_stand_in_loop_not_a_timeout_in_the_sandbox() ->
     for r in result.inputs:  # the stand-in names in the call log stayed within the bound
         names = [entry[1] for entry in json.loads(r.output)["calls"] if entry[0] == "getitem"]
         assert names[:2] == ["token", "token.parent"] and max(map(len, names)) == MAX_NAME + 1
+
+
+# pint's BaseRegistry: ``__getattr__`` asks a withheld helper, then calls ``self.Unit(item)``, which the
+# instance lacks too, so looking up any missing attribute recurses through stand-ins without end
+LOOPING_CONTEXT = '''from .util import getattr_maybe_raise
+
+
+class Registry:
+    def __init__(self, case_sensitive=True):
+        self.case_sensitive = case_sensitive
+
+    def __getattr__(self, item):
+        getattr_maybe_raise(self, item)
+        return self.Unit(item)
+
+'''
+LOOKUP = '''    def lookup(self, name, default=None):
+        if not self.case_sensitive:
+            name = name.lower()
+        if name in self._units:
+            return self._units[name]
+        if name in self._aliases:
+            return self._aliases[name]
+        for prefix in self._prefixes:
+            if name.startswith(prefix) and name[len(prefix):] in self._symbols:
+                return prefix
+        if default is not None:
+            return default
+        return len(name) + len(self._suffixes)
+'''
+
+
+@needs_bwrap
+def test_attributes_whose_lookup_loops_in_the_class_getattr_start_as_stand_ins() -> None:
+    # before: building self asked hasattr(instance, "_units"), which ran __getattr__ into the stand-in
+    # loop rule; the loop escaped the instance's construction and every input was ``standin_loop``
+    executor = SandboxExecutor(ExecutorConfig(seed=0))
+    try:
+        result = asyncio.run(executor.compare(LOOKUP, [LOOKUP], context=LOOPING_CONTEXT))
+    finally:
+        executor.close()
+    reasons = {r.reason for r in result.inputs if not r.valid}
+    assert "standin_loop" not in reasons, result.reason
+    assert result.conclusive, result.reason
+    assert result.candidates[0].sim_func == 1.0
+    # the loop's stand-in calls are no part of any output: only x's own
+    assert not any("getattr_maybe_raise" in (r.output or "") for r in result.inputs if r.valid)
+
+
+def test_a_looping_lookup_is_forgotten_and_leaves_the_budget_as_it_was() -> None:
+    from calib.executors.sandbox.harness import calls  # noqa: PLC0415
+
+    class Looping:
+        def __getattr__(self, item):
+            return CalibStandIn("util.helper")(self, item) and self.Unit(item)
+
+    class Answering:
+        def __getattr__(self, item):
+            return item.upper()
+
+    LOG.record("call", "before", (), {})
+    assert calls._lacks(Looping(), "missing") is True
+    assert LOG.ops == 1 and len(LOG.entries) == 1 and LOG.budget == standins.OPS_BUDGET
+    assert calls._lacks(Answering(), "missing") is False  # a __getattr__ that answers: no stand-in
+    assert calls._lacks(Looping.__new__(Looping), "__class__") is False

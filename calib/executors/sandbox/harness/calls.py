@@ -61,12 +61,34 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
                 instance = CalibStandIn("self")
     for name in [n for n in [*reads, *class_reads(type(instance))] if n not in skip]:
         try:
-            if not hasattr(instance, key := (mutators.mangle(cls, name) if name[:2] == "__" else name)):
+            if _lacks(instance, key := (mutators.mangle(cls, name) if name[:2] == "__" else name)):
                 setattr(instance, key, CalibStandIn("self." + name))
         except Exception:  # noqa: BLE001
             pass
     mutators.apply(instance, calls)
     return set_attributes(instance, cls, attrs)
+
+
+#: Stand-in operations a lookup of one of ``self``'s attributes may make before it counts as a loop (:func:`_lacks`).
+LOOKUP_OPS = 200
+
+
+def _lacks(instance: Any, key: str) -> bool:
+    """Whether ``instance`` has no attribute ``key``, also when looking it up loops: a class's ``__getattr__``
+    that reads another attribute the instance lacks (pint's ``BaseRegistry.__getattr__`` calls
+    ``self.Unit(item)``, itself missing) recurses until the stand-in budget or the recursion limit ends
+    it. The stand-in operations of that lookup are forgotten."""
+    log = standins.LOG
+    ops, fresh, kept, over, budget = log.ops, log.fresh, len(log.entries), len(log.overflow), log.budget
+    log.budget = min(budget, ops + LOOKUP_OPS)  # a loop ends soon: the lookup is made for every input
+    try:
+        return not hasattr(instance, key)
+    except (RecursionError, standins.StandInLoop):
+        log.ops, log.fresh = ops, fresh
+        del log.entries[kept:], log.overflow[over:]
+        return True
+    finally:
+        log.budget = budget
 
 
 def set_attributes(instance: Any, cls: type, attrs: dict[str, Any]) -> Any:
