@@ -67,14 +67,14 @@ SOURCE = '''def f(n: int, text: str):
 '''
 
 
-@needs_bwrap
-@pytest.mark.parametrize("seed", [0, 5])
-def test_a_context_of_preloaded_modules_gives_the_same_outputs_with_and_without_fork_servers(seed: int) -> None:
+def _forked_and_own(source: str, context: str, seed: int):
+    """The comparison of ``source`` with a copy of itself with fork servers and with a sandbox per batch,
+    checked to agree: conclusive, the same output states, SIM_func 1 both ways."""
     def compare(forks: bool):
         executor = SandboxExecutor(ExecutorConfig(seed=seed))
         executor.sandbox.forks = forks and executor.sandbox.forks
         try:
-            return asyncio.run(executor.compare(SOURCE, [SOURCE + "# copy\n"], context=CONTEXT))
+            return asyncio.run(executor.compare(source, [source + "# copy\n"], context=context))
         finally:
             executor.close()
 
@@ -83,6 +83,13 @@ def test_a_context_of_preloaded_modules_gives_the_same_outputs_with_and_without_
     assert [r.output for r in forked.inputs] == [r.output for r in own.inputs]
     assert forked.candidates[0].sim_func == 1.0 and own.candidates[0].sim_func == 1.0
     assert "nondeterministic" not in {r.reason for r in forked.inputs}
+    return forked
+
+
+@needs_bwrap
+@pytest.mark.parametrize("seed", [0, 5])
+def test_a_context_of_preloaded_modules_gives_the_same_outputs_with_and_without_fork_servers(seed: int) -> None:
+    _forked_and_own(SOURCE, CONTEXT, seed)
 
 
 NEWER = "import ssl, tempfile, configparser, uuid, pkgutil, contextvars, importlib.util, os\n"
@@ -100,17 +107,5 @@ NEWER_SOURCE = '''def g(n: int, text: str):
 
 @needs_bwrap
 def test_a_context_of_the_later_preloads_gives_the_same_outputs_with_and_without_fork_servers() -> None:
-    def compare(forks: bool):
-        executor = SandboxExecutor(ExecutorConfig(seed=3))
-        executor.sandbox.forks = forks and executor.sandbox.forks
-        try:
-            return asyncio.run(executor.compare(NEWER_SOURCE, [NEWER_SOURCE + "# copy\n"], context=NEWER))
-        finally:
-            executor.close()
-
-    forked, own = compare(True), compare(False)
-    assert forked.conclusive, forked.reason
-    assert [r.output for r in forked.inputs] == [r.output for r in own.inputs]
-    assert forked.candidates[0].sim_func == 1.0 and own.candidates[0].sim_func == 1.0
-    assert "nondeterministic" not in {r.reason for r in forked.inputs}
+    forked = _forked_and_own(NEWER_SOURCE, NEWER, 3)
     assert any("tmp" in (r.output or "") for r in forked.inputs)  # the temporary file's seeded name
