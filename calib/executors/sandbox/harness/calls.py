@@ -69,15 +69,13 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
     return set_attributes(instance, cls, attrs)
 
 
-#: Stand-in operations a lookup of one of ``self``'s attributes may make before it counts as a loop (:func:`_lacks`).
-LOOKUP_OPS = 200
+LOOKUP_OPS = 200  # stand-in operations a lookup of an attribute of self may make before it is a loop (_lacks)
 
 
 def _lacks(instance: Any, key: str) -> bool:
-    """Whether ``instance`` has no attribute ``key``, also when looking it up loops: a class's ``__getattr__``
-    that reads another attribute the instance lacks (pint's ``BaseRegistry.__getattr__`` calls
-    ``self.Unit(item)``, itself missing) recurses until the stand-in budget or the recursion limit ends
-    it. The stand-in operations of that lookup are forgotten."""
+    """Whether ``instance`` has no attribute ``key``, also when looking it up loops (a ``__getattr__`` that
+    reads another missing attribute: pint's ``BaseRegistry`` calls ``self.Unit(item)``); the stand-in
+    operations of such a lookup are forgotten."""
     log = standins.LOG
     ops, fresh, kept, over, budget = log.ops, log.fresh, len(log.entries), len(log.overflow), log.budget
     log.budget = min(budget, ops + LOOKUP_OPS)  # a loop ends soon: the lookup is made for every input
