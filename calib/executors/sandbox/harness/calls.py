@@ -1,9 +1,8 @@
 """Calling x: building self and arguments, draining what x returns, and what coverage counts.
 
-Helpers of :mod:`.runner` (inside the sandbox; stdlib only): stand-in modes per input, instances of the
-context class (``New(...)`` and the other placeholders are made in :mod:`.placeholders`), the statements
-coverage counts (as coverage.py does), generators/coroutines/context managers run to the end on the frozen clock, and
-arguments re-keyed for a candidate that renamed its parameters."""
+Helpers of :mod:`.runner` (inside the sandbox; stdlib only): stand-in modes per input, instances of the context class
+(placeholders: :mod:`.placeholders`), the statements coverage counts (as coverage.py does), generators, coroutines and
+context managers run to the end on the frozen clock, arguments re-keyed for a candidate that renamed its parameters."""
 
 from __future__ import annotations
 
@@ -73,12 +72,11 @@ LOOKUP_OPS = 200  # stand-in operations a lookup of an attribute of self may mak
 
 
 def _lacks(instance: Any, key: str) -> bool:
-    """Whether ``instance`` has no attribute ``key``, also when looking it up loops (a ``__getattr__`` that
-    reads another missing attribute: pint's ``BaseRegistry`` calls ``self.Unit(item)``); the stand-in
-    operations of such a lookup are forgotten."""
-    log = standins.LOG
-    ops, fresh, kept, over, budget = log.ops, log.fresh, len(log.entries), len(log.overflow), log.budget
-    log.budget = min(budget, ops + LOOKUP_OPS)  # a loop ends soon: the lookup is made for every input
+    """Whether ``instance`` lacks ``key``, also when looking it up loops (a ``__getattr__`` reading another
+    missing attribute: pint's ``BaseRegistry`` calls ``self.Unit(item)``), whose stand-in operations are dropped."""
+    log, budget = standins.LOG, standins.LOG.budget
+    ops, fresh, kept, over = log.ops, log.fresh, len(log.entries), len(log.overflow)
+    log.budget = min(budget, ops + LOOKUP_OPS)  # a loop ends soon (the lookup is made for every input)
     try:
         return not hasattr(instance, key)
     except (RecursionError, standins.StandInLoop):
