@@ -42,6 +42,7 @@ _STDERR_CAP = 1 << 16
 PACE_SECONDS = 0.005
 #: The size asked for a batch's output pipe (Linux's ``F_SETPIPE_SZ``; the default is 64 KiB).
 PIPE_BYTES = 1 << 20
+_READS = 32  # reads of 64 KiB at most per wake-up (the pipe's 1 MiB and its end)
 
 
 def _enlarge(fd: int) -> None:
@@ -78,7 +79,9 @@ class _Sink:
         loop.add_reader(fd, self._read)
 
     def _read(self) -> None:
-        while self.fd >= 0:
+        for _ in range(_READS):  # bounded: a batch that floods its pipe cannot hold the event loop here
+            if self.fd < 0:
+                return
             try:
                 chunk = os.read(self.fd, 1 << 16)
             except BlockingIOError:
