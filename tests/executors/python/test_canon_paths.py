@@ -124,3 +124,64 @@ def test_shared_items_are_not_cycles_and_a_failed_closure_cell_leaves_no_trace()
     assert out["list"][0]["closure"] == [{"empty_cell": True}]
     # ... and holder, no longer on the path, is then seen whole, not as a cycle
     assert out["list"][1] == {"list": [{"list": [5], "type": f"{__name__}.{Flaky.__qualname__}"}]}
+
+
+def test_a_logger_is_its_configuration_not_the_levels_it_was_asked_about_or_the_other_loggers():
+    import logging  # noqa: PLC0415
+
+    log = logging.getLogger("calib.tests.canon.logger")
+    log.setLevel(logging.INFO)
+    before = canon.dumps(canon.canonical(log))
+    log.isEnabledFor(logging.WARNING)  # fills the logger's memo (Logger._cache) as a log.warning() would
+    logging.getLogger("calib.tests.canon.other")  # another logger in the process's registry (the manager)
+    assert log._cache and canon.dumps(canon.canonical(log)) == before
+    state = dict(canon.canonical(log)["state"])
+    assert state["level"] == logging.INFO and state["name"] == "calib.tests.canon.logger"
+    assert "_cache" not in state and "manager" not in state
+    log.setLevel(logging.ERROR)  # what it does changes: so does its form
+    assert canon.dumps(canon.canonical(log)) != before
+
+
+LOGGING_CONTEXT = '''import logging
+
+log = logging.getLogger("feeds")
+
+
+class Feed:
+    def __init__(self):
+        self.log = log
+        self.items = []
+
+'''
+ADD = '''    def add(self, item, strict=False):
+        if not isinstance(item, str):
+            self.log.warning("not a text: %r", item)
+            if strict:
+                raise TypeError(item)
+            item = str(item)
+        self.items.append(item.strip())
+        return len(self.items)
+'''
+
+
+def test_a_logger_in_the_output_state_does_not_make_inputs_nondeterministic():
+    # the instance's state holds the module's logger: an input that logs a warning fills the logger's memo,
+    # which a later input then showed, in the search's process and the replay's in a different order
+    import asyncio  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    import pytest  # noqa: PLC0415
+
+    from calib.executors.base import ExecutorConfig  # noqa: PLC0415
+    from calib.executors.python import SandboxExecutor  # noqa: PLC0415
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    executor = SandboxExecutor(ExecutorConfig(seed=0))
+    try:
+        result = asyncio.run(executor.compare(ADD, [ADD], context=LOGGING_CONTEXT))
+    finally:
+        executor.close()
+    assert "nondeterministic" not in {r.reason for r in result.inputs}, result.reason
+    assert result.conclusive, result.reason
+    assert result.candidates[0].sim_func == 1.0

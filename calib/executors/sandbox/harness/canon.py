@@ -1,22 +1,20 @@
 """Canonical form of values in an output state (runs inside the sandbox; stdlib only).
 
-docs/architecture.md, "Execution semantics": two executions match iff their canonical output states are identical;
-the canonical form drops what differs for reasons unrelated to behaviour (object addresses, descriptor
-numbers of files and sockets, the harness's own file names and line numbers in messages, set and dict
-ordering) and nothing else.
+docs/architecture.md, "Execution semantics": two executions match iff their canonical output states are identical; the
+canonical form drops what differs for reasons unrelated to behaviour (object addresses, descriptor numbers of files
+and sockets, the harness's own file names and line numbers in messages, set and dict ordering, a logger's memo of the
+levels it was asked about) and nothing else.
 
-So: dicts become lists of ``[key, value]`` pairs sorted by the canonical key, sets sorted lists, tuples
-stay distinct from lists, floats keep their ``repr`` (``0.1 + 0.2`` is not ``0.3``; ``-0.0`` is not
-``0.0``), objects become their class name and attribute state, stand-ins their name, and in any text
-produced by ``repr`` the ``0x…`` addresses are blanked (``name=3`` of a file's, ``fd=3`` of a socket's too:
-which numbers are free depends on the process's history). Functions compare by their code, defaults and
-captured values (never by name alone), integers of any size by value.
+So: dicts become lists of ``[key, value]`` pairs sorted by the canonical key, sets sorted lists, tuples stay distinct
+from lists, floats keep their ``repr`` (``0.1 + 0.2`` is not ``0.3``; ``-0.0`` is not ``0.0``), objects become their
+class name and attribute state, stand-ins their name, and in any text produced by ``repr`` the ``0x…`` addresses are
+blanked (``name=3`` of a file's, ``fd=3`` of a socket's too: which numbers are free depends on the process's history).
+Functions compare by their code, defaults and captured values (never by name alone), integers of any size by value.
 
-Sizes are bounded so that a huge value cannot exhaust the harness, and no bound may make two different
-values equal: what is cut from a long string, bytes, integer or container is kept as a SHA-256 digest
-beside the part shown; a bound that cannot be kept that way (nesting depth, the number of values visited)
-is recorded in :data:`CAPS`, and the harness then reports the input ``unobservable`` (invalid for x, a
-non-match for a candidate) instead of an output state.
+Sizes are bounded so that a huge value cannot exhaust the harness, and no bound may make two different values equal:
+what is cut from a long string, bytes, integer or container is kept as a SHA-256 digest beside the part shown; a bound
+that cannot be kept that way (nesting depth, the number of values visited) is recorded in :data:`CAPS`, and the
+harness then reports the input ``unobservable`` (invalid for x, a non-match for a candidate), not an output state.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ if TYPE_CHECKING:
 MAX_DEPTH, MAX_ITEMS, MAX_STR = 32, 500, 20_000
 #: Integers up to this many bits are written in decimal (about 4,800 digits), larger ones in hex.
 MAX_DECIMAL_BITS = 16_000
-#: Bounds hit since the harness last cleared it (``depth_limit``, ``size_limit``): the output state
-#: then does not determine the behaviour, and the input is reported ``unobservable``.
+#: Bounds hit since last cleared (``depth_limit``, ``size_limit``): the input is then reported ``unobservable``.
 CAPS: list[str] = []
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
@@ -115,9 +112,8 @@ def _qualname(obj: Any) -> str:
 _KEY = json.JSONEncoder(sort_keys=True, default=str).encode
 _BYTES = (bytes, bytearray, memoryview)
 _TIMES = (datetime.date, datetime.time, datetime.timedelta)
-_SEQUENCES = (list, tuple)
+_SEQUENCES, _SETS = (list, tuple), (set, frozenset)
 _MAPPINGS = (dict, types.MappingProxyType)
-_SETS = (set, frozenset)
 _CALLABLES = (types.BuiltinFunctionType, types.MethodType, types.MethodWrapperType, types.WrapperDescriptorType,
               types.MethodDescriptorType, types.ClassMethodDescriptorType)
 _SCALARS = (int, float, str)
@@ -141,8 +137,7 @@ def _c_encoder(sort_keys: bool, ascii: bool) -> Any:
 
 
 _DUMPS = _c_encoder(True, False)
-#: What the harness writes its events with: insertion order (smaller and faster than sorting), ASCII
-#: (an output state may hold lone surrogates, which UTF-8 cannot carry).
+#: The harness's events: insertion order (smaller, faster than sorting), ASCII (lone surrogates do not fit UTF-8).
 encode_event = _c_encoder(False, True)
 
 
@@ -303,9 +298,8 @@ def _mapping(value: Any, kind: type, depth: int, seen: set[int]) -> dict[str, An
 
 
 class Ran:
-    """What the harness ran to completion for x: a generator's items (``{"generator": [...]}``), an
-    iterator's, an async generator's, a context entered. Canonical as that tagged object, which no
-    value of the code's own canonicalizes to (a dict is ``{"dict": [...]}``)."""
+    """What the harness ran to completion for x: a generator's items (``{"generator": [...]}``), an iterator's, an
+    async generator's, a context entered; canonical as that tagged object, unlike any value of the code's own."""
 
     __slots__ = ("form",)
 
@@ -313,9 +307,9 @@ class Ran:
         self.form = form
 
 
-#: Digests of x's own code objects as written, by (first line, name, local names): the search runs x
-#: with its comparisons rewritten (:mod:`.cmplog`), and a closure x returns must have the same digest
-#: there as in the replay that runs the code as written. None: two code objects share the key.
+#: Digests of x's own code objects as written, by (first line, name, local names): the search runs x with its
+#: comparisons rewritten (:mod:`.cmplog`), and a closure x returns must have the digest the replay sees. None: two
+#: code objects share the key.
 PINNED: dict[tuple[Any, ...], str | None] = {}
 
 
@@ -367,8 +361,8 @@ def _function(value: types.FunctionType, depth: int, seen: set[int]) -> dict[str
 
 
 def _class(value: type, depth: int, seen: set[int]) -> dict[str, Any]:
-    """A class by name; a class made inside a function (``<locals>``) also by its body, which is code of
-    the variant that made it (a module-level class is the same code for every variant)."""
+    """A class by name; one made inside a function (``<locals>``) also by its body, code of the variant that made it
+    (a module-level class is the same code for every variant)."""
     out: dict[str, Any] = {"class": _qualname(value)}
     if "<locals>" in (getattr(value, "__qualname__", "") or ""):
         body = {k: v for k, v in vars(value).items() if k not in ("__dict__", "__weakref__", "__module__",
@@ -385,12 +379,18 @@ def _builtin(value: Any) -> Any:
     return value
 
 
+#: A logger's memo of ``isEnabledFor`` answers and the registry of every logger: the process's history fills them.
+_LOGGER_MEMOS = frozenset({"_cache", "manager"})
+
+
 def _object(value: Any, depth: int, seen: set[int]) -> Any:
     by_repr = type(value).__module__ in _FD_OWNERS  # a file or socket: its ``repr`` (mode, name, closed or not)
     try:
         attrs = {} if by_repr else dict(vars(value))
     except TypeError:
         attrs = {}
+    if (logging := sys.modules.get("logging")) is not None and isinstance(value, logging.Logger):
+        attrs = {k: v for k, v in attrs.items() if k not in _LOGGER_MEMOS}
     mro, walk = type(value).__mro__, not by_repr and type(type(value)) is not type
     for c in () if walk or by_repr else mro:  # metaclass type: ``getattr(c, "__slots__", ())`` is () unless set
         walk = walk or type(c) is not type or "__slots__" in c.__dict__
