@@ -9,10 +9,14 @@ docstrings, computed here independently (``json.dumps``, ``hashlib``, counting t
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
+from calib.executors.base import ExecutorConfig
+from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import canon
+from tests.executors.sandbox.test_forkserver import needs_bwrap
 
 
 def _sha(items):
@@ -164,19 +168,10 @@ ADD = '''    def add(self, item, strict=False):
 '''
 
 
+@needs_bwrap
 def test_a_logger_in_the_output_state_does_not_make_inputs_nondeterministic():
     # the instance's state holds the module's logger: an input that logs a warning fills the logger's memo,
     # which a later input then showed, in the search's process and the replay's in a different order
-    import asyncio  # noqa: PLC0415
-    import shutil  # noqa: PLC0415
-
-    import pytest  # noqa: PLC0415
-
-    from calib.executors.base import ExecutorConfig  # noqa: PLC0415
-    from calib.executors.python import SandboxExecutor  # noqa: PLC0415
-
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
     executor = SandboxExecutor(ExecutorConfig(seed=0))
     try:
         result = asyncio.run(executor.compare(ADD, [ADD], context=LOGGING_CONTEXT))
