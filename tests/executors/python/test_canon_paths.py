@@ -105,6 +105,25 @@ def test_scalars_after_a_large_item_are_cut_one_by_one_when_the_budget_runs_out(
                               "sha256": _sha(pairs[canon.MAX_ITEMS:])}
 
 
+def test_large_buffers_keep_their_digest_when_it_is_remembered_and_the_memo_stays_bounded():
+    from calib.executors.sandbox.harness import digests
+
+    buffer = bytearray(range(256)) * 1024  # 256 KiB, as asyncio's SSL protocol holds
+    whole = hashlib.sha256(bytes(buffer)).hexdigest()  # the reference: OpenSSL's SHA-256
+    first = canon.canonical(buffer)
+    assert first == {"bytearray": bytes(buffer[:canon.MAX_STR]).hex(), "truncated": len(buffer), "sha256": whole}
+    assert canon.canonical(buffer) == first  # from the memo: the same digest
+    buffer[-1] ^= 1  # one byte changed past the part shown: another digest, never the remembered one
+    assert canon.canonical(buffer)["sha256"] == hashlib.sha256(bytes(buffer)).hexdigest() != whole
+    text = "é" * (canon.MAX_STR + 5)
+    assert canon.canonical(text)["sha256"] == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    for i in range(3 * digests.MEMO_ENTRIES):
+        assert digests.digest(b"%d" % i * 100) == hashlib.sha256(b"%d" % i * 100).hexdigest()
+    assert 0 < len(digests._known) <= digests.MEMO_ENTRIES
+    big = bytes(digests.MEMO_BYTES + 1)
+    assert digests.digest(big) == hashlib.sha256(big).hexdigest() and big not in digests._known
+
+
 def test_shared_items_are_not_cycles_and_a_failed_closure_cell_leaves_no_trace():
     shared = [1]
     assert canon.canonical([shared, (shared,)]) == {"list": [{"list": [1]}, {"tuple": [{"list": [1]}]}]}

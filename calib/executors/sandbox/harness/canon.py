@@ -25,6 +25,7 @@ import re
 import sys
 import types
 
+from .digests import digest, sha256  # noqa: F401 - sha256: also read as canon.sha256
 from .standins import is_standin, standin_name
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -46,25 +47,6 @@ _FD, _FD_OWNERS = re.compile(r"\b(name|fd)=-?\d+\b"), frozenset({"_io", "io", "s
 def scrub(text: str) -> str:
     """Blank object addresses and harness file names in a message."""
     return HARNESS_FILE.sub("<code>", _ADDRESS.sub("0x?", text))
-
-
-_sha256: Any = None
-
-
-def digest(data: bytes) -> str:
-    """SHA-256 of ``data`` in hex."""
-    return sha256(data).hexdigest()
-
-
-def sha256(data: bytes = b"") -> Any:
-    """A SHA-256 hash object (the builtin module's: importing ``hashlib`` loads OpenSSL, ~15 ms)."""
-    global _sha256
-    if _sha256 is None:
-        try:
-            from _sha256 import sha256 as _sha256  # noqa: PLC0415 - CPython <= 3.11
-        except ImportError:
-            from _sha2 import sha256 as _sha256  # type: ignore[no-redef]  # noqa: PLC0415 - 3.12+
-    return _sha256(data)
 
 
 def _text(value: str) -> Any:
