@@ -205,6 +205,10 @@ class Mixed:
         self.variant = variant
 
 
+#: What a stand-in is as an integer in a mixed mode (drawn per name): 1 most often, then 0 and 2.
+_MIXED_INTS = (1, 1, 0, 2)
+
+
 def is_mixed(mode: object) -> bool:
     """``mixedN`` (N = 1, 2, ...): each call of a stand-in returns what a draw fixed by N, the stand-in's
     name, its plain arguments and the call's rank picks (:data:`_MIXED_RETURNS`); each stand-in's
@@ -414,12 +418,16 @@ class CalibStandIn:
         return False
 
     def __int__(self) -> int:
-        return 0
+        return self.__index__()
 
     def __float__(self) -> float:
         return 0.0
 
     def __index__(self) -> int:
+        # in a mixed mode a number drawn per name, mostly not 0: a withheld constant used as a month or a
+        # size (``date(year, JAN, 1)``) must hold one the code accepts in some inputs
+        if LOG.mixed is not None:
+            return _MIXED_INTS[LOG.draw(object.__getattribute__(self, "_calib_name") + "?int", len(_MIXED_INTS), True)]
         return 0
 
     def __str__(self, *args: Any) -> str:
