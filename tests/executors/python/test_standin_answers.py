@@ -193,3 +193,54 @@ def test_a_withheld_base_next_to_a_base_with_its_own_metaclass_still_builds() ->
         pass
 
     assert issubclass(Both, abc.ABC) and Both.__mro__[1].__name__ == "Base"
+
+
+def test_a_stand_in_is_a_number_drawn_per_name_in_the_mixed_modes_and_0_outside_them() -> None:
+    # outside the mixed modes a stand-in used as an integer is 0, as before
+    for mode in ("standin", "zero", "none", "items"):
+        _in_mode(mode)
+        assert int(CalibStandIn("consts.JAN")) == 0 and [10, 20][CalibStandIn("consts.JAN")] == 10
+    # in a mixed mode each name has its number (1, 0 or 2), the same at each use and in a fresh process
+    # (FNV-1a of the variant and the name): ``date(year, JAN, 1)`` holds a valid month in some inputs
+    drawn = {}
+    for variant in range(1, 40):
+        _in_mode(f"mixed{variant}")
+        jan, may = CalibStandIn("consts.JAN"), CalibStandIn("consts.MAY")
+        drawn[variant] = (int(jan), jan.__index__(), [10, 20, 30][may])
+        assert drawn[variant][0] == drawn[variant][1] in (0, 1, 2)
+    assert {d[0] for d in drawn.values()} == {0, 1, 2} and {d[2] for d in drawn.values()} == {10, 20, 30}
+    assert sum(d[0] == 1 for d in drawn.values()) > len(drawn) / 3  # 1 the most often (half of the names)
+    for variant in range(1, 40):
+        _in_mode(f"mixed{variant}")
+        assert (int(CalibStandIn("consts.JAN")), CalibStandIn("consts.JAN").__index__(),
+                [10, 20, 30][CalibStandIn("consts.MAY")]) == drawn[variant]
+
+
+# A country's holidays in the shape of the holidays package: month constants and the base class come from
+# the package itself, withheld in the paper's setting. While a stand-in was 0 as an integer, every input
+# raised ValueError at ``date(year, JAN, 1)`` (coverage 0.12); a month drawn per name reaches the year branches.
+HOLIDAYS_CONTEXT = ("from datetime import date\n\nfrom holidays.constants import JAN, MAY, NOV\n"
+                    "from holidays.holiday_base import HolidayBase\n\n\nclass Land(HolidayBase):\n")
+HOLIDAYS = (
+    "    def _populate(self, year):\n"
+    "        days = {}\n"
+    "        days[date(year, JAN, 1)] = 'New Year'\n"
+    "        if year >= 2011:\n"
+    "            days[date(year, JAN, 6)] = 'Epiphany'\n"
+    "        if year >= 1950:\n"
+    "            days[date(year, MAY, 1)] = 'Labour Day'\n"
+    "        if 1937 <= year <= 1945 or year >= 1989:\n"
+    "            days[date(year, NOV, 11)] = 'Independence Day'\n"
+    "        return sorted(days.items())\n"
+)
+
+
+@needs_bwrap
+def test_withheld_month_constants_take_valid_numbers_in_some_inputs() -> None:
+    result = _compare(HOLIDAYS, [HOLIDAYS.replace("1937 <= year", "1938 <= year")], context=HOLIDAYS_CONTEXT)
+    assert result.conclusive, result.reason  # N=10, N_in=8, C=0.8, N_out=2 (unchanged)
+    assert result.coverage >= 0.8 and result.valid_inputs >= 8
+    returned = [i.output for i in result.inputs if i.valid and '"exception"' not in str(i.output)]
+    assert len(returned) >= 2  # dates were made: the months were valid
+    (candidate,) = result.candidates
+    assert candidate.sim_func is not None  # compared on the same inputs (1937 itself may not be drawn)
