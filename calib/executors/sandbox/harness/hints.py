@@ -129,18 +129,18 @@ class _Subjects:
         self.hints = hints
         self.self_name = self_name
         self.aliases: dict[str, Param] = {}  # ``lastc = block.last_child``: lastc describes that attribute
+        self.stored: dict[str, Param] = {}  # ``self.error = error``: the use of self.error describes error
 
     def __call__(self, node: ast.AST) -> Param | None:
         if isinstance(node, ast.Name):
             return self.params.get(node.id) or self.aliases.get(node.id)
         if (self.self_name and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id == self.self_name):
-            for p in self.hints.self_params:
-                if p.name == node.attr:
-                    return p
-            p = Param(name=node.attr, kind="attribute")
-            self.hints.self_params.append(p)
-            return p
+            p = next((p for p in self.hints.self_params if p.name == node.attr), None)
+            if p is None:
+                p = Param(name=node.attr, kind="attribute")
+                self.hints.self_params.append(p)
+            return self.stored.get(node.attr, p)
         if isinstance(node, ast.Attribute) and _plain_attribute(node.attr):
             owner = self(node.value)  # ``item.content``: what the body does with it describes that attribute
             if owner is not None and owner.depth < 2:
@@ -174,6 +174,10 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
     body_nodes = [n for stmt in body for n in ast.walk(stmt)]
     looped = {n.target.id: _literal(n.iter)[1] for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
               and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Tuple | ast.List)}
+    if self_name:  # ``self.error = error`` (x keeps a parameter): what x does with self.error describes error
+        subject.stored.update({t.attr: params[n.value.id] for n in body_nodes if isinstance(n, ast.Assign)
+                               and isinstance(n.value, ast.Name) and n.value.id in params for t in n.targets
+                               if isinstance(t, ast.Attribute) and getattr(t.value, "id", None) == self_name})
     for n in body_nodes:  # a local bound to an attribute of a parameter or of self, or to what calling one
         # returns (``token = tokens.current()``: the body's use of token describes the call's answers)
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \

@@ -67,6 +67,8 @@ STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str"
                         "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6", "raise_in_try"))
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 FRESH_MIXED = 15  # the first mixed variant :meth:`Pools.fresh` may draw (past the listed ones)
+#: The builtin types whose values a ``*args`` pool holds as items when x checks its items against them.
+_ITEM_TYPES = frozenset({"dict", "list", "str", "int", "float", "bytes", "bool", "set", "tuple"})
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 DEFAULT = CalibStandIn(DEFAULT_NAME)  # as an argument: left out, its default applies (calls.DEFAULT_NAME)
 _ARITHMETIC = frozenset(("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift",
@@ -305,7 +307,10 @@ class Pools:
         types = self._types(p)
         if p.kind == "vararg":  # also some of iterables: ``nth_product(index, *args)`` maps tuple over them
             lists = [tuple(v[:3]) for v in self._values("list", p) if isinstance(v, list)][:6]
-            return [(), *lists[:3], ([1, 2], [3, 4, 5]), ("ab", "cde"), ([0, 1],) * 3, *lists[3:]]
+            # ``for arg in args: if isinstance(arg, dict):``: then one or two items of each type checked
+            typed = [(New(e[6:]),) if e.startswith("class:") else tuple(self._values(e, p.item or p)[:width])
+                     for e in p.element if e.startswith("class:") or e in _ITEM_TYPES for width in (1, 2)]
+            return [(), *lists[:3], ([1, 2], [3, 4, 5]), ("ab", "cde"), ([0, 1],) * 3, *lists[3:], *typed]
         if p.kind == "kwarg":
             return [{}, *[v for v in self._values("dict", p) if isinstance(v, dict) and all(
                 isinstance(k, str) and k.isidentifier() for k in v)][:6]]
