@@ -187,6 +187,10 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
             elif isinstance(n.value, ast.Call) and (p := subject(n.value.func)) is not None:
                 p.result = p.result or Param(name=p.name + "()", kind="result", depth=p.depth + 1)
                 subject.aliases.setdefault(n.targets[0].id, p.result)
+            elif isinstance(n.value, ast.Subscript) and not isinstance(n.value.slice, ast.Slice) \
+                    and (p := subject(n.value.value)) is not None and p.depth < 2:  # ``tokens = info[month]``:
+                p.item = p.item or Param(name=p.name + "[]", kind="item", depth=p.depth + 1)  # its use
+                subject.aliases.setdefault(n.targets[0].id, p.item)  # describes the values (or items)
     items = {n.target.id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)  # ``for v in p``
              and isinstance(n.target, ast.Name) and (p := subject(_whole(n.iter))) is not None}
     for name, p in items.items():  # ``for t in terminals[:n]: t.name``: the use of t describes p's items

@@ -451,6 +451,9 @@ class Pools:
             out.append({k: self._attr_value(k, i) for i, k in enumerate(keys)})
             out.append({k: values[i % len(values)] for i, k in enumerate(keys)})
             out.append({k: "x" for k in keys[: max(1, len(keys) - 1)]})
+            if p.item is not None and (p.item.types or p.item.attrs):  # ``tokens = info[month]``: values
+                pool = self._pool(p.item)  # as the body uses them (lists of texts for ``for t in tokens``)
+                out += [{k: pool[(i + j) % len(pool)] for i, k in enumerate(keys)} for j in (0, 1)]
         out += [{}, {"a": 1, "b": 2}, {"key": "value"}, {"x": [1, 2], "y": None}]
         return out
 
