@@ -77,6 +77,9 @@ TWIN = CalibStandIn("<twin>")  # a marker only: the argument is a copy of the in
 
 BASE_INTS = [0, 1, 2, -1, 3, 5, 10, 42, 100, -7, 7, 255]
 BASE_FLOATS = [0.0, 1.5, -2.25, 3.0, 0.1, 100.0, 0.001, -1.0]
+#: Floats drawn last: the ones ``repr`` writes with an exponent, and those only ``math.isinf``/``isnan`` or
+#: ``value != value`` tell apart (yaml's ``represent_float`` writes ``.inf``, ``.nan`` and ``1.0e+20``).
+EDGE_FLOATS = [float("inf"), float("-inf"), float("nan"), 1e20, 1e-07]
 BASE_STRINGS = ["", "a", "abc", "Hello World", "hello_world", "a,b,c", "  padded  ", "123", "x.txt", "A-B c"]
 
 
@@ -359,7 +362,7 @@ class Pools:
         if kind == "int":
             return _merge(h.ints, BASE_INTS)
         if kind == "float":
-            return _merge(h.floats, BASE_FLOATS + [float(i) for i in h.ints[:6]])
+            return _merge(h.floats, BASE_FLOATS + [float(i) for i in h.ints[:6]] + EDGE_FLOATS)
         if kind == "bool":
             return [True, False]
         if kind == "str":
