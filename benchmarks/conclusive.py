@@ -60,6 +60,10 @@ their 442 functions, and the 157 of the first list's seeds 47-51, were added aft
 twelfth round its seeds 11-15 (442 functions) were measured held out, then looked at and added (3,805
 lines); its seeds 16-20, drawn with those excluded, were measured once and not looked at function by
 function: they stay held out (a "before" for the next round), and its seeds 21 and up are untouched.
+In the thirteenth round seeds 16-20 were measured again at the round's start, then looked at and added
+(417 functions, 4,222 lines); its seeds 21-25, drawn with all of those excluded (the first 3,805 lines plus
+seeds 16-20's functions), were measured before and after each change and never looked at function by
+function: they stay held out, and its seeds 26 and up are untouched.
 """
 
 from __future__ import annotations
