@@ -12,16 +12,12 @@ import ast
 import asyncio
 import math
 import random
-import shutil
-
-import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import hints, synth
 from calib.executors.sandbox.harness.values import decode, encode
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+from tests.executors.sandbox.test_forkserver import needs_bwrap
 
 REPRESENT = (
     "def represent_float(data: float) -> str:\n"

@@ -11,16 +11,12 @@ from __future__ import annotations
 import ast
 import asyncio
 import random
-import shutil
-
-import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import hints, synth
 from calib.executors.sandbox.harness.values import New
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+from tests.executors.sandbox.test_forkserver import needs_bwrap
 
 CONTEXT = (
     "class CompileError(Exception):\n"
