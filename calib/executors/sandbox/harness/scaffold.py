@@ -22,7 +22,7 @@ import builtins
 import textwrap
 import types
 
-from . import fixups, mocks, standins
+from . import fixups, mocks, standins, trees
 from .names import PY3_EQUIVALENTS, raised_names, super_names, unresolved_names, walk  # noqa: F401 - walk: scaffold.walk
 from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
 
@@ -257,6 +257,9 @@ class Module:
             self._run(stmt, ns)
         nested = self.placed.nested  # in a branch not taken (or a block the bare build skipped): defined after it
         if nested is not None and not _defined_by(ns.get(nested.name), nested):
+            for stmt in trees.imports_before(self.placed.tree.body, nested):  # the branch's imports it may use
+                if any(name not in ns for name in fixups.bound_names(stmt)):  # (``_get_ident`` of Python 2's)
+                    self._run(stmt, ns)
             self._run(nested, ns)
         if not self.bare:
             self._missing_methods(ns)

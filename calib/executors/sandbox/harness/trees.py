@@ -34,3 +34,18 @@ def clone(node: Any) -> Any:
         new.__dict__.update({key: clone(value) for key, value in node.__dict__.items()})
         return new
     return node
+
+
+def imports_before(body: list[ast.stmt], target: Any) -> list[ast.stmt]:
+    """The imports (and ``try`` blocks of imports) before ``target`` in the block of ``body`` holding it."""
+    for stmt in body:
+        blocks = [getattr(stmt, name, []) for name in ("body", "orelse", "finalbody")] + [
+            h.body for h in getattr(stmt, "handlers", [])] if not isinstance(stmt, ast.ClassDef) else []
+        for block in blocks:
+            if any(s is target for s in block):
+                before = block[:next(i for i, s in enumerate(block) if s is target)]
+                return [s for s in before if isinstance(s, ast.Import | ast.ImportFrom) or isinstance(s, ast.Try)
+                        and any(isinstance(b, ast.Import | ast.ImportFrom) for b in s.body)]
+            if found := imports_before(block, target):
+                return found
+    return []
