@@ -24,7 +24,7 @@ import types
 
 from . import fixups, mocks, standins, trees
 from .names import PY3_EQUIVALENTS, raised_names, super_names, unresolved_names, walk  # noqa: F401 - walk: scaffold.walk
-from .standins import FAKE_PACKAGE, CalibStandIn, standin_for
+from .standins import FAKE_PACKAGE, CalibStandIn, is_standin, standin_for
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -292,6 +292,11 @@ class Module:
             return
         try:
             exec(self._code(stmt), ns)  # noqa: S102 - the whole point: untrusted code, inside the sandbox
+            if type(stmt) is ast.ClassDef and stmt.keywords and is_standin(ns.get(stmt.name)):
+                # ``class A(metaclass=withheld.Meta)``: the stand-in metaclass made A a stand-in
+                self.warnings.append(f"line {stmt.lineno}: class {stmt.name} built without its keywords "
+                                     "(its metaclass is a stand-in)")
+                exec(self._code(self._retry(stmt, "keywords")), ns)  # noqa: S102 - in the sandbox, as above
             return
         except BaseException as exc:  # noqa: BLE001
             if _fatal(exc):
@@ -336,13 +341,16 @@ class Module:
         self.warnings.append(f"line {stmt.lineno}: import stand-ins ({why})")
 
     def _retry(self, stmt: Any, how: str) -> Any:
-        """``stmt`` without its decorators (``undecorated``) or, a class, without bases and keywords."""
+        """``stmt`` without its decorators (``undecorated``) or, a class, without its keywords (``keywords``)
+        or without bases and keywords."""
         kept = self._retried.get((id(stmt), how))
         # made again when the statement's body was replaced since (x's comparisons rewritten by the search)
         if kept is None or kept[0] is not stmt or kept[1].body is not stmt.body:
             copy = ast.copy_location(type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields}), stmt)
             if how == "undecorated":
                 copy.decorator_list = []
+            elif how == "keywords":
+                copy.keywords = []
             else:
                 copy.bases, copy.keywords = [], []
             kept = self._retried[(id(stmt), how)] = (stmt, ast.fix_missing_locations(copy))
