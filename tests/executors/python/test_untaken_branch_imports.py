@@ -54,10 +54,10 @@ def test_the_imports_before_a_definition_in_its_block_are_found() -> None:
     tree = ast.parse(CONTEXT + REPR)
     backport = tree.body[1].handlers[0].body[-1]
     assert isinstance(backport, ast.ClassDef) and backport.name == "OrderedDict"
-    found = trees.imports_before(tree.body, backport)
+    found = trees.imports_before(tree, backport)
     # the try of imports and the plain import; not the assignment (code the module would run, not an import)
     assert [type(s).__name__ for s in found] == ["Try", "Import"]
-    assert trees.imports_before(tree.body, tree.body[0]) == []  # a top-level statement: no block of its own
+    assert trees.imports_before(tree, tree.body[0]) == []  # the module's first statement: nothing before it
 
 
 @needs_bwrap

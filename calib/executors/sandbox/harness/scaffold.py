@@ -257,7 +257,7 @@ class Module:
             self._run(stmt, ns)
         nested = self.placed.nested  # in a branch not taken (or a block the bare build skipped): defined after it
         if nested is not None and not _defined_by(ns.get(nested.name), nested):
-            for stmt in trees.imports_before(self.placed.tree.body, nested):  # the branch's imports it may use
+            for stmt in trees.imports_before(self.placed.tree, nested):  # the branch's imports it may use
                 if any(name not in ns for name in fixups.bound_names(stmt)):  # (``_get_ident`` of Python 2's)
                     self._run(stmt, ns)
             self._run(nested, ns)

@@ -36,16 +36,14 @@ def clone(node: Any) -> Any:
     return node
 
 
-def imports_before(body: list[ast.stmt], target: Any) -> list[ast.stmt]:
-    """The imports (and ``try`` blocks of imports) before ``target`` in the block of ``body`` holding it."""
-    for stmt in body:
-        blocks = [getattr(stmt, name, []) for name in ("body", "orelse", "finalbody")] + [
-            h.body for h in getattr(stmt, "handlers", [])] if not isinstance(stmt, ast.ClassDef) else []
-        for block in blocks:
+def imports_before(tree: Any, target: Any) -> list[ast.stmt]:
+    """The imports (and ``try`` statements of imports) before ``target`` in the block holding it, found
+    through the blocks as :func:`last_class` goes."""
+    todo = [tree]
+    for node in todo:
+        for block in (getattr(node, f) for f in node._fields if f in _BLOCKS):
             if any(s is target for s in block):
-                before = block[:next(i for i, s in enumerate(block) if s is target)]
-                return [s for s in before if isinstance(s, ast.Import | ast.ImportFrom) or isinstance(s, ast.Try)
-                        and any(isinstance(b, ast.Import | ast.ImportFrom) for b in s.body)]
-            if found := imports_before(block, target):
-                return found
+                return [s for s in block[:block.index(target)] if isinstance(s, ast.Import | ast.ImportFrom)
+                        or type(s) is ast.Try and any(isinstance(b, ast.Import | ast.ImportFrom) for b in s.body)]
+            todo += block
     return []
