@@ -11,7 +11,7 @@ import types
 
 from . import canon, env, hints, mutators, scaffold, standins
 from .ambient import MAX_PROBE_ARGS
-from .classattrs import class_reads, instance_default  # noqa: F401 - class_reads: also read as calls.class_reads
+from .classattrs import class_reads, fill, instance_default  # noqa: F401 - class_reads: also read as calls.class_reads
 from .standins import CalibStandIn
 from .values import Obj
 
@@ -45,9 +45,9 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
     """An instance of the context class (``cls()``, else ``cls.__new__``), else a stand-in ``self``.
 
     Attributes the method reads (``reads``; ``self.__x`` is ``_Cls__x``) that the instance lacks (set by
-    code after x, or by a constructor that did not run) start as stand-ins, as do those the class's other
-    methods read (``self._check()`` reading ``self.closed``), not ``skip``; then the input's calls of the
-    class's mutators (:mod:`.mutators`) are made, and its attributes set."""
+    code after x, or by a constructor that did not run) start as stand-ins (:func:`.classattrs.fill`), as do
+    those the class's other methods read (``self._check()`` reading ``self.closed``), not ``skip``; then the
+    input's calls of the class's mutators (:mod:`.mutators`) are made, and its attributes set."""
     attrs = vars(attrs).copy() if attrs is not None else {}
     calls = attrs.pop(mutators.CALLS, None)
     if instance is None:
@@ -61,7 +61,7 @@ def make_instance(cls: type, attrs: Obj | None, reads: list[str] = (),  # type: 
     for name in [n for n in [*reads, *class_reads(type(instance))] if n not in skip]:
         try:
             if _lacks(instance, key := (mutators.mangle(cls, name) if name[:2] == "__" else name)):
-                setattr(instance, key, CalibStandIn("self." + name))
+                fill(instance, key, CalibStandIn("self." + name))
         except Exception:  # noqa: BLE001
             pass
     mutators.apply(instance, calls)

@@ -1,6 +1,7 @@
 """What the code of x's file says about the attributes of its classes' instances (inside the sandbox;
 stdlib only): the attributes their methods read on ``self`` (:func:`class_reads`), and which class-level
-values are defaults of instance state rather than the class's own constants (:func:`instance_default`).
+values are defaults of instance state rather than the class's own constants (:func:`instance_default`), and
+where a missing one goes (:func:`fill`).
 Helpers of :mod:`.calls` (building ``self``) and :mod:`.batch` (what of ``self`` is input)."""
 
 from __future__ import annotations
@@ -14,6 +15,18 @@ if TYPE_CHECKING:
 #: The types of a class-level value that can be an instance's default state (``contentparams = None``).
 _PLAIN = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset)
 _STORED: dict[tuple[int, str], bool] = {}
+
+
+def fill(instance: Any, name: str, value: Any) -> None:
+    """``instance.name = value``; where ``__slots__`` leave no room for ``name`` (sqlglot's ``Parser``), it can only
+    be a class attribute (a method defined after x in the file): set on the class, which each build makes anew."""
+    try:
+        setattr(instance, name, value)
+    except AttributeError:
+        cls = type(instance)
+        if hasattr(instance, "__dict__") or hasattr(cls, name):  # (a stand-in ``self`` has every attribute)
+            raise
+        setattr(cls, name, value)
 
 
 def instance_default(cls: type, name: str) -> bool:
