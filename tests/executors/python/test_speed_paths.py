@@ -171,3 +171,29 @@ def test_x_and_its_candidates_are_replayed_on_a_sample_the_search_left_conclusiv
     truth = "def sign(n):\n    if n > 0:\n        return 1\n    if n < 0:\n        return -1\n    return 0\n"
     result, modes = _modes(truth, [truth, truth.replace("n < 0", "n <= 0")], "", candidates_when_inconclusive=False)
     assert result.conclusive and modes == ["explore", "replay", "replay"]  # x (and its verbatim copy), then x'
+
+
+READS = (
+    "def f(name):\n"
+    "    with open(name) as fh:\n"
+    "        return fh.read()\n"
+)
+
+
+@needs_bwrap
+def test_an_input_file_name_with_a_doubled_slash_is_not_reported_as_written():
+    # ``sub//a.txt`` is written as ``sub/a.txt`` (a walk of the folder spells it so); the output state's files
+    # compare it with the input's own, so an input x leaves alone shows no file written or deleted. Before,
+    # it showed {"sub//a.txt": null, "sub/a.txt": "hi"} on every such input (a URL-like literal taken for a
+    # file name: ``{http://purl.org/dc/elements/1.1/}`` in xlrd's search).
+    states = [{"args": {"name": "'sub/a.txt'"}, "files": {"sub//a.txt": "hi"}},
+              {"args": {"name": "'b.txt'"}, "files": {"./b.txt": "there", "c/../d.txt": "x"}}]
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=2.0))
+    try:
+        result = asyncio.run(executor.compare(READS, [READS], inputs=states))
+    finally:
+        executor.close()
+    outputs = [json.loads(i.output) for i in result.inputs]
+    assert [o["return"] for o in outputs] == ["hi", "there"]
+    assert [o["files"] for o in outputs] == [{}, {}]
+    assert all(i.valid for i in result.inputs) and result.candidates[0].matches == (True, True)

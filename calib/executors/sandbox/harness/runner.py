@@ -169,7 +169,7 @@ class Runner:
         the next input's. An output state that cannot be observed whole (a bound of
         :mod:`.canon` hit, an exception while observing) makes the input ``unobservable``: invalid
         for x, a non-match for a candidate, never equal to anything."""
-        files = state.get("files") or {}
+        files = _as_walked(self.workdir, state.get("files") or {})
         # descriptors 0-2 back in place: code may close them (``open(2)`` for a file name of 2 or of True
         # closes descriptor 2 with the file), and the next inputs would write nowhere or reopen them
         os.dup2(self.null, 0)
@@ -431,6 +431,18 @@ class Runner:
 INITIALISERS = ("__init__", "__post_init__")
 DEFAULT = object()  # an argument the input state leaves out
 HIGH_FD = 200  # the harness's own descriptors sit here, out of reach of open(3), os.write(4, ...)
+
+
+def _as_walked(root: str, files: dict[str, str]) -> dict[str, str]:
+    """The input's file names as a walk of the folder spells them: ``sub//a.txt`` and ``sub/./a.txt`` are written as
+    ``sub/a.txt``, and the output state would otherwise show each such file deleted and another one written (a
+    name outside the folder, never written, is kept as given)."""
+    out = {}
+    for name, content in files.items():
+        path = os.path.normpath(os.path.join(root, name))
+        inside = path.startswith(root + os.sep)
+        out[os.path.relpath(path, root) + ("/" if name.endswith("/") else "") if inside else name] = content
+    return out
 
 
 def _raised_by_code(exc: BaseException) -> bool:
