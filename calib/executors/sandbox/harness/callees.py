@@ -54,6 +54,35 @@ def add_callees(info: hints.Hints, placed: Any) -> None:
         callee = methods[name]
         if callee.args.args:
             hints.describe(callee, {}, info, callee.args.args[0].arg)
+            if (kept := _returned(callee)) is not None:
+                _alias(info, name, kept)
+
+
+def _returned(func: Any) -> str | None:
+    """``Q`` of a property whose every ``return`` gives ``self.Q`` (ruamel.yaml's ``Scanner.reader`` returns
+    ``self._scanner_reader``, set from the loader in an ``except AttributeError`` the first time), else None."""
+    if not any(_decorator(d) == "property" for d in func.decorator_list):
+        return None
+    me = func.args.args[0].arg
+    found = {r.value.attr if isinstance(r.value, ast.Attribute) and isinstance(r.value.value, ast.Name)
+             and r.value.value.id == me else None for r in ast.walk(func) if isinstance(r, ast.Return)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _alias(info: hints.Hints, name: str, kept: str) -> None:
+    """What x does with ``self.name`` (a property returning ``self.kept``) describes ``self.kept``: its calls
+    (``self.reader.peek()``), attributes and answers; the property itself is the class's, not input."""
+    shown = {p.name: p for p in info.self_params}
+    used, into = shown.get(name), shown.get(kept)
+    if used is None or into is None or used is into:
+        return
+    for field in ("types", "attrs", "called", "optional", "keys", "classes"):
+        target = getattr(into, field)
+        target += [v for v in getattr(used, field) if v not in target]
+    for attr, child in used.children.items():
+        into.children.setdefault(attr, child)
+    into.result = into.result or used.result
+    into.item = into.item or used.item
 
 
 def _methods(placed: Any) -> dict[str, Any]:
