@@ -66,7 +66,7 @@ seeds 16-20's functions), were measured before and after each change and never l
 function: they stay held out, and its seeds 26 and up are untouched.
 In the fourteenth round seeds 21-25 were measured again at the round's start, then looked at and added (399
 functions, 4,621 lines); its seeds 26-30, drawn with all of those excluded, were measured before and after the
-round's change and never looked at function by function: they stay held out, and its seeds 31 and up are
+round's changes and never looked at function by function: they stay held out, and its seeds 31 and up are
 untouched.
 """
 
