@@ -183,3 +183,22 @@ def test_the_harness_walk_finds_every_node_ast_walk_finds_but_contexts_and_opera
     expected = {id(node) for node in ast.walk(tree) if not isinstance(node, leaves)}
     found = [id(node) for node in scaffold.walk(tree)]
     assert len(found) == len(set(found)) and set(found) == expected
+
+
+def test_an_int_no_input_text_can_hold_is_not_tried() -> None:
+    # ``n >= 1 << 20000``: the comparison's input-to-state rewrite proposes n = 1 << 20000, whose 6,021 digits
+    # pass Python's limit on converting an int to text (``sys.get_int_max_str_digits()``, 4,300). Encoding that
+    # input raised ValueError and ended the exploring process (exit status 1, "crashed" after every restart:
+    # bitstring's ``Bits._setuint``, comparing with ``1 << length``); now no input holds such a value.
+    truth = (
+        "def size_class(n):\n"
+        "    if n >= 1 << 20000:\n"
+        "        return 'astronomical'\n"
+        "    if n > 100:\n"
+        "        return 'big'\n"
+        "    return 'small'\n"
+    )
+    result = _compare(truth, [truth.replace("> 100", ">= 100")])
+    assert result.conclusive, result.reason
+    assert result.coverage == 0.8 and result.uncovered_lines == (3,)  # ``return 'astronomical'`` alone
+    assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0

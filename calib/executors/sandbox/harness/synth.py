@@ -148,7 +148,6 @@ def _numbers_in_text(kind: str, v: Any, a: Any, b: Any) -> list[Any]:
     """A number x compared, written in a text input (an environment variable, stdin, a file): ``int(
     os.environ["PORT"]) > 1024`` on ``"80"`` gives ``"1024"``, ``"1025"``, ``"1023"``."""
     import re  # noqa: PLC0415 - loaded already (json needs it); only an explored text input gets here
-
     out: list[Any] = []
     if type(v) is not str or type(a) not in (int, float) or type(b) not in (int, float):
         return out
@@ -181,21 +180,19 @@ def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limi
                     key = name + "=" + encode(new)
                 except (TypeError, ValueError):
                     continue
-                if key in seen:
-                    continue
-                seen.add(key)
-                out.append({**values, name: new})
-                if len(out) >= limit:
-                    return out
+                if key not in seen:
+                    seen.add(key)
+                    out.append({**values, name: new})
+                    if len(out) >= limit:
+                        return out
     return out
 
 
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
-#: A search whose valid inputs reached at least the coverage criterion less ``NEAR`` of x's lines when its
-#: run budget is spent, and that found a line or an output in its last ``stagnation`` runs, may run up to
-#: ``EXTEND`` times the budget (the CPU-time budget still holds). On fresh samples the search was never tuned
-#: on, most functions a bigger budget opens were within 0.2 of C at 200 runs, and none below 0.5
-#: (docs/executors.md, "Search budget").
+#: A search whose valid inputs reached at least the coverage criterion less ``NEAR`` of x's lines when its run budget is
+#: spent, and that found a line or an output in its last ``stagnation`` runs, may run up to ``EXTEND`` times the budget
+#: (the CPU-time budget still holds). On fresh samples the search was never tuned on, most functions a bigger budget
+#: opens were within 0.2 of C at 200 runs, and none below 0.5 (docs/executors.md, "Search budget").
 NEAR = 0.2
 EXTEND = 2
 
@@ -277,7 +274,10 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     raising: list[dict[str, Any]] = []  # inputs retried with stand-ins failing in try bodies (``raise_in_try``)
 
     def attempt(values: dict[str, Any]) -> bool:
-        state = make(values)
+        try:
+            state = make(values)
+        except ValueError:  # an int past sys.get_int_max_str_digits() (``n >= 1 << k`` rewritten): no input holds it
+            return False
         key = repr(sorted(state.items()))
         if key in seen:
             return False
