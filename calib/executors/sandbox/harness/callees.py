@@ -123,15 +123,58 @@ def add_forwarded(info: hints.Hints, placed: Any) -> None:
                   if isinstance(a, ast.Name) and a.id in params}
         mapped.update({k.arg: params[k.value.id] for k in call.keywords if k.arg in names
                        and isinstance(k.value, ast.Name) and k.value.id in params})
+        packed = _packed(call)
+        if packed in params and params[packed].kind == "kwarg":  # ``super().__init__(a, **kwargs)``
+            keys = params[packed].keys
+            keys += [k for k in _keywords(call, callee, bound, placed, known) if k not in keys]
         if mapped:
             seen.append(callee)
             hints.describe(callee, mapped, info, None)
 
 
-def _callee(func: ast.expr, functions: dict[str, Any], known: dict[str, Any], placed: Any) -> tuple[Any, int]:
+def _packed(call: ast.Call) -> str | None:
+    """The name a call hands on as ``**name``, else None."""
+    return next((k.value.id for k in call.keywords if k.arg is None and isinstance(k.value, ast.Name)), None)
+
+
+def _keywords(call: ast.Call, callee: Any, bound: int, placed: Any, known: dict[str, Any], depth: int = 0,
+              above: frozenset[str] = frozenset()) -> list[str]:
+    """The parameters of ``callee`` a call leaves to the mapping it hands on as ``**kwargs``, required ones
+    first, and, where the callee hands its own ``**kwargs`` on again to a function, constructor or base of
+    the file (``super().__init__(**kwargs)`` in a base's ``__init__``), those of that one too: mako's
+    ``NamespaceTag.__init__`` passes ``**kwargs`` through ``Tag.__init__`` to ``Node.__init__(self, source,
+    lineno, pos, filename)``, and an empty mapping fails there on every input. ``above``: the names the
+    calls that handed the mapping on gave by keyword (they reach the same mapping)."""
+    args = callee.args
+    given = above | {k.arg for k in call.keywords if k.arg}
+    named = [*args.args[bound:]][len(call.args):] + list(args.kwonlyargs)
+    optional = {a.arg for a in args.args[len(args.args) - len(args.defaults):]}
+    optional |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+    names = [a.arg for a in named if a.arg not in given]
+    out = [n for n in names if n not in optional] + [n for n in names if n in optional]
+    if args.kwarg is None or depth >= 2:
+        return out
+    functions = {s.name: s for s in placed.tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    owner = _owner(placed.tree, callee)
+    for inner in (n for n in ast.walk(callee) if isinstance(n, ast.Call) and _packed(n) == args.kwarg.arg):
+        found, skip = _callee(inner.func, functions, known, placed, owner)
+        if found is not None and found is not callee:
+            out += [k for k in _keywords(inner, found, skip, placed, known, depth + 1, frozenset(given))
+                    if k not in out]
+    return out
+
+
+def _owner(tree: Any, func: Any) -> str | None:
+    """The name of the class statement whose body defines ``func``, else None."""
+    return next((c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and func in c.body), None)
+
+
+def _callee(func: ast.expr, functions: dict[str, Any], known: dict[str, Any], placed: Any,
+            owner: str | None = None) -> tuple[Any, int]:
     """The file's definition a call reaches and how many of its parameters the call does not pass
     (``self`` of a method); (None, 0) when the file does not show it. ``known``: what was looked up
-    already (a class's chain of bases in the file by its name, ``"self."``: x's class's methods)."""
+    already (a class's chain of bases in the file by its name, ``"self."``: x's class's methods).
+    ``owner``: the class whose method makes the call, when not x's (then only ``super()`` calls resolve)."""
 
     def chain(name: str) -> list[Any]:
         if name not in known:
@@ -143,14 +186,15 @@ def _callee(func: ast.expr, functions: dict[str, Any], known: dict[str, Any], pl
         if func.id in functions:
             return functions[func.id], 0
         found = _method(chain(func.id), "__init__") if func.id.lstrip("_")[:1].isupper() else None  # ``Item(p)``
-    elif isinstance(func, ast.Attribute) and placed.classes:
-        owner = func.value
-        if isinstance(owner, ast.Name) and owner.id == "self":  # ``self.parse(p)``
+    elif isinstance(func, ast.Attribute) and (placed.classes or owner):
+        value = func.value
+        if isinstance(value, ast.Name) and value.id == "self" and owner is None:  # ``self.parse(p)``
             if "self." not in known:
                 known["self."] = _methods(placed)
             found = known["self."].get(func.attr)
-        elif isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "super":
-            found = _method(chain(placed.classes[-1])[1:], func.attr)  # the nearest base of x's class that has it
+        elif isinstance(value, ast.Call) and getattr(value.func, "id", "") == "super":
+            # the nearest base of the calling method's class (x's) that has it
+            found = _method(chain(owner or placed.classes[-1])[1:], func.attr)
     return (found, 1) if found is not None else (None, 0)
 
 

@@ -325,7 +325,7 @@ class CalibStandIn:
         # must not turn the decorated definition into a stand-in. The call is still logged, since
         # ``bus.subscribe(handler)`` inside x is behaviour (module-level decorators run before the log
         # is reset for the call, so they never reach an output state).
-        if len(args) == 1 and not kwargs and isinstance(args[0], _DECORATABLE):
+        if len(args) == 1 and not kwargs and isinstance(args[0], _DECORATABLE) and not _examined(args[0]):
             if name.rsplit(".", 1)[-1] == "wraps" and isinstance(args[0], _FUNCTION):
                 # ``@wraps(func)`` (funcy's, six's, boltons' re-export): a decorator factory, not a
                 # decorator; as ``functools.wraps`` it hands back the wrapper it is applied to
@@ -562,6 +562,15 @@ def _unpacked_item(name: str) -> Any:
 
 
 _FUNCTION = type(lambda: None)
+
+
+def _examined(value: Any) -> bool:
+    """While x runs, a class x did not define (``type(other)``, a class of its module) handed alone to a
+    stand-in is being examined, not decorated (``if is_upcast_type(type(other)): return NotImplemented``):
+    the call answers as any other does (the input's stand-in mode), so x's branch turns on the mode rather
+    than on a class that is always true. A class statement in x makes a class whose qualified name has
+    ``<locals>``, and one at module level runs before x: both are still handed back."""
+    return StandInFinder.active and isinstance(value, type) and "<locals>" not in getattr(value, "__qualname__", "")
 _DECORATABLE = (type, _FUNCTION, staticmethod, classmethod, property)
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
