@@ -78,3 +78,53 @@ def test_a_slotted_method_calling_later_methods_is_conclusive() -> None:
     assert result.coverage >= 0.8 and result.distinct_outputs >= 2
     assert {i.reason for i in result.inputs if not i.valid} <= {""}
     assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
+
+
+# gpxpy's GPX: a slotted class whose constructor sets every slot to an empty value. The input's
+# ``self.tracks`` was dropped as the class's own attribute (a slot is a descriptor on the class), so x saw
+# ``[]`` on every input: ``GPX.get_duration`` had coverage 0.20 and one distinct output on the third package
+# list's seeds 6-10 (the fifteenth round's tuning sample).
+SLOTTED_CONTEXT = (
+    "class GPX:\n"
+    "    __slots__ = ('name', 'tracks')\n"
+    "\n"
+    "    def __init__(self):\n"
+    "        self.name = None\n"
+    "        self.tracks = []\n"
+    "\n"
+)
+DURATION = (
+    "    def get_duration(self):\n"
+    "        if not self.tracks:\n"
+    "            return 0\n"
+    "        result = 0\n"
+    "        for track in self.tracks:\n"
+    "            if track is None:\n"
+    "                return None\n"
+    "            result += len(track)\n"
+    "        return result\n"
+)
+
+
+def test_a_slot_is_instance_state_the_input_sets() -> None:
+    namespace: dict = {}
+    exec(SLOTTED_CONTEXT, namespace)  # noqa: S102 - the test's own class
+    gpx = namespace["GPX"]
+    assert classattrs.instance_default(gpx, "tracks")  # a __slots__ member: the instance's, not the class's
+    from calib.executors.sandbox.harness.calls import set_attributes  # noqa: PLC0415
+
+    built = set_attributes(gpx(), gpx, {"tracks": ["ab", "c"]})
+    assert built.tracks == ["ab", "c"]
+
+
+@needs_bwrap
+def test_a_slotted_constructor_s_empty_values_do_not_hide_the_input() -> None:
+    ex = SandboxExecutor(ExecutorConfig())
+    try:
+        result = asyncio.run(ex.compare(DURATION, [DURATION.replace("len(track)", "1")],
+                                        context=SLOTTED_CONTEXT))
+    finally:
+        ex.close()
+    assert result.conclusive and result.coverage >= 0.8, result.reason  # before: 0.20, one distinct output
+    assert result.distinct_outputs >= 3
+    assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0

@@ -94,6 +94,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
         record = Record(state=state, valid=status != "invalid", status=reason if status == "invalid" else status,
                         output=canon.dumps(out), lines=runner.covered())
         record.in_try = standins.LOG.try_calls > 0
+        record.handed = standins.LOG.handed > 0
         return record
 
     info = runner.params

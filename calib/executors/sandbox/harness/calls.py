@@ -34,6 +34,8 @@ def standin_default(mode: str | None) -> Any:
         return standins.RAISE
     if mode == "raise_in_try":
         return standins.RAISE_IN_TRY
+    if mode == "echo":
+        return standins.ECHO
     if standins.is_mixed(mode):
         return standins.Mixed(int(mode[5:]))  # type: ignore[index]
     value = _STANDIN_RETURNS.get(mode)

@@ -6,6 +6,8 @@ Helpers of :mod:`.calls` (building ``self``) and :mod:`.batch` (what of ``self``
 
 from __future__ import annotations
 
+import types
+
 from . import scaffold
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -33,8 +35,11 @@ def instance_default(cls: type, name: str) -> bool:
     """Whether the class-level ``name`` of ``cls`` is a default of its instances' state: ``None``
     (``contentparams = None``: set later, by the class or a mixin of another file), or a plain value
     (``_cache = {}``) that the file's code also sets on objects (``self._cache = ...``): then
-    ``self.name`` is input, like any other attribute x reads."""
+    ``self.name`` is input, like any other attribute x reads. So is a ``__slots__`` member: the input's value
+    of ``self.tracks`` on gpxpy's slotted ``GPX`` was dropped as the class's own, and x saw ``[]`` on every input."""
     value = getattr(cls, name, None)
+    if type(value) is types.MemberDescriptorType:
+        return True
     if value is None or type(value) not in _PLAIN:
         return value is None and hasattr(cls, name)
     placed = scaffold.LAST[0]

@@ -64,7 +64,7 @@ class _Modes(tuple):  # type: ignore[type-arg]
 
 
 STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str", "empty_list", "true", "false",
-                        "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6", "raise_in_try"))
+                        "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6", "echo", "raise_in_try"))
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 FRESH_MIXED = 15  # the first mixed variant :meth:`Pools.fresh` may draw (past the listed ones)
 #: The builtin types whose values a ``*args`` pool holds as items when x checks its items against them.
@@ -165,8 +165,9 @@ class Pools:
         if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
-            # (not ``raise_in_try``: the search asks for it where a run called a stand-in in a try body)
-            self.by_param[STANDINS] = [m for m in STANDIN_MODES if m != "raise_in_try"]
+            # (not ``raise_in_try`` and ``echo``: the search asks for them where a run called a stand-in in a
+            # try body, or handed one a value of x's: :func:`.synth.search`)
+            self.by_param[STANDINS] = [m for m in STANDIN_MODES if m not in ("raise_in_try", "echo")]
         self.pairs: list[tuple[str, Any, Any]] = []
 
     def _ambient(self, h: Hints) -> inputs.Uses:

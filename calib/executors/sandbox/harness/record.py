@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 class Record:
     """One execution of x: its encoded input state, whether it counts, its status and output state."""
 
-    __slots__ = ("in_try", "lines", "output", "state", "status", "valid", "values")
+    __slots__ = ("handed", "in_try", "lines", "output", "state", "status", "valid", "values")
 
     def __init__(self, state: dict[str, Any], valid: bool, status: str, output: str,
                  lines: frozenset[int] = frozenset(), values: dict[str, Any] | None = None) -> None:
@@ -23,6 +23,7 @@ class Record:
         self.lines = lines
         self.values = values  # the search's values behind ``state`` (pools' names)
         self.in_try = False  # a stand-in was called inside one of x's ``try`` bodies (standins.LOG.try_calls)
+        self.handed = False  # a stand-in was called with a plain value first (standins.LOG.handed)
 
     def __repr__(self) -> str:
         return f"Record(valid={self.valid!r}, status={self.status!r}, output={self.output[:60]!r})"

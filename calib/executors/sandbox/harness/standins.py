@@ -40,6 +40,7 @@ class CallLog:
         self.default: Any = _STANDIN_DEFAULT
         self.trying = 0  # x's ``try`` bodies (with handlers) now running: see RAISE_IN_TRY
         self.try_calls = 0  # stand-in calls made while one ran, this input
+        self.handed = 0  # stand-in calls given a plain value as first argument, this input (see ECHO)
         self.items = 0
         self.truthy = True
         self.agree = False
@@ -87,7 +88,7 @@ class CallLog:
         if self.mixed is not None:
             default = _STANDIN_DEFAULT
         self.default = default
-        self.trying = self.try_calls = 0
+        self.trying = self.try_calls = self.handed = 0
         self.items = items  # how many items iterating a stand-in yields (the ``items`` mode: 2)
         self.truthy = default is not False  # the ``false`` mode: stand-ins are falsy
         self.agree = default is True  # the ``true`` mode: comparisons with stand-ins hold
@@ -135,6 +136,11 @@ RAISE = object()
 #: handler without ``is_collection(value)`` before it failing too. The search tries it on an input whose
 #: run called a stand-in there (``LOG.try_calls``; :func:`.synth.search`).
 RAISE_IN_TRY = object()
+#: ``LOG.default = ECHO`` (mode ``echo``): a call to a stand-in returns its first argument, as the many helpers
+#: that clean, convert or check a value and hand it back do (``number = clean(number, ' -').strip()`` in a
+#: withheld ``stdnum.util``, ``to_text(s)``, ``ensure_list(v)``), so what x does next turns on its own input;
+#: a call without arguments returns a stand-in.
+ECHO = object()
 
 
 def enter_try(step: int) -> None:
@@ -334,6 +340,8 @@ class CalibStandIn:
                 return functools.wraps(args[0])
             return args[0]
         script = object.__getattribute__(self, "_calib_script")
+        if args and type(args[0]) in _HANDED:
+            LOG.handed += 1
         if LOG.mixed is not None:
             return _mixed_call(name, script, args, kwargs)
         if script:
@@ -343,8 +351,10 @@ class CalibStandIn:
             LOG.try_calls += 1
         if LOG.default is RAISE or LOG.default is RAISE_IN_TRY and LOG.trying > 0:
             raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
-        if LOG.default is RAISE_IN_TRY:
+        if LOG.default is RAISE_IN_TRY or LOG.default is ECHO and not args:
             return CalibStandIn(name + "()")
+        if LOG.default is ECHO:
+            return args[0]
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
         return CalibStandIn(name + "()")
@@ -573,6 +583,7 @@ def _examined(value: Any) -> bool:
     return StandInFinder.active and isinstance(value, type) and "<locals>" not in getattr(value, "__qualname__", "")
 _DECORATABLE = (type, _FUNCTION, staticmethod, classmethod, property)
 _PLAIN = (int, float, str, bytes, bool, type(None))
+_HANDED = frozenset({int, float, str, bytes, list, tuple, dict, set})  # values the ``echo`` mode hands back
 
 
 def _is_kind(kind: str, obj: Any, cls: type | None) -> bool:

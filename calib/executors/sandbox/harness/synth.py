@@ -271,7 +271,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
     reached: set[int] = set()
     shown: set[str] = set()
-    raising: list[dict[str, Any]] = []  # inputs retried with stand-ins failing in try bodies (``raise_in_try``)
+    retried = {"echo": 0, "raise_in_try": 0}  # inputs retried in those stand-in modes
 
     def attempt(values: dict[str, Any]) -> bool:
         try:
@@ -287,12 +287,13 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         records.append(record)
         searched[id(state)] = values
         if record.valid and (record.lines - reached or record.output not in shown):
-            # an input that found something new: the comparisons it made may open more
-            # the oldest first (an early input's rewrite is not pushed out by later ones), at most 64
-            pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])
-        if record.valid and record.in_try and values.get(STANDINS) == "standin" and len(raising) < 8:
-            raising.append(values)  # a stand-in called inside a try body of x: then with such calls failing
-            pending.insert(0, {**values, STANDINS: "raise_in_try"})
+            # an input that found something new: the comparisons it made may open more; the oldest first
+            pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])  # (at most 64)
+        # a stand-in handed a value (``clean(number, ' -')``), or called in a try body of x: then in that mode
+        for mode, hit in (("echo", record.handed), ("raise_in_try", record.in_try)):
+            if hit and record.valid and values.get(STANDINS) == "standin" and retried[mode] < 8:
+                retried[mode] += 1
+                pending.insert(0, {**values, STANDINS: mode})
         if record.valid:
             reached.update(record.lines)
             shown.add(record.output)
