@@ -47,6 +47,7 @@ _SIZES: dict[int, Any] = {}  # length -> the text len() gave it for, this run
 _CODES: dict[int, str] = {}  # code point -> the character ord() gave it for, this run
 _SPLITS: dict[int, tuple[Any, Any, Any]] = {}  # id of a list s.split(sep) gave -> (the list, s, sep), this run
 _PARTS: dict[int, tuple[Any, Any]] = {}  # length -> (s, sep) of a split list len() was taken of, this run
+_CUTS: dict[int, tuple[Any, Any, int]] = {}  # id of a slice ``s[i:j]`` -> (the slice, s, i), this run
 
 _OPS = {"Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt,
         "GtE": operator.ge, "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b}
@@ -67,6 +68,9 @@ def _pair(kind: str, a: Any, b: Any) -> None:
         return
     if type(a) is not type(b) or a != b:
         PAIRS.append((kind, a, b))
+        cut = _CUTS.get(id(a)) if kind == "eq" and _CUTS else None
+        if cut is not None and cut[0] is a and type(b) in (str, bytes):  # ``buf[512:516] == b"\xA0F..."``
+            PAIRS.append(("at", cut[1], (cut[2], b)))  # the text, where, and what x wants there
         if kind in ("eq", "order") and type(a) is int and type(b) is int:  # a length or a code point of a text
             for this, other in ((a, b), (b, a)):
                 if this in _CODES:
@@ -85,7 +89,10 @@ def _keep(kind: str, a: Any, b: Any) -> None:
 
 def _plain(value: Any) -> Any:
     """An int or text enum member (``socket.AF_INET6``, ``IntEnum``, ``StrEnum``) as the plain value it
-    compares as, through the base type's own slot (no method of x's runs); else ``value`` itself."""
+    compares as, through the base type's own slot (no method of x's runs); a short ``bytearray`` as bytes
+    (``buf[:8] == bytearray([0x89, 0x50, ...])``: filetype's magic numbers); else ``value`` itself."""
+    if type(value) is bytearray and len(value) <= 80:
+        return bytes(value)
     if type(value) in _PRIMITIVE or not isinstance(value, int | str) or isinstance(value, bool):
         return value
     return int.__index__(value) if isinstance(value, int) else str.__str__(value)
@@ -207,6 +214,16 @@ def size(value: Any) -> int:
     return n
 
 
+def cut(value: Any, start: Any, stop: Any) -> Any:
+    """``value[start:stop]``, keeping a text's slice with the text and where it starts (``buf[0:8] == MAGIC``
+    then puts ``MAGIC`` there: :func:`.synth._rewrite`, kind ``at``)."""
+    part = value[start:stop]  # the bounds as written (None too): a stand-in or x's own class sees the same slice
+    start = 0 if start is None else start
+    if type(value) in (str, bytes) and type(start) is int and 0 <= start <= 4096 and len(_CUTS) < 64 and part:
+        _CUTS[id(part)] = (part, value, start)
+    return part
+
+
 def code(char: Any) -> int:
     """``ord(char)``, keeping ``char`` under its code point."""
     n = ord(char)
@@ -251,7 +268,7 @@ def see(value: Any, position: int, op: str) -> Any:
     return value
 
 
-for _recorder in (method, item, see, size, code, number, inner):  # reached as ``__calib_cmp__.method`` ...
+for _recorder in (method, item, see, size, code, cut, number, inner):  # reached as ``__calib_cmp__.method`` ...
     setattr(compare, _recorder.__name__, _recorder)
 
 
@@ -264,6 +281,7 @@ def take_pairs() -> list[tuple[str, Any, Any]]:
     _CODES.clear()
     _SPLITS.clear()
     _PARTS.clear()
+    _CUTS.clear()
     return [(kind, a, b) for kind, _, a, _, b in seen]
 
 
@@ -305,6 +323,13 @@ class _Instrument(ast.NodeTransformer):
                 and table.id.lstrip("_").isupper() and not isinstance(node.slice, ast.Slice)):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="item", ctx=ast.Load())
             return ast.copy_location(ast.Call(func=recorder, args=[table, node.slice], keywords=[]), node)
+        part = node.slice  # ``buf[0:8]``, ``data[i:i + 4]``: a slice with no step of a name, kept (:func:`cut`)
+        if isinstance(node.ctx, ast.Load) and isinstance(part, ast.Slice) and part.step is None \
+                and isinstance(table, ast.Name) and (part.lower is None or isinstance(part.lower, ast.Constant)) \
+                and (part.lower or part.upper) is not None:  # (not ``items[:]``, a copy)
+            recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="cut", ctx=ast.Load())
+            bounds = [part.lower or ast.Constant(None), part.upper or ast.Constant(None)]
+            return ast.copy_location(ast.Call(func=recorder, args=[table, *bounds], keywords=[]), node)
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:

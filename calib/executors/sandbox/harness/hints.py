@@ -313,8 +313,8 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
 
 
 def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
-    operands = [node.left, *node.comparators]
-    found = [p for p in (subject(o) for o in operands) if p is not None]
+    operands = [node.left, *node.comparators]  # a slice compared (``buf[0:8] == b"..."``) is of the whole's type
+    found = [p for p in (subject(_whole(o)) for o in operands) if p is not None]
     for o in operands:  # ``type(p) in (int, list)``, ``type(p) is str``: p is of those types
         if isinstance(o, ast.Call) and isinstance(o.func, ast.Name) and o.func.id == "type" and len(o.args) == 1 \
                 and (p := subject(o.args[0])) is not None:

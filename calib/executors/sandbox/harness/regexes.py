@@ -397,8 +397,9 @@ def recast(text: str, check: str) -> str:
 
 
 def resize(text: Any, n: int) -> list[Any]:
-    """``text`` (a string or bytes) at length ``n``: its own characters repeated, or digits after it."""
-    if type(text) not in (str, bytes) or not 0 <= n <= 4 * MAX_LENGTH:
+    """``text`` (a string or bytes) at length ``n`` (up to 4096: file headers checked as ``len(buf) > 524``): its
+    own characters repeated, or digits after it."""
+    if type(text) not in (str, bytes) or not 0 <= n <= 4096:
         return []
     digits = _DIGITS if type(text) is str else _DIGITS.encode()
     fill = text or digits

@@ -65,3 +65,11 @@ def parsed(hints: Any) -> list[str]:
         if texts and any(isinstance(a, ast.Name) and a.id in names for a in n.args[:2]):
             out += [t for t in texts if t not in out]
     return out
+
+
+def put(v: Any, at: int, want: Any) -> Any:
+    """``v`` with ``want`` at ``at`` (padded to reach it), as bytes or text as ``want`` is (latin-1 either way)."""
+    if type(v) is not type(want):
+        v = v.encode("latin-1", "replace") if type(v) is str else v.decode("latin-1")
+    pad = (b"\x00" if type(want) is bytes else " ") * max(0, at - len(v))
+    return v[:at] + pad + want + v[at + len(want):]

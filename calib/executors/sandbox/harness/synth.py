@@ -1,14 +1,13 @@
 """Input synthesis: a coverage-guided search over the value pools (runs inside the sandbox; stdlib only).
 
-The search starts from a diagonal walk through the pools (input i takes the i-th value of every pool)
-and one factor at a time around input 0, then mutates one or two values of a kept input at a time,
-and keeps an input when it reaches new statements or a new output. An input that found something
-new also queues input-to-state replacements (:func:`replacements`): the comparisons x made on it,
-recorded by :mod:`.cmplog`, say which input value to rewrite into what. It stops once N inputs can be
-chosen with coverage ≥ C and at least N_out distinct outputs (and progress stops; during the
-diagonal walk too), after 60 runs without progress, or when the run or CPU-time budget is spent.
-Everything is drawn from one ``random.Random(seed)``: same function, same seed, same inputs. The pools
-are in :mod:`.pools`.
+The search starts from a diagonal walk through the pools (input i takes the i-th value of every pool) and one factor
+at a time around input 0, then mutates one or two values of a kept input at a time, and keeps an input when it reaches
+new statements or a new output. An input that found something new also queues input-to-state replacements
+(:func:`replacements`): the comparisons x made on it, recorded by :mod:`.cmplog`, say which input value to rewrite
+into what. It stops once N inputs can be chosen with coverage ≥ C and at least N_out distinct outputs (and progress
+stops; during the diagonal walk too), after 60 runs without progress, or when the run or CPU-time budget is spent.
+Everything is drawn from one ``random.Random(seed)``: same function, same seed, same inputs. The pools are in
+:mod:`.pools`.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
     varies_seed,
 )
 from .record import Record, select  # noqa: F401 - select: the search's choice, read as synth.select
-from .standins import CalibStandIn, is_standin, standin_name, standin_script
+from .redqueen import _AMBIENT, _rewrite, replacements  # noqa: F401 - also read as synth.replacements, synth._rewrite
 from .values import New, Obj, decode, encode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -41,153 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None) -> list[Any]:
-    """New values for one input value ``v`` so that the comparison ``a`` vs ``b`` (``kind`` as in
-    :data:`.cmplog.PAIRS`) may go the other way: where ``v`` is (or contains) one side, put the other.
-    A text a regular expression did not match gets strings it matches (:func:`.regexes.rewrite`); a text
-    whose length, code point, character class or number x checked gets one that passes the check."""
-    from . import regexes  # noqa: PLC0415 - loaded with the hints already
-
-    out: list[Any] = []
-    t = type(v)
-    if v is KEEP or t is bool:
-        return out
-    if kind == "regex" and t in (str, bytes):
-        return regexes.rewrite(v, a, b, rng)
-    if kind in ("len", "len_order") and type(b) is int and t is type(a) and t in (str, bytes):
-        sizes = [b] if kind == "len" else [b, b + 1, b - 1]
-        if v == a or regexes.splice(v, a, a) is not None or len(v) == len(a):
-            inside = v != a and regexes.splice(v, a, a) is not None  # else the whole text (``len(s.strip())``)
-            return [regexes.splice(v, a, new) if inside else new for n in sizes
-                    for new in regexes.resize(a if inside else v, n)]
-    if kind in ("parts", "parts_order") and t is type(a) and t in (str, bytes) and type(b) is tuple and len(b) == 2:
-        inside = v != a and regexes.splice(v, a, a) is not None  # ``len(host.split(":"))`` of part of the input
-        if (v == a or inside) and type(b[1]) is int:  # ``len(ip.split(".")) == 4``: a text of four parts
-            counts = [b[1]] if kind == "parts" else [b[1], b[1] + 1, b[1] - 1]
-            return [regexes.splice(v, a, new) if inside else new for n in counts for new in regexes.parts(a, b[0], n)]
-    if kind in ("ord", "charclass", "number") and t is str and type(a) is str:
-        if kind == "ord" and type(b) is int:
-            news = [regexes.splice(v, a, chr(c)) for c in (b, b + 1, b - 1) if 0 <= c <= 0x10FFFF]
-        elif kind == "charclass" and type(b) is str:
-            news = [regexes.splice(v, a, regexes.recast(a, b))]
-        elif kind == "number" and not a:  # ``int("")`` of the empty field after a separator
-            news = [v + "1"] if v[-1:] in "/:=,-_ " else []
-        else:
-            news = [regexes.splice(v, a, n) for n in ("1", "24")]
-        if any(new is not None for new in news):
-            return [new for new in news if new is not None]
-    if t in (int, float, str, bytes):
-        for this, other in ((a, b), (b, a)):
-            if type(this) is not t:
-                continue
-            if kind == "eq" and type(other) in (str, bytes) and t in (int, float) and v == this:
-                out.append(other)  # an int where x compares with a text (``tag in EMPTY_TAGS``): the text
-            elif kind == "eq" and type(other) is t:
-                if v == this:
-                    out.append(other)
-                elif t in (str, bytes) and this and this in v:
-                    out.append(v.replace(this, other, 1))
-                elif t in (str, bytes) and not this and other:  # an empty field of the text: fill the first
-                    out.append(other + v)
-            elif kind == "order" and v == this and t in (int, float) and type(other) in (int, float):
-                out += [other, other + 1, other - 1]
-            elif kind in ("prefix", "suffix") and this is a and type(other) is t:
-                if v == this or (this and this in v):
-                    joined = other + this if kind == "prefix" else this + other
-                    out.append(joined if v == this else v.replace(this, joined, 1))
-            elif kind == "contains" and type(other) is t:
-                if this is b and v == this:  # the text came from the input: put the needle in it
-                    out += [v + a, a + v]
-                elif this is b and this and (new := regexes.splice(v, b, b + a)) is not None:
-                    out.append(new)  # ``"netscape" in doctype.lower()``: in the part of the input it came from
-                elif this is a and v == this and other:  # the needle came from the input: take from the text
-                    out += [other[:1], other]
-                elif this is a and other and v != other and (new := regexes.splice(v, a, other[:1])) is not None:
-                    out.append(new)  # ``text[0] in "+-"``: the part of the input, from the text
-        return out
-    if depth >= 2:
-        return out
-    if t in (list, tuple):
-        for i, item in enumerate(v[:8]):
-            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
-                items = list(v)
-                items[i] = new
-                return [t(items)]
-    elif t is dict:
-        for key, item in list(v.items())[:8]:
-            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
-                return [{**v, key: new}]
-            if type(key) in (str, int) and kind == "eq":
-                for new in _rewrite(kind, key, a, b, depth + 1, rng)[:1]:
-                    if new not in v:
-                        return [{(new if k == key else k): val for k, val in v.items()}]
-    elif t is Obj:
-        for attr, item in list(vars(v).items())[:8]:
-            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
-                return [Obj(**{**vars(v), attr: new})]
-    elif is_standin(v) and standin_script(v):  # what a stand-in's calls return: rewrite those values
-        script = standin_script(v) or []
-        for i, item in enumerate(script[:8]):
-            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
-                items = list(script)
-                items[i] = new
-                return [CalibStandIn(standin_name(v), items)]
-    elif t is New:
-        for i, item in enumerate(v.args[:8]):
-            for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:
-                args = list(v.args)
-                args[i] = new
-                return [New(v.cls, *args, **v.attrs)]
-    return out
-
-
-_AMBIENT = (ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN, ARGV)  # pseudo-parameters of the input's environment
-
-
-def _numbers_in_text(kind: str, v: Any, a: Any, b: Any) -> list[Any]:
-    """A number x compared, written in a text input (an environment variable, stdin, a file): ``int(
-    os.environ["PORT"]) > 1024`` on ``"80"`` gives ``"1024"``, ``"1025"``, ``"1023"``."""
-    import re  # noqa: PLC0415 - loaded already (json needs it); only an explored text input gets here
-    out: list[Any] = []
-    if type(v) is not str or type(a) not in (int, float) or type(b) not in (int, float):
-        return out
-    for this, other in ((a, b), (b, a)):
-        pattern = re.compile(r"(?<![\w.-])" + re.escape(str(this)) + r"(?![\w.])")
-        if pattern.search(v):
-            news = [other] if kind == "eq" else [other, other + 1, other - 1]
-            out += [pattern.sub(str(new), v, count=1) for new in news]
-    return out
-
-
-def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limit: int = 8,
-                 rng: Any = None) -> list[dict[str, Any]]:
-    """Input-to-state replacement (Redqueen): inputs like ``values`` with one value rewritten so that a
-    comparison x made on it (:data:`.cmplog.PAIRS`) may go the other way. ``url = "abc:x"`` whose
-    ``scheme == "data"`` failed becomes ``"data:x"``; ``value[0] in "(["`` turns ``"abc"`` into ``"(bc"``;
-    ``DATE.match(text)`` that failed on ``"abc"`` turns it into ``"2024-01-31"``. ``rng`` draws the strings
-    a pattern matches (the search's; without one, a generator seeded by the pattern and the value)."""
-    out: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for kind, a, b in pairs:
-        for name, v in values.items():
-            if name in (SEED, STANDINS):
-                continue
-            news = _rewrite(kind, v, a, b, 0, rng)
-            if name.startswith(_AMBIENT):
-                news += _numbers_in_text(kind, v, a, b)
-            for new in news:
-                try:
-                    key = name + "=" + encode(new)
-                except (TypeError, ValueError):
-                    continue
-                if key not in seen:
-                    seen.add(key)
-                    out.append({**values, name: new})
-                    if len(out) >= limit:
-                        return out
-    return out
-
-
+_WANTS = frozenset({"at", "len", "len_order"})  # comparisons whose first sight is progress (:func:`search`)
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
 #: A search whose valid inputs reached at least the coverage criterion less ``NEAR`` of x's lines when its run budget is
 #: spent, and that found a line or an output in its last ``stagnation`` runs, may run up to ``EXTEND`` times the budget
@@ -272,6 +125,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     reached: set[int] = set()
     shown: set[str] = set()
     retried = {"echo": 0, "raise_in_try": 0}  # inputs retried in those stand-in modes
+    wanted: set[str] = set()  # the kinds and wanted values of the comparisons in _WANTS met (see below)
 
     def attempt(values: dict[str, Any]) -> bool:
         try:
@@ -289,6 +143,12 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more; the oldest first
             pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])  # (at most 64)
+        elif record.valid and (placed := [p for p in pools.pairs if p[0] in _WANTS and repr(p[::2]) not in wanted]):
+            # a part of the input compared with what x wants at that place (``buf[0:8] == MAGIC``), or its length
+            # with a size (``len(buf) > 524``), for the first time: progress a line cannot show (the ``and``
+            # before it held), so the input is rewritten to pass
+            wanted.update(repr(p[::2]) for p in placed)
+            pending.extend(replacements(values, placed)[:max(0, 64 - len(pending))])
         # a stand-in handed a value (``clean(number, ' -')``), or called in a try body of x: then in that mode
         for mode, hit in (("echo", record.handed), ("raise_in_try", record.in_try)):
             if hit and record.valid and values.get(STANDINS) == "standin" and retried[mode] < 8:
@@ -357,16 +217,14 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     runs = 0
     base = {name: pool[0] for name, pool in pools.by_param.items()}
     for i in range(longest + 2):  # the diagonal walk through the pools
-        # input 0 takes every pool's first (most plausible) value; later ones are staggered per
-        # parameter so that two parameters drawing on the same literals do not move in lockstep
+        # input 0 takes every pool's first (most plausible) value; later ones staggered per parameter (no lockstep)
         values = {name: pool[0 if i == 0 else (i + 3 * j) % len(pool)]
                   for j, (name, pool) in enumerate(pools.by_param.items())}
         runs += attempt(values)
         if runs >= budget_runs or spent(start, budget_seconds) > 1 or walked(runs):
             return records
-        # ... and one factor at a time: input 0 with a single value changed. With many parameters, a
-        # walk that changes all of them at once rarely gets every one right; this finds, per parameter,
-        # the values that run and the branches each one opens.
+        # ... and one factor at a time (input 0 with one value changed): a walk changing many parameters at once
+        # rarely gets every one right; this finds, per parameter, the values that run and the branches each opens
         if len(base) > 1 and i + 1 < longest and runs < budget_runs // 2:
             for name, pool in pools.by_param.items():
                 if i + 1 < len(pool):
@@ -388,8 +246,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     last_progress = runs
     limit = budget_runs
     while spent(start, budget_seconds) <= 1 and stale < 4 * budget_runs:
-        # a search that stopped finding anything new rarely starts again (5x the budget gained 3 of 100
-        # functions in benchmarks/conclusive.py): give up after `stagnation` runs without progress
+        # a search that stopped finding anything new rarely starts again (5x the budget gained 3 of 100 functions
+        # in benchmarks/conclusive.py): give up after `stagnation` runs without progress
         if runs - last_progress >= stagnation:
             break
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
