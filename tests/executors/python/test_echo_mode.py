@@ -6,8 +6,8 @@ mode made ``number`` a stand-in or a constant, so ``len(number) == 15`` never he
 coverage 0.40 and 0.46 for two of them on the third package list's seeds 6-10, the fifteenth round's tuning
 sample; 0.80 and 0.92 now). In the ``echo`` mode a stand-in call returns its first argument, as cleaning,
 converting and checking helpers do. The search asks for it (``synth.search``) on inputs whose run handed a
-stand-in a plain value (``LOG.handed``), as it asks for ``raise_in_try``; it is not one of the modes drawn at
-random, so a search whose runs hand stand-ins no plain value draws as before.
+stand-in a plain value (``LOG.handed``), once it has found no new line for half its ``stagnation``; it is not
+one of the modes drawn at random, so a search that keeps finding lines draws as before.
 """
 
 from __future__ import annotations

@@ -125,6 +125,9 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     reached: set[int] = set()
     shown: set[str] = set()
     retried = {"echo": 0, "raise_in_try": 0}  # inputs retried in those stand-in modes
+    # the ``echo`` retries wait until the search finds no new line for half its ``stagnation``: tried at once, they
+    # changed the course of searches that were finding lines without them (tomllib's ``parse_key``: 0.86 -> 0.64)
+    echoes: list[dict[str, Any]] = []
     wanted: set[str] = set()  # the kinds and wanted values of the comparisons in _WANTS met (see below)
 
     def attempt(values: dict[str, Any]) -> bool:
@@ -153,7 +156,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         for mode, hit in (("echo", record.handed), ("raise_in_try", record.in_try)):
             if hit and record.valid and values.get(STANDINS) == "standin" and retried[mode] < 8:
                 retried[mode] += 1
-                pending.insert(0, {**values, STANDINS: mode})
+                (echoes if mode == "echo" else pending).insert(0, {**values, STANDINS: mode})
         if record.valid:
             reached.update(record.lines)
             shown.add(record.output)
@@ -243,13 +246,15 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         outputs.add(record.output)
     stale = 0
     done_at: int | None = runs if satisfied() else None
-    last_progress = runs
+    last_progress = last_line = runs
     limit = budget_runs
     while spent(start, budget_seconds) <= 1 and stale < 4 * budget_runs:
         # a search that stopped finding anything new rarely starts again (5x the budget gained 3 of 100 functions
         # in benchmarks/conclusive.py): give up after `stagnation` runs without progress
         if runs - last_progress >= stagnation:
             break
+        if echoes and runs - last_line >= stagnation // 2:
+            pending[:0], echoes[:] = echoes, []
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
             # finding lines or outputs goes on (:data:`EXTEND`); others end here
             if limit > budget_runs or done_at is not None or not executable \
@@ -270,6 +275,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         runs += 1
         record = records[-1]
         if record.valid and (record.lines - covered or record.output not in outputs):
+            last_line = runs if record.lines - covered else last_line
             parents.append(record.state)
             covered |= record.lines
             outputs.add(record.output)
