@@ -66,8 +66,17 @@ seeds 16-20's functions), were measured before and after each change and never l
 function: they stay held out, and its seeds 26 and up are untouched.
 In the fourteenth round seeds 21-25 were measured again at the round's start, then looked at and added (399
 functions, 4,621 lines); its seeds 26-30, drawn with all of those excluded, were measured before and after the
-round's changes and never looked at function by function: they stay held out, and its seeds 31 and up are
-untouched.
+round's changes and never looked at function by function.
+In the fifteenth round seeds 26-30 were looked at and added (440 functions, 5,061 lines). By then the second
+list's pools held 1,117 functions in 13 packages (whoosh, sqlglot, xmlschema, elementpath and the YAML libraries
+most of them), so a third list of 60 other packages was made, ``benchmarks/fresh-packages-3.txt`` (2,890
+functions no session had seen). Its seeds 1-5 (``--fresh --fresh-list benchmarks/fresh-packages-3.txt
+--fresh-seed S --n 120 --conditions file_only --setups sandbox --exclude benchmarks/tuning-functions.jsonl``, 541
+functions) are that round's held-out sample, measured at its start and end and never looked at function by
+function: they stay held out. Its seeds 6-10, drawn with the tuning file's first 5,061 lines and seeds 1-5's
+functions excluded (``--exclude`` that file and ``--exclude`` the ``--out`` file of seeds 1-5), were the round's
+tuning sample and were added after (499 functions, 5,560 lines). The third list's seeds 11 and up, and the second
+list's seeds 31 and up (measured once in that round, not looked at), are untouched.
 """
 
 from __future__ import annotations

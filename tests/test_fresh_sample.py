@@ -52,7 +52,7 @@ def _tree(root: Path, package: str, names: list[str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize("listed", [_fresh.LIST, BENCH / "fresh-packages-2.txt"])
+@pytest.mark.parametrize("listed", [_fresh.LIST, BENCH / "fresh-packages-2.txt", BENCH / "fresh-packages-3.txt"])
 def test_shipped_list_pins_30_to_60_pure_python_packages_not_installed_here(listed: Path) -> None:
     packages = _fresh.read_list(listed)
     assert 30 <= len(packages) <= 60
@@ -68,6 +68,13 @@ def test_the_second_list_shares_no_package_with_the_first() -> None:
     # its samples are held out from every function the first list's samples showed the search's developers
     first, second = (_fresh.read_list(p) for p in (_fresh.LIST, BENCH / "fresh-packages-2.txt"))
     assert not {p.name for p in first} & {p.name for p in second}
+
+
+def test_the_third_list_shares_no_package_with_the_first_two() -> None:
+    # its seeds 1-5 are the fifteenth round's held-out sample: no function of theirs was seen before
+    lists = [_fresh.read_list(p) for p in (_fresh.LIST, BENCH / "fresh-packages-2.txt", BENCH / "fresh-packages-3.txt")]
+    third = {p.name for p in lists[2]}
+    assert not third & {p.name for p in lists[0]} and not third & {p.name for p in lists[1]}
 
 
 @pytest.mark.parametrize(("text", "message"), [
