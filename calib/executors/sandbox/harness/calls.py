@@ -30,12 +30,8 @@ def standin_default(mode: str | None) -> Any:
     """What calls to stand-ins return in this input state: a stand-in (default), a fixed value, or raise."""
     if mode in (None, "standin", "items"):
         return standins._STANDIN_DEFAULT
-    if mode == "raise":
-        return standins.RAISE
-    if mode == "raise_in_try":
-        return standins.RAISE_IN_TRY
-    if mode == "echo":
-        return standins.ECHO
+    if mode in ("raise", "raise_in_try", "echo"):  # markers the stand-ins' calls act on
+        return {"raise": standins.RAISE, "raise_in_try": standins.RAISE_IN_TRY, "echo": standins.ECHO}[mode]
     if standins.is_mixed(mode):
         return standins.Mixed(int(mode[5:]))  # type: ignore[index]
     value = _STANDIN_RETURNS.get(mode)
