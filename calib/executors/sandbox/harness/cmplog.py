@@ -216,7 +216,7 @@ def size(value: Any) -> int:
 
 def cut(value: Any, start: Any, stop: Any) -> Any:
     """``value[start:stop]``, keeping a text's slice with the text and where it starts (``buf[0:8] == MAGIC``
-    then puts ``MAGIC`` there: :func:`.synth._rewrite`, kind ``at``)."""
+    then puts ``MAGIC`` there: :func:`.redqueen._rewrite`, kind ``at``)."""
     part = value[start:stop]  # the bounds as written (None too): a stand-in or x's own class sees the same slice
     start = 0 if start is None else start
     if type(value) in (str, bytes) and type(start) is int and 0 <= start <= 4096 and len(_CUTS) < 64 and part:
