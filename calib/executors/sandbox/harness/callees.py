@@ -123,6 +123,7 @@ def add_forwarded(info: hints.Hints, placed: Any) -> None:
                   if isinstance(a, ast.Name) and a.id in params}
         mapped.update({k.arg: params[k.value.id] for k in call.keywords if k.arg in names
                        and isinstance(k.value, ast.Name) and k.value.id in params})
+        mapped.update(_unpacked(call, callee, names, params))
         packed = _packed(call)
         if packed in params and params[packed].kind == "kwarg":  # ``super().__init__(a, **kwargs)``
             keys = params[packed].keys
@@ -130,6 +131,24 @@ def add_forwarded(info: hints.Hints, placed: Any) -> None:
         if mapped:
             seen.append(callee)
             hints.describe(callee, mapped, info, None)
+
+
+def _unpacked(call: ast.Call, callee: Any, names: list[str], params: dict[str, Any]) -> dict[str, Any]:
+    """``_haab_count(*haab)``: x's parameter unpacked into the callee's remaining parameters is a tuple as wide as
+    those the callee needs, each item described by the callee's use of its parameter (``p.item.parts``)."""
+    last = call.args[-1] if call.args else None
+    if not (isinstance(last, ast.Starred) and isinstance(last.value, ast.Name) and last.value.id in params):
+        return {}
+    p, rest = params[last.value.id], names[len(call.args) - 1:]
+    width = len(rest) - max(0, len(callee.args.defaults) - (len(names) - len(rest)))  # those without a default
+    if not 0 < width <= 6 or p.kind not in ("positional", "keyword"):
+        return {}
+    hints._add(p.types, "tuple")
+    hints._add(p.element, f"unpack{width}")
+    p.item = p.item or hints.Param(name=p.name + "[]", kind="item", depth=p.depth + 1)
+    if len(p.item.parts) != width:
+        p.item.parts = [hints.Param(name=f"{p.name}[{i}]", kind="item", depth=p.depth + 1) for i in range(width)]
+    return dict(zip(rest, p.item.parts))
 
 
 def _packed(call: ast.Call) -> str | None:

@@ -94,6 +94,7 @@ def _qualname(obj: Any) -> str:
 _KEY = json.JSONEncoder(sort_keys=True, default=str).encode
 _BYTES = (bytes, bytearray, memoryview)
 _TIMES = (datetime.date, datetime.time, datetime.timedelta)
+_TIME_NAMES = frozenset(("datetime", "date", "time", "timedelta"))
 _SEQUENCES, _SETS = (list, tuple), (set, frozenset)
 _MAPPINGS = (dict, types.MappingProxyType)
 _CALLABLES = (types.BuiltinFunctionType, types.MethodType, types.MethodWrapperType, types.WrapperDescriptorType,
@@ -166,9 +167,10 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] | set[int] = fro
                 return {kind.__name__: raw[:MAX_STR].hex(), "truncated": len(raw), "sha256": digest(raw)}
             return {kind.__name__: raw.hex()}
         if isinstance(value, _TIMES):
-            # by value: the harness's frozen clock makes datetime a subclass whose repr differs
-            name = next(t.__name__ for t in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
-                        if isinstance(value, t))
+            # by value: the harness's frozen clock makes datetime a subclass whose repr differs; named by the
+            # first datetime-module class of its type's MRO, not by the module's attributes (which the frozen
+            # clock replaced: a plain ``date``, as ``datetime.date()`` returns, is no ``FrozenDate``)
+            name = next(t.__name__ for t in kind.__mro__ if t.__module__ == "datetime" and t.__name__ in _TIME_NAMES)
             return {name: str(value)}
         if isinstance(value, complex):
             return {"complex": repr(value)}

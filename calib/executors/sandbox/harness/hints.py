@@ -13,7 +13,7 @@ import ast
 
 from . import regexes
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
-from .typenames import SUBCLASSES, TYPE_NAMES, annotation_types, class_names  # noqa: F401 - read as hints.*
+from .typenames import CLOCK_METHODS, SUBCLASSES, TYPE_NAMES, annotation_types, class_names  # noqa: F401 - read as hints.*
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort",
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
 SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
 BYTES_METHODS, SEQ_METHODS = frozenset({"decode", "hex"}), frozenset({"index", "count", "copy"})
+_PATH_CLASSES = frozenset({"Path", "PurePath", "PosixPath", "PurePosixPath", "PathLike"})
 
 
 class Param:
@@ -53,6 +54,7 @@ class Param:
         self.result: Param | None = None  # what calling it returns, by the use of ``token = tokens.current()``
         self.item: Param | None = None  # what the body does with each item (``for t in terminals: t.name``)
         self.parts: list[Param] = []  # an item's positions, by what the body does with each (``for k, v in p``)
+        self.equals: list[Any] = []  # containers it is compared with (``segments == ['']``): values it may hold
         self.depth = depth
 
     def __repr__(self) -> str:
@@ -250,6 +252,8 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                     ok, value = _literal(other)
                     if side is node.left and isinstance(node.op, ast.Div) and ok and isinstance(value, str):
                         _add(p.types, "pathobj")  # ``folder / "README.md"``: a pathlib path
+                    elif _called(other) == "timedelta":  # ``day + timedelta(days=1)``: a date (or a datetime)
+                        _add(p.types, "date")
                     else:
                         _add(p.types, type_of(value) if ok else "int")
         elif isinstance(node, ast.Compare):
@@ -264,6 +268,9 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
 
 
 def _attribute_use(p: Param, attr: str) -> None:
+    for methods, kind in CLOCK_METHODS:
+        if attr in methods:
+            _add(p.types, kind)
     for methods, kind in ((STR_METHODS, "str"), (LIST_METHODS, "list"), (DICT_METHODS, "dict"),
                           (SET_METHODS, "set"), (BYTES_METHODS, "bytes"), (SEQ_METHODS, "list")):
         if attr in methods:
@@ -272,6 +279,12 @@ def _attribute_use(p: Param, attr: str) -> None:
     _add(p.types, "object")
     if attr not in p.attrs:
         p.attrs.append(attr)
+
+
+def _called(node: ast.AST) -> str:
+    """The name a call expression calls (``timedelta`` of ``timedelta(days=1)`` or ``dt.timedelta(...)``), else ''."""
+    func = node.func if isinstance(node, ast.Call) else None
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
 def _call_use(node: ast.Call, subject: _Subjects) -> None:
@@ -310,6 +323,10 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
             # ``isinstance(coll, defaultdict)``: a dict does not pass, an instance of that class does
             if isinstance(item, ast.Name) and item.id in SUBCLASSES:
                 _add(p.classes, item.id)
+            elif isinstance(item, ast.Attribute) and getattr(item.value, "id", "") in ("ast", "_ast"):
+                _add(p.types, "ast:" + item.attr)  # ``isinstance(node, ast.Lambda)``: syntax-tree nodes
+            if "path" in p.types and getattr(item, "attr", getattr(item, "id", "")) in _PATH_CLASSES:
+                _add(p.types, "pathobj")  # ``isinstance(obj, pathlib.PurePath)``: a path object, not a text
 
 
 def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
@@ -339,6 +356,9 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
             continue
         _mine(value, hints)
         for p in found:
+            if isinstance(op, ast.Eq | ast.NotEq) and isinstance(value, list | tuple | dict | set | frozenset) \
+                    and 0 < len(value) <= 8 and value not in p.equals:
+                p.equals.append(value)  # ``if segments == ['']:``: a literal container no pool would draw
             if isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) and value is None:
                 _add(p.types, "none")
             elif value is not None:

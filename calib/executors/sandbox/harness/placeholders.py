@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 
 from . import mutators, standins
+from .astnodes import Node, build
 from .calls import make_instance, set_attributes
 from .standins import CalibStandIn
 from .values import Global, New, Obj
@@ -46,6 +47,8 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
         return set_attributes(made, cls, attrs)  # then its attributes, as for ``self``
     if isinstance(value, Global):
         return lookup(value, ns)
+    if isinstance(value, Node):
+        return build(value)
     if depth < 3 and isinstance(value, list | tuple):
         return type(value)(materialize(v, ns, depth + 1) for v in value)
     if depth < 3 and isinstance(value, dict):

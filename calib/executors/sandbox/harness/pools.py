@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import random
 
-from . import cmplog, globalrefs, inputs, mutators
+from . import astnodes, cmplog, globalrefs, inputs, mutators
+from .astnodes import examples
 from .calls import DEFAULT_NAME, closure_params, literal_aliases, sentinel_defaults
 from .hints import Hints, Param, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .standins import CalibStandIn, is_mixed
+from .typenames import clock_values
 from .values import Global, New, Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -47,6 +49,9 @@ NAME_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
       "alpha", "beta", "t", "dt", "scale", "percent", "threshold", "tol"), ("_rate", "_ratio", "_score"), "float"),
     (("callback", "func", "fn", "f", "handler", "hook", "cb", "predicate", "key_func"),
      ("_callback", "_func", "_fn"), "callable"),
+    (("date", "start_date", "end_date", "birthday"), ("_date",), "date"),
+    (("datetime", "when", "moment"), ("_datetime",), "datetime"),
+    (("timedelta",), ("_timedelta",), "timedelta"),
 )
 
 SELF_PREFIX = "self."
@@ -128,6 +133,7 @@ class Pools:
         defaults = [p.default for p in hints.params if isinstance(p.default, str) and inputs.looks_like_file(p.default)]
         self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
+        astnodes.hint(hints)  # an AST visitor's node parameter
         names = [p.name for p in hints.params]  # module-level objects x compares inputs with (.globalrefs)
         globalrefs.alias_hints(hints, hints.tree, first := globalrefs.self_name(hints.node, names))
         globalrefs.class_hints(hints)
@@ -304,6 +310,8 @@ class Pools:
             return {k: self._random(rng.choice(["int", "str", "bool"]), None, depth + 1) for k in chosen}
         if kind == "bool":
             return rng.random() < 0.5
+        if kind in ("date", "datetime", "time", "timedelta"):
+            return clock_values(kind, [], rng)[0]
         pool = self.by_param.get(p.name, []) if p else []
         return rng.choice(pool) if pool else rng.randint(0, 5)
 
@@ -322,7 +330,7 @@ class Pools:
         pool: list[Any] = [p.default] if p.has_default else []
         if id(p) in self.sentinels:
             pool.append(DEFAULT)  # left out: its default (``acc=EMPTY``, ``key=keys.hashkey``) applies
-        pool += self._instances(p)
+        pool += self._instances(p) + p.equals
         for i in range(max(len(v) for v in per_type)):  # interleave the types
             for values in per_type:
                 if i < len(values):
@@ -370,6 +378,10 @@ class Pools:
             return _merge(h.strings, BASE_STRINGS)
         if kind == "bytes":
             return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
+        if kind.startswith("ast:"):  # ``visit_With(self, node)``: With nodes
+            return examples(kind[4:])
+        if kind in ("date", "datetime", "time", "timedelta"):  # ``isinstance(day, date)``, ``day.weekday()``
+            return clock_values(kind, [i for i in h.ints if 1900 <= i <= 2100])
         if kind == "none":
             return [None]
         if kind == "class":  # ``isinstance(value, schema)``: builtin classes, then the file's (.globalrefs)
@@ -390,6 +402,9 @@ class Pools:
             if p.item is not None and p.item.attrs and not element.startswith(("class:", "tuple", "unpack")):
                 objs = self._values("object", p.item)  # ``for t in terminals: t.name``: objects with those first
                 seqs = [objs[:1], [objs[0], objs[-1]], objs[-3:], *seqs]
+            elif element.startswith("unpack") and p.item is not None and len(p.item.parts) == int(element[6:]):
+                by_part = [self._pool(part) for part in p.item.parts]  # ``helper(*pair)``: as the callee's params
+                seqs = [[pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)] for i in range(8)] + seqs
             elif p.item is not None and any(part.attrs for part in p.item.parts):  # ``for k, v in p: k.key``
                 by_part = [self._pool(part) for part in p.item.parts]
                 rows = [tuple(pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)) for i in range(6)]

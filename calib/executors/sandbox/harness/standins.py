@@ -440,6 +440,11 @@ class CalibStandIn:
             return _MIXED_INTS[LOG.draw(object.__getattribute__(self, "_calib_name") + "?int", len(_MIXED_INTS), True)]
         return 0
 
+    def __trunc__(self) -> int:  # ``math.trunc(equinox.get_date()[2])``: no float fallback, unlike floor and ceil
+        return self.__index__()
+
+    __floor__ = __ceil__ = __trunc__
+
     def __str__(self, *args: Any) -> str:
         if args:
             return str(_explicit(self, "__str__", args))

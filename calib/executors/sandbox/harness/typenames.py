@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import ast
 
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
 TYPE_NAMES = {
     "int": "int", "float": "float", "str": "str", "bool": "bool", "bytes": "bytes", "bytearray": "bytes",
     "list": "list", "List": "list", "Sequence": "list", "MutableSequence": "list", "Iterable": "list",
@@ -13,7 +17,45 @@ TYPE_NAMES = {
     "frozenset": "set", "FrozenSet": "set", "AbstractSet": "set", "tuple": "tuple", "Tuple": "tuple", "None": "none",
     "NoneType": "none", "Path": "path", "PathLike": "path", "PurePath": "path", "Callable": "callable",
     "complex": "float", "Decimal": "float", "Number": "float", "Real": "float", "Integral": "int", "Text": "str",
-    "AnyStr": "str", "bytes_or_str": "str", "slice": "slice"}
+    "AnyStr": "str", "bytes_or_str": "str", "slice": "slice", "date": "date", "datetime": "datetime", "time": "time",
+    "timedelta": "timedelta"}
+
+#: Methods and attributes only ``datetime``'s values have, by the kind of value they suggest (``day.weekday()``,
+#: ``moment.hour``, ``delta.total_seconds()``): such a parameter's pool holds those values (:func:`clock_values`)
+#: besides objects with the attribute.
+CLOCK_METHODS = (
+    (frozenset({"weekday", "isoweekday", "isoformat", "strftime", "toordinal", "isocalendar", "timetuple", "ctime"}),
+     "date"),
+    (frozenset({"hour", "minute", "microsecond", "timestamp", "astimezone", "utctimetuple", "timetz"}), "datetime"),
+    (frozenset({"total_seconds"}), "timedelta"))
+
+
+def clock_values(kind: str, years: list[int], rng: Any = None) -> list[Any]:
+    """Values of a ``datetime`` kind (``date``, ``datetime``, ``time``, ``timedelta``), most plausible first, made
+    with the module's classes of the moment (the frozen clock's, in a batch): a weekday, a year's last day (a
+    Sunday), a leap day, a Saturday, midnight; ``years`` (the body's literals that look like years) give one
+    each. A date is also a datetime and the reverse, late in the pool. ``rng``: one value drawn at random (a year
+    from 1970 to 2040), for the search's fresh values."""
+    import datetime  # noqa: PLC0415 - imported only for code that uses dates
+
+    if rng is not None:
+        when = datetime.datetime(rng.randint(1970, 2040), rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23),
+                                 rng.choice((0, 15, 30, 59)))
+        return [{"date": when.date(), "datetime": when, "time": when.time()}.get(kind) or datetime.timedelta(
+            days=rng.randint(-30, 30), seconds=rng.choice((0, 1, 3600, 86399)))]
+
+    days = [(2024, 1, 15), (2023, 12, 31), (2024, 2, 29), (2000, 1, 1), (2024, 5, 1), (2024, 7, 6), (1999, 12, 31)]
+    days[2:2] = [(y, 3, 1) for y in years[:3] if 1 <= y <= 9999]
+    times = [(12, 30), (0, 0), (23, 59, 59), (9, 5, 30, 250000), (6,)]
+    if kind == "date":
+        return [datetime.date(*d) for d in days] + [datetime.datetime(2024, 1, 15, 12, 30)]
+    if kind == "datetime":
+        made = [datetime.datetime(*d, *t) for d, t in zip(days, times + times)]
+        return made + [datetime.datetime(1970, 1, 1), datetime.date(2024, 1, 15)]
+    if kind == "time":
+        return [datetime.time(*t) for t in times]
+    return [datetime.timedelta(days=1), datetime.timedelta(0), datetime.timedelta(seconds=90),
+            datetime.timedelta(days=-1), datetime.timedelta(hours=2), datetime.timedelta(days=7, microseconds=500)]
 
 #: Classes of the standard library built on a builtin one: ``isinstance`` with them asks for an instance
 #: (as a file's class), beside the builtin kind :data:`TYPE_NAMES` gives them.

@@ -4,9 +4,11 @@ Input states travel between processes (chosen on x, replayed for every candidate
 ``calib compare``; so each argument value is kept as the source of an expression a person can read
 and that :func:`decode` evaluates without ``eval``: literals (numbers, strings, bytes, ``None``,
 booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set()``, ``Path('…')``,
-``frozenset({…})``, ``complex(re, im)``, ``Obj(attr=…)`` (an object with those attributes, for
-parameters the body uses as ``p.attr``), ``New('Cls', …)`` (an instance of a class of the function's
-module, built in the sandbox), ``Global('EOF')`` (the object a module-level name of the function's
+``frozenset({…})``, ``complex(re, im)``, ``date(2024, 1, 15)``, ``datetime(…)``, ``time(…)`` and
+``timedelta(days=…)`` (integer arguments; naive values, built with the frozen clock's classes), ``Obj(attr=…)``
+(an object with those attributes, for parameters the body uses as ``p.attr``), ``New('Cls', …)`` (an instance of
+a class of the function's module, built in the sandbox), ``Node('With', 'with a:\\n    pass')`` (a syntax-tree
+node, :mod:`.astnodes`), ``Global('EOF')`` (the object a module-level name of the function's
 file holds in the input's build: a sentinel, a class, an imported stand-in) and ``StandIn('name')`` (a
 recording stand-in; ``StandIn('name', [v1, v2])``: its calls return v1, then v2, then what the
 input's stand-in mode says). Decoding builds fresh objects each time, so a function that mutates its
@@ -21,6 +23,7 @@ import math
 import sys
 import types
 
+from .astnodes import Node
 from .standins import CalibStandIn, is_standin, standin_name, standin_script
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -106,15 +109,40 @@ def encode(value: Any) -> str:
         if script is not None:
             return f"StandIn({standin_name(value)!r}, {encode(script)})"
         return f"StandIn({standin_name(value)!r})"
+    if (clock := _clock_kind(value)) is not None:
+        return clock
     if isinstance(value, New):
         parts = [repr(value.cls), *(encode(a) for a in value.args),
                  *(f"{k}={encode(v)}" for k, v in value.attrs.items())]
         return "New(" + ", ".join(parts) + ")"
-    if isinstance(value, Global):
-        return f"Global({value.name!r})"
+    if isinstance(value, Global | Node):
+        return repr(value)
     if isinstance(value, Obj):
         return "Obj(" + ", ".join(f"{k}={encode(v)}" for k, v in vars(value).items()) + ")"
     raise TypeError(f"cannot encode a {type(value).__name__} as an input value")
+
+
+#: The ``datetime`` classes an input value may build, with the integer arguments each takes (in order).
+_CLOCK_ARGS = {"date": ("year", "month", "day"),
+               "datetime": ("year", "month", "day", "hour", "minute", "second", "microsecond"),
+               "time": ("hour", "minute", "second", "microsecond"),
+               "timedelta": ("days", "seconds", "microseconds")}
+
+
+def _clock_kind(value: Any) -> str | None:
+    """``date(2024, 1, 15)`` for a naive ``datetime`` value (of the frozen clock's classes or the real ones,
+    subclasses by their ``datetime`` base), else None; a value with a time zone has no such text."""
+    kind = next((t.__name__ for t in type(value).__mro__ if t.__module__ == "datetime"
+                 and t.__name__ in _CLOCK_ARGS), None)
+    if kind is None or getattr(value, "tzinfo", None) is not None:
+        return None
+    parts = [getattr(value, field) for field in _CLOCK_ARGS[kind]]
+    keep = 3 if kind in ("date", "datetime") else 0  # year, month and day always; zero times and fields left out
+    while len(parts) > keep and parts[-1] == 0:
+        parts.pop()
+    if kind == "timedelta":
+        return "timedelta(" + ", ".join(f"{f}={v}" for f, v in zip(_CLOCK_ARGS[kind], parts) if v) + ")"
+    return f"{kind}(" + ", ".join(str(v) for v in parts) + ")"
 
 
 #: Parsed input values by their text: the search decodes the same values again and again (each run
@@ -162,7 +190,8 @@ def _build(node: ast.expr, source: str) -> Any:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _call(node, source)
     raise ValueError(f"input value {source!r}: only literals, set(), frozenset(), float('nan'), complex(...), "
-                     "slice(...), Path(...), Obj(...), New(...), Global(...) and StandIn(...) are allowed")
+                     "slice(...), Path(...), date(...), datetime(...), time(...), timedelta(...), Node(...), Obj(...), "
+                     "New(...), Global(...) and StandIn(...) are allowed")
 
 
 def _call(node: ast.Call, source: str) -> Any:
@@ -180,6 +209,14 @@ def _call(node: ast.Call, source: str) -> Any:
         return complex(*args)
     if name == "slice" and 1 <= len(args) <= 3 and not kwargs and all(a is None or type(a) is int for a in args):
         return slice(*args)
+    if name in _CLOCK_ARGS and len(args) <= len(_CLOCK_ARGS[name]) and set(kwargs) <= set(_CLOCK_ARGS[name]) \
+            and all(type(v) is int for v in (*args, *kwargs.values())):
+        import datetime  # noqa: PLC0415 - the module's classes now: the frozen clock's datetime and date (.env)
+
+        try:
+            return getattr(datetime, name)(*args, **kwargs)
+        except (ValueError, OverflowError) as exc:  # date(2024, 13, 1)
+            raise ValueError(f"input value {source!r} cannot be built: {exc}") from None
     if name == "Path" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         import pathlib  # noqa: PLC0415
 
@@ -188,6 +225,8 @@ def _call(node: ast.Call, source: str) -> Any:
         return Obj(**kwargs)
     if name == "New" and args and isinstance(args[0], str):
         return New(*args, **kwargs)
+    if name == "Node" and len(args) == 2 and all(isinstance(a, str) for a in args) and not kwargs:
+        return Node(*args)  # a syntax-tree node, built per run (.astnodes)
     if name == "Global" and len(args) == 1 and isinstance(args[0], str) and not kwargs \
             and all(part.isidentifier() for part in args[0].split(".")):  # ``Global('OperatingSystem.LINUX')``
         return Global(args[0])
