@@ -13,7 +13,7 @@ import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox.harness import env
+from calib.executors.sandbox.harness import workdir
 
 # docs/executors.md, "Input states": the frozen clock is 2024-01-02T03:04:05Z, and the input's files and
 # the folder carry its time
@@ -39,7 +39,7 @@ def test_an_input_without_files_after_one_that_left_files_starts_empty(tmp_path,
     (root / "deep" / "er").mkdir(parents=True)
     (root / "deep" / "er" / "left.txt").write_text("by the last input")
     (root / "top.txt").write_text("also")
-    env.prepare_workdir(str(root), {})
+    workdir.prepare_workdir(str(root), {})
     assert _tree(str(root)) == {}
     assert os.stat(root).st_mtime == FROZEN and os.getcwd() == str(root)
 
@@ -49,7 +49,7 @@ def test_an_already_empty_folder_gets_the_frozen_time_back(tmp_path, monkeypatch
     root = tmp_path / "work"
     root.mkdir()
     os.utime(root, (FROZEN + 1000, FROZEN + 1000))  # as code that created and deleted a file leaves it
-    env.prepare_workdir(str(root), {})
+    workdir.prepare_workdir(str(root), {})
     assert _tree(str(root)) == {} and os.stat(root).st_mtime == FROZEN
 
 
@@ -57,8 +57,8 @@ def test_an_input_with_files_after_an_empty_one_gets_exactly_its_files(tmp_path,
     monkeypatch.chdir(tmp_path)
     root = tmp_path / "work"
     root.mkdir()
-    env.prepare_workdir(str(root), {})
-    env.prepare_workdir(str(root), {"a.txt": "one", "sub/b.txt": "two", "empty/": "", "../out.txt": "ignored"})
+    workdir.prepare_workdir(str(root), {})
+    workdir.prepare_workdir(str(root), {"a.txt": "one", "sub/b.txt": "two", "empty/": "", "../out.txt": "ignored"})
     assert _tree(str(root)) == {"a.txt": "one", "sub/": "", "sub/b.txt": "two", "empty/": ""}
     assert not (tmp_path / "out.txt").exists()
     for path in ("", "a.txt", "sub", "sub/b.txt", "empty"):

@@ -1,7 +1,7 @@
 """The harness empties its working directory before every input, so it refuses one that is not the sandbox's.
 
 Run by hand outside a sandbox (no ``CALIB_WORKDIR``), the harness would otherwise take the machine's own
-``/work`` for the sandbox's and empty it. :func:`env.own_workdir` accepts a folder the host named
+``/work`` for the sandbox's and empty it. :func:`workdir.own_workdir` accepts a folder the host named
 (``CALIB_WORKDIR``, as ``--unsafe-no-sandbox`` does) or a tmpfs mount point (bubblewrap's and the fork
 server children's ``/work``), read from ``/proc/self/mountinfo`` (proc(5): field 5 is the mount point,
 the first field after `` - `` the file-system type).
@@ -16,7 +16,7 @@ import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox.harness import env
+from calib.executors.sandbox.harness import workdir
 
 MOUNTINFO = (
     "22 1 0:21 / / rw,relatime - overlay overlay rw\n"
@@ -36,21 +36,21 @@ def mountinfo(tmp_path: Path) -> str:
 
 
 def test_a_folder_on_a_disk_is_refused(mountinfo: str) -> None:
-    assert env.own_workdir("/work", {}, mountinfo) is False
-    assert env.own_workdir("/elsewhere", {}, mountinfo) is False  # not a mount point at all
+    assert workdir.own_workdir("/work", {}, mountinfo) is False
+    assert workdir.own_workdir("/elsewhere", {}, mountinfo) is False  # not a mount point at all
 
 
 def test_the_top_mount_decides(mountinfo: str) -> None:
-    assert env.own_workdir("/scratch", {}, mountinfo) is False  # a disk mounted over a tmpfs
-    assert env.own_workdir("/fresh", {}, mountinfo) is True  # a tmpfs mounted over a disk
+    assert workdir.own_workdir("/scratch", {}, mountinfo) is False  # a disk mounted over a tmpfs
+    assert workdir.own_workdir("/fresh", {}, mountinfo) is True  # a tmpfs mounted over a disk
 
 
 def test_a_folder_the_host_named_is_accepted(mountinfo: str) -> None:
-    assert env.own_workdir("/work", {"CALIB_WORKDIR": "/tmp/calib-x/work"}, mountinfo) is True
+    assert workdir.own_workdir("/work", {"CALIB_WORKDIR": "/tmp/calib-x/work"}, mountinfo) is True
 
 
 def test_no_mountinfo_means_refused(tmp_path: Path) -> None:
-    assert env.own_workdir("/work", {}, str(tmp_path / "absent")) is False
+    assert workdir.own_workdir("/work", {}, str(tmp_path / "absent")) is False
 
 
 def test_this_machines_own_mounts_agree_with_proc() -> None:
@@ -62,7 +62,7 @@ def test_this_machines_own_mounts_agree_with_proc() -> None:
         tops[left.split()[4]] = right.split()[0]
     for point, kind in tops.items():
         if " " not in point:
-            assert env.own_workdir(point, {}) is (kind == "tmpfs"), point
+            assert workdir.own_workdir(point, {}) is (kind == "tmpfs"), point
 
 
 def test_the_sandbox_still_runs_its_batches() -> None:

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from calib.executors.sandbox.harness import canon, env, scaffold
+from calib.executors.sandbox.harness import canon, env, scaffold, workdir
 from calib.executors.sandbox.harness.standins import LOG, CalibStandIn, is_standin, standin_name
 from calib.executors.sandbox.harness.values import New, Obj, decode, encode
 
@@ -261,14 +261,14 @@ def test_output_past_the_capture_bound_is_digested():
 
 
 def test_files_past_the_size_bound_are_digested_and_too_many_files_are_unobservable(tmp_path):
-    big = b"z" * (env.MAX_FILE_BYTES + 5)
+    big = b"z" * (workdir.MAX_FILE_BYTES + 5)
     (tmp_path / "big.bin").write_bytes(big)
-    assert env.files_written(str(tmp_path), {}) == {
-        "big.bin": {"truncated": big[:env.MAX_FILE_BYTES].hex(), "sha256": _sha(big)}}
-    for i in range(env.MAX_FILES):
+    assert workdir.files_written(str(tmp_path), {}) == {
+        "big.bin": {"truncated": big[:workdir.MAX_FILE_BYTES].hex(), "sha256": _sha(big)}}
+    for i in range(workdir.MAX_FILES):
         (tmp_path / f"f{i:03d}.txt").write_text("x")
-    with pytest.raises(env.TooManyFiles):
-        env.files_written(str(tmp_path), {})
+    with pytest.raises(workdir.TooManyFiles):
+        workdir.files_written(str(tmp_path), {})
 
 
 def test_event_encoding_does_not_go_through_json_s_replaceable_functions(monkeypatch):

@@ -8,7 +8,8 @@ levels it was asked about) and nothing else.
 So: dicts become lists of ``[key, value]`` pairs sorted by the canonical key, sets sorted lists, tuples stay distinct
 from lists, floats keep their ``repr`` (``0.1 + 0.2`` is not ``0.3``; ``-0.0`` is not ``0.0``), objects become their
 class name and attribute state, stand-ins their name, and in any text produced by ``repr`` the ``0x…`` addresses are
-blanked (``name=3`` of a file's, ``fd=3`` of a socket's too: which numbers are free depends on the process's history).
+blanked (``name=3`` of a file's, ``fd=3`` of a socket's too: which numbers are free depends on the process's
+history); in other texts, the addresses a default ``repr`` ends with (``<Node object at 0x…>``).
 Functions compare by their code, defaults and captured values (never by name alone), integers of any size by value.
 
 Sizes are bounded so that a huge value cannot exhaust the harness, and no bound may make two different values equal:
@@ -39,6 +40,8 @@ MAX_DECIMAL_BITS = 16_000
 CAPS: list[str] = []
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+#: An address as a default ``repr`` ends (``<Node object at 0x7f10e87291d0>``), within any text: never a value's.
+_REPR_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}>")
 #: File names the harness gives the code it runs; blanked in messages so truth and candidate compare equal.
 HARNESS_FILE = re.compile(r"<calib[^>]*>|/calib_harness/[^\s'\"]*")
 _FD, _FD_OWNERS = re.compile(r"\b(name|fd)=-?\d+\b"), frozenset({"_io", "io", "socket", "_socket", "ssl"})
@@ -146,6 +149,8 @@ def canonical(value: Any, depth: int = 0, _seen: frozenset[int] | set[int] = fro
     if kind is float:
         return {"float": repr(value)}
     if kind is str:
+        if " at 0x" in value:  # ``"visiting %s" % node``: a default repr's address, in a text x made of it
+            value = _REPR_ADDRESS.sub(" at 0x?>", value)
         return value if len(value) <= MAX_STR else _text(value)
     if depth >= MAX_DEPTH:
         return _cap("depth_limit", kind.__name__)
@@ -221,7 +226,8 @@ def _items(values: Any, depth: int, seen: set[int]) -> list[Any]:
     """``[canonical(item, depth, seen) for item in values]``, its first cases made here (one value of the budget)."""
     out = []
     for item in values:
-        if ((kind := type(item)) is str and len(item) <= MAX_STR or kind is int and -(2**53) < item < 2**53
+        if ((kind := type(item)) is str and len(item) <= MAX_STR and " at 0x" not in item
+                or kind is int and -(2**53) < item < 2**53
                 or kind is bool or item is None or kind is float) and _budget[0] > 0:
             _budget[0] -= 1
             out.append({"float": repr(item)} if kind is float else item)
@@ -255,7 +261,7 @@ def _mapping(value: Any, kind: type, depth: int, seen: set[int]) -> dict[str, An
     items = []  # sorted before the cap, so that two equal mappings built in different orders keep the same items
     # the keys read and made canonical as by the generator that did it before (a StopIteration: RuntimeError)
     for key, item in value.items() if kind is dict else ((k, v) for k, v in value.items()):
-        if type(key) is str and len(key) <= MAX_STR and _budget[0] > 0:  # what canonical makes of it
+        if type(key) is str and len(key) <= MAX_STR and " at 0x" not in key and _budget[0] > 0:  # as canonical
             _budget[0] -= 1
             items.append([key, item])
         else:
@@ -265,8 +271,9 @@ def _mapping(value: Any, kind: type, depth: int, seen: set[int]) -> dict[str, An
         keys = [text(k) if type(k) is str else _KEY(k) for k, _ in items]  # sorted by _KEY's texts, as a set
         items = [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
         for pair in items:
-            if ((of := type(item := pair[1])) is str and len(item) <= MAX_STR or of is int and -(2**53) < item < 2**53
-                    or of is bool or item is None or of is float) and _budget[0] > 0:  # as in _items
+            if ((of := type(item := pair[1])) is str and len(item) <= MAX_STR and " at 0x" not in item
+                    or of is int and -(2**53) < item < 2**53 or of is bool or item is None or of is float) \
+                    and _budget[0] > 0:  # as in _items
                 _budget[0] -= 1
                 pair[1] = {"float": repr(item)} if of is float else item
             else:

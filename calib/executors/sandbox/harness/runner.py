@@ -49,6 +49,7 @@ from .probes import NAME as PROBE
 from .probes import TRY, Probes
 from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn, is_standin, standin_name
 from .values import New, Obj, decode
+from .workdir import files_written, own_workdir, prepare_workdir, tidy_tmp
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class Runner:
         self.seed = int(job.get("seed", 0))
         self.timeout = float(job.get("input_timeout", 2.0))
         self.workdir = workdir()
+        self.sandboxed = not os.environ.get("CALIB_WORKDIR")
         self.placed = scaffold.place(job.get("context", ""), job["function"])
         self.module = scaffold.Module(self.placed, module_name=job.get("module_name") or "calib_scaffold",
                                       bare=bool(job.get("bare")), fix_ups=job.get("fixups") is not False)
@@ -175,7 +177,9 @@ class Runner:
         os.dup2(self.null, 0)
         os.dup2(self.capture.fd, 1)
         os.dup2(self.capture.fd, 2)
-        env.prepare_workdir(self.workdir, files)
+        prepare_workdir(self.workdir, files)
+        if self.sandboxed:  # (run by the host without a sandbox, ``/tmp`` is the machine's: left alone)
+            tidy_tmp()
         env.reset(int(state.get("seed", self.seed)))
         _renumber_threads()
         self.ambient.reset()
@@ -300,7 +304,7 @@ class Runner:
         fd_text = self.capture.take()
         if fd_text:
             out["fd_output"] = canon.scrub(fd_text)
-        out["files"] = env.files_written(self.workdir, files)
+        out["files"] = files_written(self.workdir, files)
         changed = self.ambient.changes()
         if changed:  # os.environ as the code left it: the names it set, changed or deleted
             out["env"] = changed
@@ -492,7 +496,7 @@ def main() -> None:
     job = _read_part(source)
     nonce = job.pop("nonce", None)
     channel = Channel(channel_fd, nonce if isinstance(nonce, str) else None)
-    if not env.own_workdir(workdir()):  # never empty a folder that is not the sandbox's (or the host's temp one)
+    if not own_workdir(workdir()):  # never empty a folder that is not the sandbox's (or the host's temp one)
         channel.emit({"event": "error", "reason": "setup", "message": f"{workdir()} is not the sandbox's working "
                       "directory (a tmpfs mount) and CALIB_WORKDIR is not set: the harness runs only in the sandbox"})
         os._exit(2)

@@ -1,0 +1,185 @@
+"""The private working directory and ``/tmp`` of the code under test (runs inside the sandbox; stdlib only).
+
+The working directory is reset per input and holds the input state's files (a name ending in ``/`` is an empty
+folder); what the code writes there is part of the output state (:func:`files_written`). In the sandbox, what an
+input leaves in ``/tmp`` is removed before the next input (:func:`tidy_tmp`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import canon
+from .env import FROZEN_EPOCH
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_FILE_BYTES = 64 * 1024
+MAX_FILES = 200
+
+
+class TooManyFiles(Exception):
+    """More than ``MAX_FILES`` files in the working directory: the output state is not observed."""
+
+
+def _walk(root: str) -> dict[str, tuple[bytes, str | None]]:
+    """Each file's first ``MAX_FILE_BYTES`` bytes, and for a longer file the digest of all of it."""
+    found: dict[str, tuple[bytes, str | None]] = {}
+    for base, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            if len(found) >= MAX_FILES:
+                raise TooManyFiles(f"more than {MAX_FILES} files")
+            path = os.path.join(base, name)
+            rel = os.path.relpath(path, root)
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(MAX_FILE_BYTES + 1)
+                    whole = None
+                    if len(data) > MAX_FILE_BYTES:  # at most RLIMIT_FSIZE (16 MiB)
+                        hasher = canon.sha256(data)
+                        while chunk := fh.read(1 << 20):
+                            hasher.update(chunk)
+                        whole = hasher.hexdigest()
+                found[rel] = (data, whole)
+            except OSError as exc:
+                found[rel] = (f"<unreadable: {type(exc).__name__}>".encode(), None)
+    return found
+
+
+def _is_empty(root: str) -> bool:
+    """Whether ``root`` is an empty directory (False when it cannot be read: the full reset then runs)."""
+    try:
+        with os.scandir(root) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
+
+
+def own_workdir(path: str, environ: Any = os.environ, mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether the harness may empty ``path`` before each input: the host named it (``CALIB_WORKDIR``: a
+    folder of its own, without a sandbox), or it is a tmpfs mount point (the sandbox's ``/work``). Run
+    by hand outside a sandbox, the harness would otherwise empty the machine's own ``/work``."""
+    if environ.get("CALIB_WORKDIR"):
+        return True
+    top = None  # the last mount on ``path`` is the one seen there
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if len(fields) > 4 and fields[4] == path and right:
+                    top = right.split()[0]
+    except OSError:
+        return False
+    return top == "tmpfs"
+
+
+def prepare_workdir(root: str, files: dict[str, str]) -> None:
+    """Empty the working directory and write the input state's files.
+
+    Most inputs have no files and leave the folder empty: then only the folder's own times are reset
+    (the same end state as the full reset, without walking it twice)."""
+    if not files and _is_empty(root):
+        _freeze_times(root)
+        os.chdir(root)
+        return
+    for base, dirs, names in os.walk(root, topdown=False):
+        for name in names:
+            try:
+                os.unlink(os.path.join(base, name))
+            except OSError:
+                pass
+        for name in dirs:
+            try:
+                os.rmdir(os.path.join(base, name))
+            except OSError:
+                pass
+    for name, content in files.items():
+        path = os.path.normpath(os.path.join(root, name))
+        if not path.startswith(root + os.sep):
+            continue  # an input file outside the working directory is ignored
+        if name.endswith("/"):  # ``folder/``: an empty folder
+            os.makedirs(path, exist_ok=True)
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(content)
+    # file times are ambient state too: the input's files (and the folder) carry the frozen clock's time
+    for base, dirs, names in os.walk(root):
+        for name in names + dirs:
+            _freeze_times(os.path.join(base, name))
+    _freeze_times(root)
+    os.chdir(root)
+
+
+def _freeze_times(path: str) -> None:
+    try:
+        os.utime(path, (FROZEN_EPOCH, FROZEN_EPOCH))
+    except OSError:
+        pass
+
+
+def files_written(root: str, files: dict[str, str]) -> dict[str, Any]:
+    """Files created, changed or deleted in the working directory, relative to the input's files."""
+    out: dict[str, Any] = {}
+    now = _walk(root)
+    for rel, (data, whole) in now.items():
+        before = files.get(rel)
+        if before is not None and whole is None and before.encode("utf-8") == data:
+            continue
+        if whole is not None:
+            out[rel] = {"truncated": data[:MAX_FILE_BYTES].hex(), "sha256": whole}
+            continue
+        try:
+            out[rel] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            out[rel] = {"bytes": data.hex()}
+    for rel in files:
+        if rel.endswith("/"):  # an empty folder of the input: reported only when it is gone
+            if not os.path.isdir(os.path.join(root, rel)):
+                out[rel] = None
+        elif rel not in now:
+            out[rel] = None
+    return out
+
+
+_TMP_KEPT: list[set[str]] = []  # what ``/tmp`` held at the batch's first input (the harness's, the build's)
+
+
+def tidy_tmp(root: str = "/tmp") -> None:
+    """Per input, in the sandbox (whose ``/tmp`` is the batch's own): remove what earlier inputs left in ``/tmp``.
+    A temporary name depends on the names already taken (``mkdtemp()`` draws again past one that exists), so
+    an input's output depended on the inputs run before it in the same batch, and x's replay, in a batch of
+    its own, saw other names: diskcache's ``FanoutCache.index`` was ``nondeterministic`` on 6 inputs of 10."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    if not _TMP_KEPT:
+        _TMP_KEPT.append(set(names))
+        return
+    for name in names:
+        if name not in _TMP_KEPT[0]:
+            _remove(os.path.join(root, name))
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        for base, dirs, names in os.walk(path, topdown=False):
+            for name in names:
+                _unlink(os.path.join(base, name))
+            for name in dirs:
+                _unlink(os.path.join(base, name), folder=True)
+        _unlink(path, folder=True)
+    else:
+        _unlink(path)
+
+
+def _unlink(path: str, *, folder: bool = False) -> None:
+    try:
+        os.rmdir(path) if folder else os.unlink(path)
+    except OSError:
+        pass
