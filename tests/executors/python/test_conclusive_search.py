@@ -378,5 +378,6 @@ def test_an_inputs_file_accepts_every_mixed_mode_and_scripted_stand_ins(tmp_path
     (state,) = load_inputs(path)
     assert state["standins"] == "mixed4242" and "StandIn('peek', ['0', None])" in state["self"]
     path.write_text(json.dumps([{"args": {"n": 1}, "standins": "mixed0"}]))
-    with pytest.raises(InputError, match=r"standins must be one of standin, .* or mixedN \(N >= 1\), got 'mixed0'"):
+    with pytest.raises(InputError, match=r"standins must be one of standin, .*, mixedN or nthN \(N >= 1\), "
+                                         r"got 'mixed0'"):
         load_inputs(path)

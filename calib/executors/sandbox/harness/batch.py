@@ -95,6 +95,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                         output=canon.dumps(out), lines=runner.covered())
         record.in_try = standins.LOG.try_calls > 0
         record.handed = standins.LOG.handed > 0
+        record.called = standins.LOG.called
         return record
 
     info = runner.params

@@ -34,6 +34,8 @@ def standin_default(mode: str | None) -> Any:
         return {"raise": standins.RAISE, "raise_in_try": standins.RAISE_IN_TRY, "echo": standins.ECHO}[mode]
     if standins.is_mixed(mode):
         return standins.Mixed(int(mode[5:]))  # type: ignore[index]
+    if standins.is_nth(mode):
+        return standins.Nth(int(mode[3:]))  # type: ignore[index]
     value = _STANDIN_RETURNS.get(mode)
     return list(value) if isinstance(value, list) else value
 

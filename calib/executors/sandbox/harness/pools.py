@@ -18,7 +18,7 @@ from .astnodes import examples
 from .calls import DEFAULT_NAME, closure_params, literal_aliases, sentinel_defaults
 from .hints import Hints, Param, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
-from .standins import CalibStandIn, is_mixed
+from .standins import CalibStandIn, is_mixed, is_nth
 from .typenames import clock_values
 from .values import Global, New, Obj
 
@@ -62,10 +62,10 @@ STANDINS = "<standins>"
 
 
 class _Modes(tuple):  # type: ignore[type-arg]
-    """The stand-in modes of an input state; ``mode in STANDIN_MODES`` also holds for every ``mixedN``."""
+    """The stand-in modes of an input state; ``mode in STANDIN_MODES`` also holds for every ``mixedN`` and ``nthK``."""
 
     def __contains__(self, mode: object) -> bool:
-        return tuple.__contains__(self, mode) or is_mixed(mode)
+        return tuple.__contains__(self, mode) or is_mixed(mode) or is_nth(mode)
 
 
 STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str", "empty_list", "true", "false",

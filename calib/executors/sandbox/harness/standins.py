@@ -41,6 +41,8 @@ class CallLog:
         self.trying = 0  # x's ``try`` bodies (with handlers) now running: see RAISE_IN_TRY
         self.try_calls = 0  # stand-in calls made while one ran, this input
         self.handed = 0  # stand-in calls given a plain value as first argument, this input (see ECHO)
+        self.called = 0  # stand-in calls, this input
+        self.nth = 0  # the ``nthK`` mode: K (see Nth)
         self.items = 0
         self.truthy = True
         self.agree = False
@@ -85,8 +87,10 @@ class CallLog:
         # the ``mixedK`` modes: what each call returns, and how each stand-in behaves, is drawn per name
         self.mixed = default.variant if isinstance(default, Mixed) else None
         self.counts = {}
-        if self.mixed is not None:
+        self.nth = default.k if isinstance(default, Nth) else 0
+        if self.mixed is not None or self.nth:
             default = _STANDIN_DEFAULT
+        self.called = 0
         self.default = default
         self.trying = self.try_calls = self.handed = 0
         self.items = items  # how many items iterating a stand-in yields (the ``items`` mode: 2)
@@ -213,6 +217,21 @@ class Mixed:
 
 #: What a stand-in is as an integer in a mixed mode (drawn per name): 1 most often, then 0 and 2.
 _MIXED_INTS = (1, 1, 0, 2)
+
+
+class Nth:
+    """``LOG.default`` for the mode ``nthK``: the K-th call of a stand-in in the input returns ``True``, every other
+    call ``False``. A chain of checks a withheld dependency answers (pylatexenc's ``node_to_text`` asks
+    ``node.isNodeType(...)`` for each of eight node classes in turn) reaches its K-th branch; the search asks
+    for these modes on an input whose run called stand-ins twice or more (:func:`.synth.search`)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+def is_nth(mode: object) -> bool:
+    """``nthK`` (K = 1, 2, ...): the K-th stand-in call returns True, the others False (:class:`Nth`)."""
+    return isinstance(mode, str) and mode.startswith("nth") and mode[3:].isdigit() and int(mode[3:]) > 0
 
 
 def is_mixed(mode: object) -> bool:
@@ -344,9 +363,12 @@ class CalibStandIn:
             LOG.handed += 1
         if LOG.mixed is not None:
             return _mixed_call(name, script, args, kwargs)
+        LOG.called += 1
         if script:
             value = script.pop(0)
             return list(value) if isinstance(value, list) else value
+        if LOG.nth:  # ``if node.isNodeType(Chars): ... if node.isNodeType(Group): ...``: the K-th call holds
+            return LOG.called == LOG.nth
         if LOG.trying > 0:
             LOG.try_calls += 1
         if LOG.default is RAISE or LOG.default is RAISE_IN_TRY and LOG.trying > 0:

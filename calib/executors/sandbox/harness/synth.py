@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 
 _WANTS = frozenset({"at", "len", "len_order"})  # comparisons whose first sight is progress (:func:`search`)
+_LADDERS, _RUNGS = 2, 8  # inputs retried in the ``nthK`` modes per search, and the most K
+_FALSY = frozenset({"none", "false", "zero", "empty_str", "empty_list"})  # modes whose stand-in calls answer falsy
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
 #: A search whose valid inputs reached at least the coverage criterion less ``NEAR`` of x's lines when its run budget is
 #: spent, and that found a line or an output in its last ``stagnation`` runs, may run up to ``EXTEND`` times the budget
@@ -124,7 +126,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
     reached: set[int] = set()
     shown: set[str] = set()
-    retried = {"echo": 0, "raise_in_try": 0}  # inputs retried in those stand-in modes
+    retried = {"echo": 0, "raise_in_try": 0, "nth": 0}  # inputs retried in those stand-in modes
     # the ``echo`` retries wait until the search finds no new line for half its ``stagnation``: tried at once, they
     # changed the course of searches that were finding lines without them (tomllib's ``parse_key``: 0.86 -> 0.64)
     echoes: list[dict[str, Any]] = []
@@ -157,6 +159,11 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             if hit and record.valid and values.get(STANDINS) == "standin" and retried[mode] < 8:
                 retried[mode] += 1
                 (echoes if mode == "echo" else pending).insert(0, {**values, STANDINS: mode})
+        # stand-ins called twice or more where each answer was falsy (a chain of checks they answer, run through to
+        # its end): then the K-th call true, one input per K, after the echo retries
+        if record.valid and record.called >= 2 and values.get(STANDINS) in _FALSY and retried["nth"] < _LADDERS:
+            retried["nth"] += 1
+            echoes.extend({**values, STANDINS: f"nth{k}"} for k in range(1, min(record.called, _RUNGS) + 1))
         if record.valid:
             reached.update(record.lines)
             shown.add(record.output)
