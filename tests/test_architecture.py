@@ -28,6 +28,7 @@ LONG_MODULES = {
     "calib/executors/sandbox/harness/runner.py": "in-sandbox runner: loaded by every batch",
     "calib/executors/sandbox/harness/cmplog.py": "in-sandbox comparison recorder: loaded by every exploring batch",
     "calib/executors/sandbox/harness/pools.py": "in-sandbox value pools: loaded by every exploring batch",
+    "calib/executors/sandbox/harness/scaffold.py": "in-sandbox module builder: loaded by every batch",
 }
 MAX_LINES = 420  # "about 400"
 

@@ -366,7 +366,18 @@ class Module:
     def _rebuild_class(self, stmt: ast.ClassDef, ns: dict[str, Any], error: BaseException) -> None:
         # first the whole class without its bases (a metaclass keyword is one): its private names are
         # mangled and ``super()`` finds its class, as in the file; a statement of its body that fails
-        # then rebuilds it statement by statement, each that fails a stand-in
+        # then rebuilds it statement by statement, each that fails a stand-in. ``class Base(command.Command,
+        # metaclass=abc.ABCMeta)`` with ``command`` withheld (the stand-in base's metaclass and ABCMeta conflict) is
+        # first built with its bases and without its keywords: ``super().get_parser()`` reaches the withheld base
+        if stmt.keywords and "metaclass conflict" in str(error):
+            try:
+                exec(self._code(self._retry(stmt, "keywords")), ns)  # noqa: S102 - in the sandbox, as above
+                self.warnings.append(f"line {stmt.lineno}: class {stmt.name} built without its keywords (its "
+                                     "metaclass conflicts with a withheld base's)")
+                return
+            except BaseException as exc:  # noqa: BLE001
+                if _fatal(exc):
+                    raise
         self.warnings.append(f"line {stmt.lineno}: class {stmt.name} rebuilt without bases ({type(error).__name__})")
         try:
             exec(self._code(self._retry(stmt, "plain")), ns)  # noqa: S102 - in the sandbox, as above
