@@ -75,8 +75,10 @@ functions no session had seen). Its seeds 1-5 (``--fresh --fresh-list benchmarks
 functions) are that round's held-out sample, measured at its start and end and never looked at function by
 function: they stay held out. Its seeds 6-10, drawn with the tuning file's first 5,061 lines and seeds 1-5's
 functions excluded (``--exclude`` that file and ``--exclude`` the ``--out`` file of seeds 1-5), were the round's
-tuning sample and were added after (499 functions, 5,560 lines). The third list's seeds 11 and up, and the second
-list's seeds 31 and up (measured once in that round, not looked at), are untouched.
+tuning sample and were added after (499 functions, 5,560 lines). In the sixteenth round the third list's seeds 1-5
+were the tuning sample, looked at and added (541 functions, 6,101 lines); its seeds 11-15, drawn with all 6,101
+lines excluded, are that round's held-out sample, measured at its start and end only. The second list's seeds 31-35
+(measured in the fifteenth and sixteenth rounds, never looked at) and the third list's seeds 16 and up are untouched.
 """
 
 from __future__ import annotations
