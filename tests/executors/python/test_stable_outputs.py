@@ -13,20 +13,9 @@ the search's run) on the third package list's seeds 1-5:
 
 from __future__ import annotations
 
-import asyncio
-
-from calib.executors.base import ExecutorConfig
-from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import canon
+from tests.executors.python.test_clock_values import _compare
 from tests.executors.sandbox.test_forkserver import needs_bwrap
-
-
-def _compare(function: str, context: str) -> object:
-    ex = SandboxExecutor(ExecutorConfig(seed=0))
-    try:
-        return asyncio.run(ex.compare(function, [], context=context))
-    finally:
-        ex.close()
 
 
 class Node:

@@ -86,17 +86,7 @@ def prepare_workdir(root: str, files: dict[str, str]) -> None:
         _freeze_times(root)
         os.chdir(root)
         return
-    for base, dirs, names in os.walk(root, topdown=False):
-        for name in names:
-            try:
-                os.unlink(os.path.join(base, name))
-            except OSError:
-                pass
-        for name in dirs:
-            try:
-                os.rmdir(os.path.join(base, name))
-            except OSError:
-                pass
+    _clear(root)
     for name, content in files.items():
         path = os.path.normpath(os.path.join(root, name))
         if not path.startswith(root + os.sep):
@@ -168,14 +158,19 @@ def tidy_tmp(root: str = "/tmp") -> None:
 
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
-        for base, dirs, names in os.walk(path, topdown=False):
-            for name in names:
-                _unlink(os.path.join(base, name))
-            for name in dirs:
-                _unlink(os.path.join(base, name), folder=True)
+        _clear(path)
         _unlink(path, folder=True)
     else:
         _unlink(path)
+
+
+def _clear(root: str) -> None:
+    """Remove what the folder ``root`` holds, deepest first (what cannot be removed stays)."""
+    for base, dirs, names in os.walk(root, topdown=False):
+        for name in names:
+            _unlink(os.path.join(base, name))
+        for name in dirs:
+            _unlink(os.path.join(base, name), folder=True)
 
 
 def _unlink(path: str, *, folder: bool = False) -> None:
