@@ -228,14 +228,19 @@ def _method(chain: list[Any], name: str) -> Any:
 
 def constructor(placed: Any) -> list[hints.Param] | None:
     """Parameters of the enclosing class's constructor, when the file context shows it: its
-    ``__init__`` (self skipped), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
+    ``__init__`` (self skipped), or its ``__new__`` (cls skipped), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
     name = placed.classes[-1]
     cls = last_class(placed.tree, name)
     if cls is None:
         return None
-    for stmt in cls.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
-            return [p for p in hints.analyse(stmt, skip_first=True).params if p.kind == "positional"]
+    made = {stmt.name: stmt for stmt in cls.body if isinstance(stmt, ast.FunctionDef)
+            and stmt.name in ("__init__", "__new__")}
+    for method in ("__init__", "__new__"):  # ``__new__(cls, pack_uri_str)`` of a ``str`` subclass: its parameters
+        if method in made:
+            params = [p for p in hints.analyse(made[method], skip_first=True).params if p.kind == "positional"]
+            if method == "__new__" and params and (kind := _base_kind(placed.tree, name)) is not None:
+                params[0].types.insert(0, kind)  # ``str.__new__(cls, pack_uri_str)``: a text first
+            return params
     fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
     if not fields:
         kind = _builtin_base(placed.tree, name)  # ``class FrozenDict(dict)``: built from a mapping
@@ -262,7 +267,12 @@ def _builtin_base(tree: Any, name: str) -> str | None:
     chain = file_classes(tree, name)
     if any(isinstance(s, ast.FunctionDef) and s.name in ("__init__", "__new__") for c in chain for s in c.body):
         return None
-    for cls in chain:
+    return _base_kind(tree, name)
+
+
+def _base_kind(tree: Any, name: str) -> str | None:
+    """The kind of :data:`_BUILTIN_BASES` the class ``name`` of the file (or a base of it in the file) derives from."""
+    for cls in file_classes(tree, name):
         for base in cls.bases:
             found = _BUILTIN_BASES.get(base.id if isinstance(base, ast.Name) else getattr(base, "attr", ""))
             if found is not None:

@@ -161,6 +161,12 @@ def _whole(node: ast.AST) -> ast.AST:
     return node.value if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) else node
 
 
+def _enumerated(target: ast.AST, it: ast.AST) -> bool:
+    """``for i, v in enumerate(p)``: v is an item of p."""
+    return (isinstance(it, ast.Call) and getattr(it.func, "id", None) == "enumerate" and len(it.args) == 1
+            and isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[1], ast.Name))
+
+
 def _plain_attribute(attr: str) -> bool:
     """An attribute an argument object can carry: not a dunder every object has (``__class__``), but
     ``module.__name__`` or ``func.__wrapped__`` are."""
@@ -195,6 +201,8 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                 subject.aliases.setdefault(n.targets[0].id, p.item)  # describes the values (or items)
     items = {n.target.id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)  # ``for v in p``
              and isinstance(n.target, ast.Name) and (p := subject(_whole(n.iter))) is not None}
+    items.update({n.target.elts[1].id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
+                  and _enumerated(n.target, n.iter) and (p := subject(_whole(n.iter.args[0]))) is not None})
     for name, p in items.items():  # ``for t in terminals[:n]: t.name``: the use of t describes p's items
         if name not in params and name != self_name:
             p.item = p.item or Param(name=p.name + "[]", kind="item", depth=p.depth + 1)

@@ -402,6 +402,9 @@ class Pools:
             if p.item is not None and p.item.attrs and not element.startswith(("class:", "tuple", "unpack")):
                 objs = self._values("object", p.item)  # ``for t in terminals: t.name``: objects with those first
                 seqs = [objs[:1], [objs[0], objs[-1]], objs[-3:], *seqs]
+            elif p.item is not None and p.item.keys and not element.startswith(("class:", "tuple", "unpack")):
+                maps = self._mappings(p.item)[:3]  # ``for row in rows: row["name"]``: records (dicts) with those keys
+                seqs = [maps[:1], maps[:2], [maps[-1], maps[0], maps[1 % len(maps)]], *seqs]
             elif element.startswith("unpack") and p.item is not None and len(p.item.parts) == int(element[6:]):
                 by_part = [self._pool(part) for part in p.item.parts]  # ``helper(*pair)``: as the callee's params
                 seqs = [[pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)] for i in range(8)] + seqs

@@ -130,6 +130,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     # the ``echo`` retries wait until the search finds no new line for half its ``stagnation``: tried at once, they
     # changed the course of searches that were finding lines without them (tomllib's ``parse_key``: 0.86 -> 0.64)
     echoes: list[dict[str, Any]] = []
+    ladders: list[dict[str, Any]] = []  # the ``nthK`` retries: run once the search stops finding anything (below)
     wanted: set[str] = set()  # the kinds and wanted values of the comparisons in _WANTS met (see below)
 
     def attempt(values: dict[str, Any]) -> bool:
@@ -163,7 +164,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         # its end): then the K-th call true, one input per K, after the echo retries
         if record.valid and record.called >= 2 and values.get(STANDINS) in _FALSY and retried["nth"] < _LADDERS:
             retried["nth"] += 1
-            echoes.extend({**values, STANDINS: f"nth{k}"} for k in range(1, min(record.called, _RUNGS) + 1))
+            ladders.extend({**values, STANDINS: f"nth{k}"} for k in range(1, min(record.called, _RUNGS) + 1))
         if record.valid:
             reached.update(record.lines)
             shown.add(record.output)
@@ -258,16 +259,27 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     while spent(start, budget_seconds) <= 1 and stale < 4 * budget_runs:
         # a search that stopped finding anything new rarely starts again (5x the budget gained 3 of 100 functions
         # in benchmarks/conclusive.py): give up after `stagnation` runs without progress
+        # the nthK retries run only where a search short of the criteria would end, with runs of their own (past
+        # the budget): queued with the echoes, they changed the course of searches still finding lines
+        # (convertdate's ``haab_monthcalendar``: coverage 1.00 -> 0.38)
+        climb = bool(ladders) and done_at is None
         if runs - last_progress >= stagnation:
-            break
+            if not climb:
+                break
+            pending[:0], ladders[:] = ladders, []
+            last_progress, limit = runs, max(limit, runs + 2 * len(pending))
         if echoes and runs - last_line >= stagnation // 2:
             pending[:0], echoes[:] = echoes, []
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
             # finding lines or outputs goes on (:data:`EXTEND`); others end here
             if limit > budget_runs or done_at is not None or not executable \
                     or len(reached & executable) / len(executable) < round(coverage - NEAR, 9):
-                break
-            limit = budget_runs * EXTEND
+                if not climb:
+                    break
+                pending[:0], ladders[:] = ladders, []
+                limit = runs + 2 * len(pending)
+            else:
+                limit = budget_runs * EXTEND
         # once the criteria hold, keep searching only while it still finds lines or outputs
         if done_at is not None and (runs - done_at >= patience
                                     or len(shown) >= n and len({r.output for r in select(records, n)}) >= n):

@@ -18,7 +18,10 @@ TYPE_NAMES = {
     "NoneType": "none", "Path": "path", "PathLike": "path", "PurePath": "path", "Callable": "callable",
     "complex": "float", "Decimal": "float", "Number": "float", "Real": "float", "Integral": "int", "Text": "str",
     "AnyStr": "str", "bytes_or_str": "str", "slice": "slice", "date": "date", "datetime": "datetime", "time": "time",
-    "timedelta": "timedelta"}
+    "timedelta": "timedelta",
+    # Python 2 compatibility names (``isinstance(value, six.string_types)``, ``compat.text_type``, ``basestring``)
+    "string_types": "str", "text_type": "str", "str_type": "str", "basestring": "str", "unicode": "str",
+    "binary_type": "bytes", "bytes_type": "bytes", "integer_types": "int", "long": "int"}
 
 #: Methods and attributes only ``datetime``'s values have, by the kind of value they suggest (``day.weekday()``,
 #: ``moment.hour``, ``delta.total_seconds()``): such a parameter's pool holds those values (:func:`clock_values`)
