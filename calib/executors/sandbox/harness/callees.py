@@ -226,9 +226,10 @@ def _method(chain: list[Any], name: str) -> Any:
     return None
 
 
-def constructor(placed: Any) -> list[hints.Param] | None:
+def constructor(placed: Any, into: hints.Hints | None = None) -> list[hints.Param] | None:
     """Parameters of the enclosing class's constructor, when the file context shows it: its
-    ``__init__`` (self skipped), or its ``__new__`` (cls skipped), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
+    ``__init__`` (self skipped), or its ``__new__`` (cls skipped; the texts and numbers its body compares join
+    ``into``'s literals, after x's own), else annotated fields (dataclasses, NamedTuple, attrs). None otherwise."""
     name = placed.classes[-1]
     cls = last_class(placed.tree, name)
     if cls is None:
@@ -237,9 +238,12 @@ def constructor(placed: Any) -> list[hints.Param] | None:
             and stmt.name in ("__init__", "__new__")}
     for method in ("__init__", "__new__"):  # ``__new__(cls, pack_uri_str)`` of a ``str`` subclass: its parameters
         if method in made:
-            params = [p for p in hints.analyse(made[method], skip_first=True).params if p.kind == "positional"]
+            found = hints.analyse(made[method], skip_first=True)
+            params = [p for p in found.params if p.kind == "positional"]
             if method == "__new__" and params and (kind := _base_kind(placed.tree, name)) is not None:
                 params[0].types.insert(0, kind)  # ``str.__new__(cls, pack_uri_str)``: a text first
+            if method == "__new__" and into is not None:  # ``text[:1] == "/"``: the value it must hold
+                into.strings += [t for t in found.strings if t not in into.strings][:max(0, 40 - len(into.strings))]
             return params
     fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
     if not fields:

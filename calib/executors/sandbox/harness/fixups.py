@@ -227,6 +227,13 @@ def handlers(node: Any) -> tuple[frozenset[int], frozenset[int]]:
     return frozenset(tried), frozenset(handling)
 
 
+def caught(node: Any) -> list[str]:
+    """The names x's ``except`` clauses catch (``except ValidationError``, ``except (KeyError, errors.Bad)``: the
+    last part of a dotted name)."""
+    return sorted({name for h in ast.walk(node) if isinstance(h, ast.ExceptHandler) and h.type is not None
+                   for name in _names(h.type)})
+
+
 def passed_on(exc: BaseException, lines: set[int], found: tuple[frozenset[int], frozenset[int]],
               where: tuple[str, range, str]) -> bool:
     """Whether ``exc``, a dependency's failure the input state asked for (a stand-in in mode ``raise``),

@@ -132,12 +132,13 @@ class Runner:
         callees.add_callees(self.params, self.placed)  # ``self`` attributes x's own methods read
         callees.add_forwarded(self.params, self.placed)  # what the file's callees do with x's parameters
         # the constructor's parameters (None: self is not built by its constructor)
-        self.init = callees.constructor(self.placed) if self.placed.kind in ("method", "property") and \
+        self.init = callees.constructor(self.placed, self.params) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None
         self.init_fields = [p.name for p in self.init or []]
         self.cls_reads = callees.class_reads(self.placed)  # ``cls.name`` a class method reads
         self.guarded = fixups.guarded_reads(node)  # ``self.attr`` x expects may be missing: not pre-filled
         self.handlers = fixups.handlers(node), (node.name, range(self.first, self.last + 1), scaffold.FILENAME)
+        self.caught = fixups.caught(node)  # what x's handlers catch: failing stand-ins raise the file's of them
         # x's statements reached (by first line), filled by the probes compiled into x (.probes); x has
         # started when one is there
         self.lines: set[int] = set()
@@ -234,6 +235,7 @@ class Runner:
             sys.stdout, sys.stderr = stdout, stderr
             self.ambient.apply(state)  # before the module is built: its top level may read them too
             ns = self.module.build() if self.reuse is None else self.reuse.build(stdout, stderr)
+            standins.fail_as([ns.get(name) for name in self.caught])
             # self and the arguments are built in the input's stand-in mode too (``isinstance(v, Null)``)
             mode = standin_default(state.get("standins")), 2 if state.get("standins") == "items" else 0
             LOG.reset(*mode)

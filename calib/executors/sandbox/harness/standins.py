@@ -128,7 +128,7 @@ class CallLog:
                 return args
             return CalibStandIn(name + "()")
         if choice is RAISE:
-            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
+            raise FAILURE[0](f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
         return list(choice) if isinstance(choice, list) else choice
 
 
@@ -197,7 +197,35 @@ FAILED = "failed (input state"
 
 def asked_to_fail(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure the input state asked a stand-in for, not one of a stand-in misused."""
-    return type(exc) is CalibStandInError and FAILED in str(exc)
+    return (type(exc) is CalibStandInError or type(exc) is FAILURE[0]) and FAILED in str(exc)
+
+
+#: The class a failing stand-in call raises (``FAILURE[0]``): :class:`CalibStandInError`, or one also derived from the
+#: exception classes of x's file that x's handlers catch (:func:`fail_as`).
+FAILURE: list[type] = [CalibStandInError]
+_FAILURES: dict[tuple[type, ...], type] = {}
+
+
+def fail_as(classes: list[Any]) -> None:
+    """Make failing stand-in calls raise an instance of the exception classes in ``classes`` (those of x's ``except``
+    clauses that x's file defines) besides :class:`CalibStandInError`: ``try: validator.validate(settings) except
+    ValidationError as e:`` reaches its handler (dynaconf's ``OrValidator.validate``). A class that cannot be
+    combined (its layout or metaclass conflicts) is left out."""
+    bases: list[type] = []
+    for cls in classes:
+        if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(CalibStandInError, cls) \
+                and not is_standin(cls) and cls not in bases:
+            try:
+                type("CalibStandInError", (CalibStandInError, *bases, cls), {})
+            except Exception:  # noqa: BLE001 - a layout, MRO or metaclass conflict
+                continue
+            bases.append(cls)
+    key = tuple(bases)
+    if key not in _FAILURES:
+        if len(_FAILURES) >= 64:  # a module built afresh for each input makes new classes each time
+            _FAILURES.clear()
+        _FAILURES[key] = type("CalibStandInError", (CalibStandInError, *bases), {}) if bases else CalibStandInError
+    FAILURE[0] = _FAILURES[key]
 
 
 class CalibStandInWarning(CalibStandInError, UserWarning):
@@ -372,7 +400,7 @@ class CalibStandIn:
         if LOG.trying > 0:
             LOG.try_calls += 1
         if LOG.default is RAISE or LOG.default is RAISE_IN_TRY and LOG.trying > 0:
-            raise CalibStandInError(f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
+            raise FAILURE[0](f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
         if LOG.default is RAISE_IN_TRY or LOG.default is ECHO and not args:
             return CalibStandIn(name + "()")
         if LOG.default is ECHO:

@@ -157,7 +157,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             pending.extend(replacements(values, placed)[:max(0, 64 - len(pending))])
         # a stand-in handed a value (``clean(number, ' -')``), or called in a try body of x: then in that mode
         for mode, hit in (("echo", record.handed), ("raise_in_try", record.in_try)):
-            if hit and record.valid and values.get(STANDINS) == "standin" and retried[mode] < 8:
+            if hit and record.valid and values.get(STANDINS, "standin") == "standin" and retried[mode] < 8:
                 retried[mode] += 1
                 (echoes if mode == "echo" else pending).insert(0, {**values, STANDINS: mode})
         # stand-ins called twice or more where each answer was falsy (a chain of checks they answer, run through to
