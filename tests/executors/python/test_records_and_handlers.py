@@ -2,7 +2,8 @@
 
 - A parameter whose items the body subscripts by key (``for chunk in chunks: chunk["fourcc"] == b"XMP "``, also
   through ``enumerate``) is a list of records (dicts with those keys): piexif's ``insert_exif_into_chunks`` had
-  coverage 0.63 with lists of numbers only.
+  coverage 0.63 with lists of numbers only. Items the body uses as texts (``for line in message.headers:
+  line.split(":", 1)``) are texts, and a text the body splits on a separator holds it (``params.split(";")``).
 - ``isinstance(value, six.string_types)`` (and the other Python 2 compatibility names) asks for a text, the
   compatibility module withheld: apscheduler's ``convert_to_datetime`` never got one (coverage 0.54).
 - A ``str`` subclass built by ``__new__(cls, text)`` is built from a text by that ``__new__``.
@@ -38,6 +39,32 @@ ENUMERATED = '''def drop_exif(chunks):
             chunks.pop(index)
             return index
     return -1
+'''
+
+HEADERS = '''def from_lines(message):
+    headers = []
+    for line in message.headers:
+        if line.startswith((" ", "\\t")):
+            key, value = headers[-1]
+            headers[-1] = (key, value + " " + line.strip())
+            continue
+        key, value = line.split(":", 1)
+        headers.append((key, value.strip()))
+    return headers
+'''
+
+PARAMS = '''def parse_params(params):
+    bits = [b.strip() for b in params.split(";")]
+    found = {}
+    for bit in bits[1:]:
+        if bit.startswith("no_context_takeover"):
+            found["takeover"] = False
+        elif bit.startswith("max_window_bits"):
+            if "=" in bit:
+                found["bits"] = int(bit.split("=", 1)[1])
+            else:
+                found["bits"] = 15
+    return bits[0], found
 '''
 
 COMPAT_CONTEXT = "import re\nfrom datetime import date, datetime\n\nfrom six import string_types\n\n"
@@ -103,6 +130,21 @@ def test_items_subscripted_by_key_are_records() -> None:
         assert result.conclusive and result.coverage == 1.0, (x, result.reason)
         records = [i.state["args"]["chunks"] for i in result.inputs if i.valid]
         assert any("{'fourcc': b'XMP '}" in r or "{'fourcc': b'EXIF'}" in r for r in records), records
+
+
+@needs_bwrap
+def test_texts_split_on_a_separator_hold_it() -> None:
+    result = _compare(PARAMS)
+    # before: ';' alone, and texts without one (coverage 0.50: no second part)
+    assert result.conclusive and result.coverage >= 0.9, result.reason
+    assert any(";" in i.state["args"]["params"].strip("';") for i in result.inputs if i.valid)
+
+
+@needs_bwrap
+def test_items_of_an_attribute_are_texts_the_body_splits() -> None:
+    result = _compare(HEADERS)
+    # before: ``message.headers`` held numbers (``[1]``) or nothing: coverage 0.56
+    assert result.conclusive and result.coverage == 1.0, result.reason
 
 
 def test_python2_compatibility_names_are_types() -> None:

@@ -55,6 +55,7 @@ class Param:
         self.item: Param | None = None  # what the body does with each item (``for t in terminals: t.name``)
         self.parts: list[Param] = []  # an item's positions, by what the body does with each (``for k, v in p``)
         self.equals: list[Any] = []  # containers it is compared with (``segments == ['']``): values it may hold
+        self.seps: list[str] = []  # what the body splits it on (``params.split(";")``): texts holding them
         self.depth = depth
 
     def __repr__(self) -> str:
@@ -295,12 +296,19 @@ def _called(node: ast.AST) -> str:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
+_SPLITS = frozenset({"split", "rsplit", "partition", "rpartition"})
+
+
 def _call_use(node: ast.Call, subject: _Subjects) -> None:
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr in ("get", "pop", "setdefault") and node.args:
         ok, key = _literal(node.args[0])
         if ok and isinstance(key, str) and (p := subject(func.value)) is not None and key not in p.keys:
             p.keys.append(key)  # ``options.get("verbose")``: a mapping with that key
+    if isinstance(func, ast.Attribute) and func.attr in _SPLITS and node.args:
+        ok, sep = _literal(node.args[0])
+        if ok and isinstance(sep, str) and 0 < len(sep) <= 4 and (p := subject(func.value)) is not None:
+            _add(p.seps, sep)  # ``key, value = line.split(":", 1)``: texts holding it
     if (p := subject(func)) is not None:
         _add(p.types, "callable")
         return

@@ -375,7 +375,12 @@ class Pools:
         if kind == "bool":
             return [True, False]
         if kind == "str":
-            return _merge(h.strings, BASE_STRINGS)
+            texts = _merge(h.strings, BASE_STRINGS)
+            if p is not None and p.seps:  # ``bits = params.split(";")``: texts with parts, of the file's words
+                words = [t for t in h.strings if t.isidentifier()][:3] + ["a", "b", "c"]
+                texts[1:1] = [t for sep in p.seps[:2] for t in (f"a{sep}b", f"{words[0]}{sep}{words[1]}",
+                                                                 f"{words[1]}{sep}{words[2]}{sep}{words[0]}")]
+            return texts
         if kind == "bytes":
             return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
         if kind.startswith("ast:"):  # ``visit_With(self, node)``: With nodes
@@ -405,6 +410,9 @@ class Pools:
             elif p.item is not None and p.item.keys and not element.startswith(("class:", "tuple", "unpack")):
                 maps = self._mappings(p.item)[:3]  # ``for row in rows: row["name"]``: records (dicts) with those keys
                 seqs = [maps[:1], maps[:2], [maps[-1], maps[0], maps[1 % len(maps)]], *seqs]
+            elif not p.element and p.item is not None and p.item.types and not p.item.parts:
+                values = self._pool(p.item)  # ``for line in message.headers: line.split(":", 1)``: texts
+                seqs = [values[:1], values[:3], values[1:4], *seqs]
             elif element.startswith("unpack") and p.item is not None and len(p.item.parts) == int(element[6:]):
                 by_part = [self._pool(part) for part in p.item.parts]  # ``helper(*pair)``: as the callee's params
                 seqs = [[pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)] for i in range(8)] + seqs
