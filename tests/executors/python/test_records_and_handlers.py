@@ -4,6 +4,8 @@
   through ``enumerate``) is a list of records (dicts with those keys): piexif's ``insert_exif_into_chunks`` had
   coverage 0.63 with lists of numbers only. Items the body uses as texts (``for line in message.headers:
   line.split(":", 1)``) are texts, and a text the body splits on a separator holds it (``params.split(";")``).
+- Keys a loop checks (``all(k in jwk for k in ["x", "y", "crv"])``) are keys of the mapping, and a key looked up
+  in a literal mapping (``{"P-256": ...}[jwk["crv"]]``) is rewritten to one it has (python-jose's ``_process_jwk``).
 - ``isinstance(value, six.string_types)`` (and the other Python 2 compatibility names) asks for a text, the
   compatibility module withheld: apscheduler's ``convert_to_datetime`` never got one (coverage 0.54).
 - A ``str`` subclass built by ``__new__(cls, text)`` is built from a text by that ``__new__``.
@@ -65,6 +67,15 @@ PARAMS = '''def parse_params(params):
             else:
                 found["bits"] = 15
     return bits[0], found
+'''
+
+REQUIRED = '''def curve_of(jwk):
+    if not all(k in jwk for k in ["x", "y", "crv"]):
+        raise KeyError("missing")
+    curve = {"P-256": 1, "P-384": 2}[jwk["crv"]]
+    if "d" in jwk:
+        return curve, jwk["x"], jwk["d"]
+    return curve, jwk["x"], jwk["y"]
 '''
 
 COMPAT_CONTEXT = "import re\nfrom datetime import date, datetime\n\nfrom six import string_types\n\n"
@@ -145,6 +156,15 @@ def test_items_of_an_attribute_are_texts_the_body_splits() -> None:
     result = _compare(HEADERS)
     # before: ``message.headers`` held numbers (``[1]``) or nothing: coverage 0.56
     assert result.conclusive and result.coverage == 1.0, result.reason
+
+
+@needs_bwrap
+def test_keys_checked_in_a_loop_and_a_literal_mappings_keys() -> None:
+    result = _compare(REQUIRED)
+    # before: mappings without "x", "y", "crv" (``k in jwk for k in [...]`` named none), and no "crv" the literal
+    # mapping has: coverage 0.50
+    assert result.conclusive and result.coverage >= 0.8, result.reason
+    assert any("'crv': 'P-384'" in i.state["args"]["jwk"] for i in result.inputs if i.valid)
 
 
 def test_python2_compatibility_names_are_types() -> None:

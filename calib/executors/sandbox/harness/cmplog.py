@@ -318,9 +318,11 @@ class _Instrument(ast.NodeTransformer):
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
-        table = node.value  # ``TABLE[key]`` read, TABLE a module constant (by its name): :func:`item`
-        if (isinstance(node.ctx, ast.Load) and isinstance(table, ast.Name) and table.id not in self.bound
-                and table.id.lstrip("_").isupper() and not isinstance(node.slice, ast.Slice)):
+        table = node.value  # ``TABLE[key]`` read, TABLE a module constant (by its name) or a literal mapping
+        # (``{"P-256": ec.SECP256R1}[jwk["crv"]]``): :func:`item`
+        if isinstance(node.ctx, ast.Load) and not isinstance(node.slice, ast.Slice) and (
+                isinstance(table, ast.Name) and table.id not in self.bound and table.id.lstrip("_").isupper()
+                or isinstance(table, ast.Dict) and all(isinstance(k, ast.Constant) for k in table.keys)):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="item", ctx=ast.Load())
             return ast.copy_location(ast.Call(func=recorder, args=[table, node.slice], keywords=[]), node)
         part = node.slice  # ``buf[0:8]``, ``data[i:i + 4]``: a slice with no step of a name, kept (:func:`cut`)

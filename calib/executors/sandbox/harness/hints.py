@@ -133,6 +133,7 @@ class _Subjects:
         self.self_name = self_name
         self.aliases: dict[str, Param] = {}  # ``lastc = block.last_child``: lastc describes that attribute
         self.stored: dict[str, Param] = {}  # ``self.error = error``: the use of self.error describes error
+        self.looped: dict[str, Any] = {}  # ``for k in ("x", "y")``: the literal values a loop name takes
 
     def __call__(self, node: ast.AST) -> Param | None:
         if isinstance(node, ast.Name):
@@ -183,6 +184,7 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
     body_nodes = [n for stmt in body for n in ast.walk(stmt)]
     looped = {n.target.id: _literal(n.iter)[1] for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
               and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Tuple | ast.List)}
+    subject.looped = looped
     if self_name:  # ``self.error = error`` (x keeps a parameter): what x does with self.error describes error
         subject.stored.update({t.attr: params[n.value.id] for n in body_nodes if isinstance(n, ast.Assign)
                                and isinstance(n.value, ast.Name) and n.value.id in params for t in n.targets
@@ -358,8 +360,12 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
     if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
         ok, key = _literal(node.left)
         p = subject(node.comparators[0])
-        if ok and isinstance(key, str) and p is not None and key not in p.keys:
-            p.keys.append(key)  # ``"verbose" in options``: a mapping with that key (or a text containing it)
+        # ``"verbose" in options``: a mapping with that key (or a text containing it); ``all(k in jwk for k in
+        # ["x", "y", "crv"])``: with each of those
+        keys = [key] if ok else subject.looped.get(getattr(node.left, "id", None)) or []
+        for key in keys if p is not None else ():
+            if isinstance(key, str) and key not in p.keys:
+                p.keys.append(key)
     for operand, op in zip(node.comparators, node.ops):
         ok, value = _literal(operand)
         if not ok:
