@@ -6,6 +6,10 @@
   line.split(":", 1)``) are texts, and a text the body splits on a separator holds it (``params.split(";")``).
 - Keys a loop checks (``all(k in jwk for k in ["x", "y", "crv"])``) are keys of the mapping, and a key looked up
   in a literal mapping (``{"P-256": ...}[jwk["crv"]]``) is rewritten to one it has (python-jose's ``_process_jwk``).
+- A text ``pattern.finditer``/``findall`` found nothing in is rewritten to one the pattern matches, as a failed
+  ``match`` was.
+- A module-level function decorated with ``@classmethod`` (made a class's method later, agate's ``from_json``)
+  is called as a function, its ``cls`` an argument.
 - ``isinstance(value, six.string_types)`` (and the other Python 2 compatibility names) asks for a text, the
   compatibility module withheld: apscheduler's ``convert_to_datetime`` never got one (coverage 0.54).
 - A ``str`` subclass built by ``__new__(cls, text)`` is built from a text by that ``__new__``.
@@ -76,6 +80,28 @@ REQUIRED = '''def curve_of(jwk):
     if "d" in jwk:
         return curve, jwk["x"], jwk["d"]
     return curve, jwk["x"], jwk["y"]
+'''
+
+KEYWORDS_CONTEXT = ("import re\n\nKEYWORDS = ['and', 'in', 'is', 'not', 'or']\n"
+                    "KEYWORD_REGEX = re.compile(r'(\\s*)\\b(?:%s)\\b(\\s*)' % r'|'.join(KEYWORDS))\n\n")
+KEYWORDS = '''def whitespace_around_keywords(logical_line):
+    for match in KEYWORD_REGEX.finditer(logical_line):
+        before, after = match.groups()
+        if "\\t" in before:
+            yield match.start(1), "E274 tab before keyword"
+        elif len(before) > 1:
+            yield match.start(1), "E272 multiple spaces before keyword"
+        if "\\t" in after:
+            yield match.start(2), "E273 tab after keyword"
+        elif len(after) > 1:
+            yield match.start(2), "E271 multiple spaces after keyword"
+'''
+
+LATE_METHOD = '''@classmethod
+def from_rows(cls, rows, key=None):
+    if key is None:
+        return [cls(row) for row in rows]
+    return {row[key]: cls(row) for row in rows}
 '''
 
 COMPAT_CONTEXT = "import re\nfrom datetime import date, datetime\n\nfrom six import string_types\n\n"
@@ -165,6 +191,21 @@ def test_keys_checked_in_a_loop_and_a_literal_mappings_keys() -> None:
     # mapping has: coverage 0.50
     assert result.conclusive and result.coverage >= 0.8, result.reason
     assert any("'crv': 'P-384'" in i.state["args"]["jwk"] for i in result.inputs if i.valid)
+
+
+@needs_bwrap
+def test_a_text_finditer_found_nothing_in_is_rewritten_to_match() -> None:
+    result = _compare(KEYWORDS, KEYWORDS_CONTEXT)
+    # before: no text with a keyword in it (the pattern is built at run time, so no sample of it is mined;
+    # pycodestyle's ``whitespace_around_keywords``: coverage 0.10)
+    assert result.conclusive and result.coverage >= 0.8, result.reason
+
+
+@needs_bwrap
+def test_a_module_level_classmethod_is_called_with_its_cls() -> None:
+    result = _compare(LATE_METHOD)
+    # before: the classmethod object itself was called (``TypeError``): no valid input (agate's ``from_json``)
+    assert result.valid_inputs >= 8 and result.coverage == 1.0, result.reason
 
 
 def test_python2_compatibility_names_are_types() -> None:

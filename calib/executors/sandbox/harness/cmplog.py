@@ -10,7 +10,8 @@ the other side (:func:`.synth.replacements`). The module's functions x calls (:f
 rewritten too (their first :data:`CALLS` comparisons per run recorded), so a check in ``parse(text)``
 guides the search as one in x does.
 
-Beyond comparisons (issue 24): a failed ``pattern.match/search/fullmatch(s)`` or ``re.match(p, s)`` keeps
+Beyond comparisons (issue 24): a failed ``pattern.match/search/fullmatch(s)`` or ``re.match(p, s)`` (and a
+``finditer``/``findall`` that found nothing) keeps
 ``("regex", s, (pattern, flags))`` (:mod:`.regexes`); ``len``, ``ord`` and ``int`` become
 ``__calib_cmp__.size/code/number``, so a comparison on their result (``len(doi) != 9``, ``ord(ch) < 0x80``,
 ``len(ip.split(".")) == 4``) keeps the text it came from (``len``, ``len_order``, ``ord``, ``parts``), and
@@ -38,7 +39,8 @@ _SPENT = [0]  # comparisons in helpers recorded this run
 #: ``order`` (<, <=, >, >=), ``prefix``/``suffix`` (startswith/endswith), ``contains`` (``sub in text``)
 PAIRS: list[tuple[str, Any, Any]] = []
 _METHODS = {"startswith": "prefix", "endswith": "suffix", "get": "eq", "pop": "eq", "match": "regex",
-            "search": "regex", "fullmatch": "regex", "split": "parts", "rsplit": "parts", "encode": "encode"}
+            "search": "regex", "fullmatch": "regex", "finditer": "regex", "findall": "regex", "split": "parts",
+            "rsplit": "parts", "encode": "encode"}
 _ASCII = frozenset({"ascii", "us-ascii", "ASCII", "US-ASCII"})  # ``s.encode("ascii")`` is recorded
 _CHECKS = frozenset({"isdigit", "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "isupper", "islower",
                      "isascii", "isidentifier"})  # ``s.isdigit()``: the text kept, as ``charclass``
@@ -161,7 +163,8 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
 def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``pattern.match(s)`` or ``re.match(pattern, s)``: when nothing matched, ``s`` and the pattern."""
     found = getattr(obj, name)(*args, **kwargs)
-    if found is not None:
+    every = name in ("finditer", "findall")  # ``for m in KEYWORD_REGEX.finditer(line)``: kept when none matched
+    if found is not None and not every:
         return found
     if type(obj) is _re.Pattern and args:
         pattern, flags, text = obj.pattern, obj.flags, args[0]
@@ -173,6 +176,12 @@ def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     else:
         return found
     if type(pattern) is type(text) and isinstance(flags, int):
+        if every:
+            try:
+                if _re.search(pattern, text, flags) is not None:
+                    return found
+            except (TypeError, ValueError, _re.error):
+                return found
         _keep("regex", text, (pattern, int(flags)))
     return found
 

@@ -348,6 +348,8 @@ class Runner:
             target = ns[placed.node.name]
             if target is None and placed.node.decorator_list:  # a decorator that registered x and returned None
                 target = self.module.undecorated(ns)
+            elif isinstance(target, classmethod | staticmethod):  # ``@classmethod def from_json(cls, path)`` at
+                target = target.__func__  # module level, made a class's method later: cls is an argument
             return target, None
         owner: Any = ns[placed.classes[0]]
         for name in placed.classes[1:]:
