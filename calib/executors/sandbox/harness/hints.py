@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import ast
 
-from . import regexes
+from .literals import literal as _literal  # noqa: F401 - read as hints._literal
+from .literals import mine as _mine
+from .literals import mine_module  # noqa: F401 - read as hints.mine_module
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
-from .typenames import CLOCK_METHODS, SUBCLASSES, TYPE_NAMES, annotation_types, class_names  # noqa: F401 - read as hints.*
+from .typenames import CLOCK_METHODS, METHOD_KINDS, SUBCLASSES, TYPE_NAMES, annotation_types, class_names  # noqa: F401 - read as hints.*
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
 
-STR_METHODS = frozenset({
-    "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "replace",
-    "format", "encode", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "title", "capitalize",
-    "casefold", "partition", "rpartition", "zfill", "center", "ljust", "rjust", "expandtabs", "isidentifier",
-    "isnumeric", "isdecimal", "swapcase", "removeprefix", "removesuffix", "format_map"})
-LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"})
-DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
-SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
-BYTES_METHODS, SEQ_METHODS = frozenset({"decode", "hex"}), frozenset({"index", "count", "copy"})
 _PATH_CLASSES = frozenset({"Path", "PurePath", "PosixPath", "PurePosixPath", "PathLike"})
 
 
@@ -74,13 +67,6 @@ class Hints:
         self.self_params: list[Param] = []  # self.attr the method reads, as parameters
         self.node: Any = None  # x's definition, and its module (mine_module): for inputs.scan
         self.tree: Any = None
-
-
-def _literal(node: ast.expr | None) -> tuple[bool, Any]:
-    try:
-        return (False, None) if node is None else (True, ast.literal_eval(node))
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False, None
 
 
 def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -> Hints:
@@ -282,8 +268,7 @@ def _attribute_use(p: Param, attr: str) -> None:
     for methods, kind in CLOCK_METHODS:
         if attr in methods:
             _add(p.types, kind)
-    for methods, kind in ((STR_METHODS, "str"), (LIST_METHODS, "list"), (DICT_METHODS, "dict"),
-                          (SET_METHODS, "set"), (BYTES_METHODS, "bytes"), (SEQ_METHODS, "list")):
+    for methods, kind in METHOD_KINDS:
         if attr in methods:
             _add(p.types, kind)
             return
@@ -387,23 +372,6 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
                 _add(p.types, type_of(value))
 
 
-def _mine(value: Any, hints: Hints) -> None:
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, int) and abs(value) < 10**12:
-        for v in (value, value - 1, value + 1):
-            if v not in hints.ints and len(hints.ints) < 40:
-                hints.ints.append(v)
-    elif isinstance(value, float):
-        for v in (value, value + 0.5, value - 0.5):
-            if v not in hints.floats and len(hints.floats) < 20:
-                hints.floats.append(v)
-    elif isinstance(value, str) and len(value) <= 200 and value not in hints.strings and len(hints.strings) < 40:
-        hints.strings.append(value)
-        if "." in value[-6:] and " " not in value and "/" not in value[:1] and 1 < len(value) < 80:
-            hints.files.append(value)
-
-
 def _add(types: list[str], kind: str) -> None:
     if kind not in types:
         types.append(kind)
@@ -411,28 +379,3 @@ def _add(types: list[str], kind: str) -> None:
 
 def _add_all(types: list[str], kinds: list[str]) -> None:
     types += [kind for kind in dict.fromkeys(kinds) if kind not in types]
-
-
-def mine_module(tree: ast.Module, hints: Hints, limit: int = 30) -> None:
-    """Literals of the module's constants (``LIMIT = 100``), after x's own: x often branches on them
-    through a helper. Before them, strings the regular expressions x uses match and non-ASCII text
-    (:func:`.regexes.samples`); first, texts in the shape x's parameters' names say (:func:`shaped`)."""
-    count = 0
-    hints.tree = tree
-    hints.strings[:0] = [t for t in shaped(hints) if t not in hints.strings]
-    if hints.node is not None:  # strings the patterns x uses match (and a near miss): .regexes, issue 24
-        at = min(len(hints.strings), 8)
-        hints.strings[at:at] = [s for s in regexes.samples(hints.node, tree) if s not in hints.strings]
-    for stmt in tree.body:
-        if count >= limit:
-            return
-        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
-            ok, value = _literal(stmt.value)
-            if not ok:
-                continue
-            items = list(value.items()) if isinstance(value, dict) else value if isinstance(
-                value, list | tuple | set | frozenset) else [value]
-            for item in list(items)[:8]:
-                for part in item if isinstance(item, tuple) else (item,):
-                    _mine(part, hints)
-                    count += 1

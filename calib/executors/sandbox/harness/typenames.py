@@ -21,7 +21,20 @@ TYPE_NAMES = {
     "timedelta": "timedelta",
     # Python 2 compatibility names (``isinstance(value, six.string_types)``, ``compat.text_type``, ``basestring``)
     "string_types": "str", "text_type": "str", "str_type": "str", "basestring": "str", "unicode": "str",
-    "binary_type": "bytes", "bytes_type": "bytes", "integer_types": "int", "long": "int"}
+    "binary_type": "bytes", "integer_types": "int", "long": "int"}
+
+#: Methods only values of one kind have (``p.lower()``: a text), by that kind (:func:`.hints._attribute_use`).
+STR_METHODS = frozenset({
+    "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "replace",
+    "format", "encode", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "title", "capitalize",
+    "casefold", "partition", "rpartition", "zfill", "center", "ljust", "rjust", "expandtabs", "isidentifier",
+    "isnumeric", "isdecimal", "swapcase", "removeprefix", "removesuffix", "format_map"})
+LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"})
+DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
+SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
+BYTES_METHODS, SEQ_METHODS = frozenset({"decode", "hex"}), frozenset({"index", "count", "copy"})
+METHOD_KINDS = ((STR_METHODS, "str"), (LIST_METHODS, "list"), (DICT_METHODS, "dict"), (SET_METHODS, "set"),
+                (BYTES_METHODS, "bytes"), (SEQ_METHODS, "list"))
 
 #: Methods and attributes only ``datetime``'s values have, by the kind of value they suggest (``day.weekday()``,
 #: ``moment.hour``, ``delta.total_seconds()``): such a parameter's pool holds those values (:func:`clock_values`)
