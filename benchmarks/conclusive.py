@@ -79,6 +79,11 @@ tuning sample and were added after (499 functions, 5,560 lines). In the sixteent
 were the tuning sample, looked at and added (541 functions, 6,101 lines); its seeds 11-15, drawn with all 6,101
 lines excluded, are that round's held-out sample, measured at its start and end only. The second list's seeds 31-35
 (measured in the fifteenth and sixteenth rounds, never looked at) and the third list's seeds 16 and up are untouched.
+In the seventeenth round the third list's seeds 11-15 were the tuning sample, looked at and added (472 functions,
+6,573 lines). Held out, measured at the round's start and end and never looked at function by function: the third
+list's seeds 16-20 (drawn with the first 6,101 lines and seeds 11-15's functions excluded), 21-25 (also seeds
+16-20's excluded) and 26-30 (also seeds 21-25's excluded), and the second list's seeds 31-35. The third list's seeds
+31 and up are untouched.
 """
 
 from __future__ import annotations

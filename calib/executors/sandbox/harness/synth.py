@@ -156,8 +156,9 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             wanted.update(repr(p[::2]) for p in placed)
             pending.extend(replacements(values, placed)[:max(0, 64 - len(pending))])
         # a stand-in handed a value (``clean(number, ' -')``), or called in a try body of x: then in that mode
-        for mode, hit in (("echo", record.handed), ("raise_in_try", record.in_try)):
-            if hit and record.valid and values.get(STANDINS, "standin") == "standin" and retried[mode] < 8:
+        # (``raise_in_try`` also where stand-in modes are not drawn, the stand-ins being x's arguments)
+        for mode, hit, undrawn in (("echo", record.handed, None), ("raise_in_try", record.in_try, "standin")):
+            if hit and record.valid and values.get(STANDINS, undrawn) == "standin" and retried[mode] < 8:
                 retried[mode] += 1
                 (echoes if mode == "echo" else pending).insert(0, {**values, STANDINS: mode})
         # stand-ins called twice or more where each answer was falsy (a chain of checks they answer, run through to

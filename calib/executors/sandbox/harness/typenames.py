@@ -19,9 +19,12 @@ TYPE_NAMES = {
     "complex": "float", "Decimal": "float", "Number": "float", "Real": "float", "Integral": "int", "Text": "str",
     "AnyStr": "str", "bytes_or_str": "str", "slice": "slice", "date": "date", "datetime": "datetime", "time": "time",
     "timedelta": "timedelta",
-    # Python 2 compatibility names (``isinstance(value, six.string_types)``, ``compat.text_type``, ``basestring``)
-    "string_types": "str", "text_type": "str", "str_type": "str", "basestring": "str", "unicode": "str",
-    "binary_type": "bytes", "integer_types": "int", "long": "int"}
+    "basestring": "str", "unicode": "str", "long": "int"}  # Python 2's builtins (``isinstance(n, (int, long))``)
+#: Python 2 compatibility names read as an attribute (``isinstance(value, six.string_types)``, ``compat.text_type``):
+#: a withheld ``six``'s. Imported by name (``from six import string_types``), they are the module's aliases
+#: (:func:`.globalrefs.type_aliases`), resolved for x's own parameters only.
+COMPAT_ATTRS = {"string_types": "str", "text_type": "str", "str_type": "str", "binary_type": "bytes",
+                "integer_types": "int"}
 
 #: Methods only values of one kind have (``p.lower()``: a text), by that kind (:func:`.hints._attribute_use`).
 STR_METHODS = frozenset({
@@ -91,7 +94,8 @@ def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
         return ["none"], []
     if isinstance(node, ast.Name | ast.Attribute):
         name = node.id if isinstance(node, ast.Name) else node.attr
-        return ([TYPE_NAMES[name]] if name in TYPE_NAMES else []), []
+        kind = TYPE_NAMES.get(name) or (COMPAT_ATTRS.get(name) if isinstance(node, ast.Attribute) else None)
+        return ([kind] if kind else []), []
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         left, right = annotation_types(node.left), annotation_types(node.right)
         return left[0] + right[0], left[1] + right[1]
