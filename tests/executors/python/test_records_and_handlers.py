@@ -211,8 +211,9 @@ def test_a_module_level_classmethod_is_called_with_its_cls() -> None:
 def test_python2_compatibility_names_are_types() -> None:
     node = ast.parse(COMPAT).body[0]
     assert hints.analyse(node, skip_first=False).params[0].types == ["none", "datetime", "date", "object", "str"]
-    other = ast.parse("def f(a, b, c, d, e):\n    return isinstance(a, compat.text_type), isinstance(b, six.binary_type),"
-                      " isinstance(c, six.integer_types), isinstance(d, (int, long)), isinstance(e, basestring)\n").body[0]
+    other = ast.parse("def f(a, b, c, d, e):\n    return isinstance(a, compat.text_type), "
+                      "isinstance(b, six.binary_type), isinstance(c, six.integer_types), "
+                      "isinstance(d, (int, long)), isinstance(e, basestring)\n").body[0]
     assert [p.types for p in hints.analyse(other, skip_first=False).params] == [["str"], ["bytes"], ["int"], ["int"],
                                                                                ["str"]]
     # a name imported from six is the module's alias (globalrefs.type_aliases), resolved for x's own parameters only
