@@ -238,12 +238,13 @@ def constructor(placed: Any, into: hints.Hints | None = None) -> list[hints.Para
             and stmt.name in ("__init__", "__new__")}
     # ``__new__(cls, pack_uri_str)`` of a ``str`` subclass: its parameters. (Not of other classes: ``Decimal(value)``
     # rarely gets a value its ``__new__`` takes, and a bare instance with the attributes x reads serves better.)
-    for method in ("__init__", "__new__") if _base_kind(placed.tree, name) is not None else ("__init__",):
+    base = _base_kind(placed.tree, name)
+    for method in ("__init__", "__new__") if base is not None else ("__init__",):
         if method in made:
             found = hints.analyse(made[method], skip_first=True)
             params = [p for p in found.params if p.kind == "positional"]
-            if method == "__new__" and params:
-                params[0].types.insert(0, _base_kind(placed.tree, name) or "str")  # ``str.__new__``: a text first
+            if method == "__new__" and params and base is not None:
+                params[0].types.insert(0, base)  # ``str.__new__(cls, pack_uri_str)``: a text first
             if method == "__new__" and into is not None:  # ``text[:1] == "/"``: the value it must hold
                 into.strings += [t for t in found.strings if t not in into.strings][:max(0, 40 - len(into.strings))]
             return params

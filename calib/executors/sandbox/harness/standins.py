@@ -211,21 +211,22 @@ def fail_as(classes: list[Any]) -> None:
     clauses that x's file defines) besides :class:`CalibStandInError`: ``try: validator.validate(settings) except
     ValidationError as e:`` reaches its handler (dynaconf's ``OrValidator.validate``). A class that cannot be
     combined (its layout or metaclass conflicts) is left out."""
-    bases: list[type] = []
-    for cls in classes:
-        if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(CalibStandInError, cls) \
-                and not is_standin(cls) and cls not in bases:
+    wanted = tuple(dict.fromkeys(cls for cls in classes if isinstance(cls, type) and issubclass(cls, Exception)
+                                 and not issubclass(CalibStandInError, cls) and not is_standin(cls)))
+    made = _FAILURES.get(wanted)
+    if made is None:  # once per module build (called before every input)
+        bases: list[type] = []
+        for cls in wanted:
             try:
                 type("CalibStandInError", (CalibStandInError, *bases, cls), {})
             except Exception:  # noqa: BLE001 - a layout, MRO or metaclass conflict
                 continue
             bases.append(cls)
-    key = tuple(bases)
-    if key not in _FAILURES:
+        made = type("CalibStandInError", (CalibStandInError, *bases), {}) if bases else CalibStandInError
         if len(_FAILURES) >= 64:  # a module built afresh for each input makes new classes each time
             _FAILURES.clear()
-        _FAILURES[key] = type("CalibStandInError", (CalibStandInError, *bases), {}) if bases else CalibStandInError
-    FAILURE[0] = _FAILURES[key]
+        _FAILURES[wanted] = made
+    FAILURE[0] = made
 
 
 class CalibStandInWarning(CalibStandInError, UserWarning):

@@ -226,6 +226,11 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         return done_at is not None and (runs - done_at >= patience or executable <= reached and len(shown) >= n
                                         and len({r.output for r in select(records, n)}) >= n)
 
+    def ladder() -> int:
+        """The nthK retries queued first; the runs they get (twice what is queued)."""
+        pending[:0], ladders[:] = ladders, []
+        return 2 * len(pending)
+
     runs = 0
     base = {name: pool[0] for name, pool in pools.by_param.items()}
     for i in range(longest + 2):  # the diagonal walk through the pools
@@ -260,15 +265,14 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     while spent(start, budget_seconds) <= 1 and stale < 4 * budget_runs:
         # a search that stopped finding anything new rarely starts again (5x the budget gained 3 of 100 functions
         # in benchmarks/conclusive.py): give up after `stagnation` runs without progress
-        # the nthK retries run only where a search short of the criteria would end, with runs of their own (past
-        # the budget): queued with the echoes, they changed the course of searches still finding lines
-        # (convertdate's ``haab_monthcalendar``: coverage 1.00 -> 0.38)
+        # (the nthK retries run only where a search short of the criteria would end, with runs of their own past
+        # the budget: queued with the echoes, they changed the course of searches still finding lines, convertdate's
+        # ``haab_monthcalendar``: coverage 1.00 -> 0.38)
         climb = bool(ladders) and done_at is None
         if runs - last_progress >= stagnation:
             if not climb:
                 break
-            pending[:0], ladders[:] = ladders, []
-            last_progress, limit = runs, max(limit, runs + 2 * len(pending))
+            last_progress, limit = runs, max(limit, runs + ladder())
         if echoes and runs - last_line >= stagnation // 2:
             pending[:0], echoes[:] = echoes, []
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
@@ -277,8 +281,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                     or len(reached & executable) / len(executable) < round(coverage - NEAR, 9):
                 if not climb:
                     break
-                pending[:0], ladders[:] = ladders, []
-                limit = runs + 2 * len(pending)
+                limit = runs + ladder()
             else:
                 limit = budget_runs * EXTEND
         # once the criteria hold, keep searching only while it still finds lines or outputs
