@@ -27,7 +27,9 @@ what stays meaningful on a busy machine: the CPU of each sandboxed batch process
 own (host) CPU, per function. A batch's CPU is what its fork server measured (``wait4``: the fork and
 the child's set-up included), else what the harness reports at its end (the ``done`` event,
 ``os.times``, in 10 ms ticks; bubblewrap's own few milliseconds per batch and batches that died are not
-in it). Target (issue, 2-core machine):
+in it). Where each batch's CPU goes, by the harness's own clock (its ``done`` event's ``phases_ms``): the study
+case's explore and replay batches' mean ``start`` (before the harness's ``main``), ``analysis``, ``first build`` and
+``inputs``, and the search's runs, those of its walk through the pools among them. Target (issue, 2-core machine):
 >= 20 functions/s.
 
 Run: ``python benchmarks/executor.py [--n 100] [--seed 0] [--workers 2] [--in-flight 2] [--no-fork-server]
@@ -88,27 +90,60 @@ def _counting_events(run: Any) -> list[dict[str, Any]]:
 
 python_executor._events = _counting_events  # every batch's output passes through it once
 
-_BATCHES: list[tuple[str, float]] = []  # (job mode, CPU seconds from the fork server's wait4) of every batch run
+#: Every batch run: (job mode, CPU seconds from the fork server's wait4, the harness's ``done`` event's phases in ms,
+#: and for a search the runs of its walk and in all, from its ``explore`` event)
+_BATCHES: list[tuple[str, float, dict[str, float], tuple[int, int] | None]] = []
+_PHASES = ("analysis", "first_build", "inputs")  # the harness's phases (its ``done`` event's ``phases_ms``)
 
 
-def _by_mode(batches: list[tuple[str, float]]) -> dict[str, dict[str, Any]]:
-    """Per job mode (explore, replay): the batches, their CPU seconds and median CPU ms (fork servers only)."""
+def _by_mode(batches: list[tuple[str, float, dict[str, float], tuple[int, int] | None]]) -> dict[str, dict[str, Any]]:
+    """Per job mode (explore, replay): the batches, their CPU seconds and median CPU ms (fork servers only); the
+    mean CPU ms of a batch's phases: ``start`` (the fork and the child's set-up, before the harness's ``main``:
+    wait4's CPU less the phases), ``analysis`` (parsing and analysing the scaffold), ``first_build`` (the module's
+    first build and the collection after it), ``inputs`` (the search or the replays); a search's runs: of its walk
+    through the pools and in all."""
     out: dict[str, dict[str, Any]] = {}
-    for mode in sorted({m for m, _ in batches}):
-        cpu = [c for m, c in batches if m == mode]
+    for mode in sorted({m for m, *_ in batches}):
+        rows = [b for b in batches if b[0] == mode]
+        cpu = [c for _, c, _, _ in rows]
         out[mode] = {"batches": len(cpu), "cpu_s": round(sum(cpu), 2),
                      "median_ms": round(statistics.median(cpu) * 1000, 1)}
+        timed = [(c, p) for _, c, p, _ in rows if p]
+        if timed:
+            mean = {k: statistics.fmean(p[k] for _, p in timed) for k in _PHASES}
+            start = statistics.fmean(c * 1000 - sum(p[k] for k in _PHASES) for c, p in timed)
+            out[mode]["phases_ms"] = {"start": round(start, 1), **{k: round(v, 1) for k, v in mean.items()}}
+        searched = [r for _, _, _, r in rows if r is not None]
+        if searched:
+            out[mode]["walk_runs"] = sum(w for w, _ in searched)
+            out[mode]["runs"] = sum(n for _, n in searched)
     return out
 
 
+def _phases(events: list[dict[str, Any]]) -> tuple[dict[str, float], tuple[int, int] | None]:
+    """The phases of a batch's ``done`` event (empty if it has none), and its search's walk and runs (or None)."""
+    phases: dict[str, float] = {}
+    searched = None
+    for event in events:
+        p = event.get("phases_ms") if event.get("event") == "done" else None
+        if isinstance(p, dict) and all(isinstance(p.get(k), int | float) for k in _PHASES):
+            phases = {k: float(p[k]) for k in _PHASES}
+        walk, runs = event.get("walk_runs"), event.get("runs")
+        if event.get("event") == "explore" and isinstance(walk, int) and isinstance(runs, int):
+            searched = (walk, runs)
+    return phases, searched
+
+
 def _count_batches(ex: SandboxExecutor) -> None:
-    """Record the mode and CPU of every batch ``ex`` runs (what a pass's CPU is made of)."""
+    """Record the mode, CPU and phases of every batch ``ex`` runs (what a pass's CPU is made of)."""
     run = ex._run
 
     async def counted(job: dict[str, Any], wall: float) -> Any:
         result = await run(job, wall)
         if isinstance(result.cpu_seconds, float):
-            _BATCHES.append((str(job.get("mode")), result.cpu_seconds))
+            phases, searched = _phases(_events(result))
+            _BATCHES.append((str(job.get("mode")), result.cpu_seconds, phases,
+                             searched if job.get("inputs") is None else None))
         return result
 
     ex._run = counted  # type: ignore[method-assign]
@@ -413,6 +448,12 @@ def main() -> None:
     if study:  # fork servers: each batch's CPU by what it ran
         print("study case batches: " + "; ".join(
             f"{mode} {b['batches']} ({b['cpu_s']:g} CPU s, median {b['median_ms']:g} ms)" for mode, b in study.items()))
+        for mode, b in study.items():
+            if "phases_ms" in b:  # where a batch's CPU goes, by the harness's own clock
+                print(f"  {mode}, mean CPU ms a batch: " + ", ".join(f"{k.replace('_', ' ')} {v:g}"
+                                                                    for k, v in b["phases_ms"].items())
+                      + (f"; search runs {b['runs']}, {b['walk_runs']} of them the walk through the pools"
+                         if "runs" in b else ""))
     print("CPU s, CPU s/fn: the machine's busy time less the other load; CPU ms/fn: the sandboxed batch processes' "
           "CPU (a fork server's child: wait4, fork included; else the harness's own report) plus the host process "
           "(holds on a busy machine; without bwrap's few ms per batch)")

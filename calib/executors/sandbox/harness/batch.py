@@ -162,7 +162,8 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                 chosen = synth.select(records, n)
         if len(chosen) < n:  # pad with invalid inputs so the report shows what was tried
             chosen += [r for r in records if not r.valid][: n - len(chosen)]
-    runner.emit({"event": "explore", "runs": runs, "executable": sorted(runner.executable),
+    runner.emit({"event": "explore", "runs": runs, "walk_runs": pools.walk_runs if pools is not None else 0,
+                 "executable": sorted(runner.executable),
                  "unverified": unverified,
                  "first_line": placed.first_line,
                  "reached": sorted(frozenset().union(*(r.lines for r in records if r.valid))),

@@ -123,6 +123,8 @@ def _name_type(name: str) -> str | None:
 class Pools:
     """Candidate values per parameter, most plausible first."""
 
+    walk_runs = 0  # the runs of the search's walk through the pools (set by synth.search; benchmarks/executor.py)
+
     def __init__(self, hints: Hints, rng: random.Random, *, vary_seed: bool = False,
                  vary_standins: bool = False, init: list[Param] | None = None, owner: str | None = None) -> None:
         self.hints = hints

@@ -31,6 +31,7 @@ import signal
 import sys
 import types
 from functools import partial
+from time import process_time as _cpu  # bound before env.freeze(): the batch's phases (its ``done`` event)
 
 from . import ambient, callees, canon, env, fixups, hints, scaffold, standins
 from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
@@ -492,6 +493,7 @@ def _read_part(source: Any) -> dict[str, Any]:
 def main() -> None:
     """Run one job (started by the sandbox's boot line, with the garbage collector off until the code
     under test is about to run: the harness's own start-up allocates much and frees little)."""
+    began = _cpu()
     channel_fd = high_fd(os.dup(1))
     source = os.fdopen(high_fd(os.dup(0)), "rb")  # the job; fd 0 itself is the code's: it reads nothing
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -527,6 +529,7 @@ def main() -> None:
     except (scaffold.ScaffoldError, SyntaxError, ValueError) as exc:
         channel.emit({"event": "error", "reason": "unparsable", "message": str(exc)})
         return
+    analysed = _cpu()
     if job.get("wait"):  # the rest of the job (the input states) comes once the host knows it
         rest = _read_part(source)
         if not rest:
@@ -547,12 +550,16 @@ def main() -> None:
     drop_class_attributes(runner, runner.params, ns)  # in every mode: explore and replay build self alike
     gc.collect()
     gc.freeze()
+    built = _cpu()
     if job["mode"] == "explore":
         explore(runner, job)
     else:
         replay(runner, job)
     user, system = os.times()[:2]
-    runner.emit({"event": "done", "cpu_s": round(user + system, 4)})  # for benchmarks/executor.py
+    # for benchmarks/executor.py: the CPU of the batch's phases, in ms (what came before ``main`` is not in them)
+    phases = {"analysis": analysed - began, "first_build": built - analysed, "inputs": _cpu() - built}
+    runner.emit({"event": "done", "cpu_s": round(user + system, 4),
+                 "phases_ms": {k: round(v * 1000, 2) for k, v in phases.items()}})
     # Nothing of the code's runs after its last input: no atexit handlers, no finalizers at interpreter
     # exit (they ran outside every input's timer, and could write after "done")
     os._exit(0)

@@ -238,6 +238,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         values = {name: pool[0 if i == 0 else (i + 3 * j) % len(pool)]
                   for j, (name, pool) in enumerate(pools.by_param.items())}
         runs += attempt(values)
+        pools.walk_runs = runs
         if runs >= budget_runs or spent(start, budget_seconds) > 1 or walked(runs):
             return records
         # ... and one factor at a time (input 0 with one value changed): a walk changing many parameters at once
@@ -246,6 +247,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             for name, pool in pools.by_param.items():
                 if i + 1 < len(pool):
                     runs += attempt({**base, name: pool[i + 1]})
+                    pools.walk_runs = runs
                     if walked(runs):
                         return records
             if runs >= budget_runs or spent(start, budget_seconds) > 1:
