@@ -221,3 +221,41 @@ def test_an_isinstance_check_through_a_type_alias_reaches_its_branch() -> None:
     assert result.coverage == 1.0  # (0.75 before: no bytes, so never the ``except UnicodeDecodeError``)
     replaced = [json.loads(i.output) for i in result.inputs if decode(i.state["args"]["obj"]) == b"\x00\xff"]
     assert replaced and replaced[0]["return"] == "\x00\ufffd" and "cannot decode" in replaced[0]["stderr"]
+
+
+CONVERT_CONTEXT = "from .colors import sRGBColor, convert\n\n"  # withheld: both are stand-ins
+TO_RGB = (
+    "def to_rgb(color, target):\n"
+    "    values = convert(color)\n"
+    "    if target == sRGBColor:\n"
+    "        out = []\n"
+    "        for v in values:\n"
+    "            if v <= 0.5:\n"
+    "                out.append(v * 2)\n"
+    "            else:\n"
+    "                out.append(v)\n"
+    "        return out\n"
+    "    return [target, values]\n"
+)
+
+
+def test_a_name_the_search_records_a_comparison_with_is_mined_too() -> None:
+    # as the search runs x, ``target == sRGBColor`` is a recorded comparison (:mod:`.cmplog`); the recorder
+    # notes plain values only, and sRGBColor (a class of a withheld module, a stand-in) is none
+    from calib.executors.sandbox.harness import cmplog
+
+    tree = ast.parse(CONVERT_CONTEXT + TO_RGB)
+    node = tree.body[1]
+    cmplog.instrument(node, tree)
+    assert any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == cmplog.NAME for n in ast.walk(node))
+    assert globalrefs.mine(node, tree, ["color", "target"], None) == {("arg", "target"): ["sRGBColor"]}
+
+
+@needs_bwrap
+def test_a_parameter_compared_with_a_withheld_class_reaches_that_branch() -> None:
+    # colormath's ``XYZ_to_RGB``: ``if target_rgb == sRGBColor:`` (0.79 before: its branch unreached)
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0))
+    result = asyncio.run(executor.compare(TO_RGB, [], context=CONVERT_CONTEXT))
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0, result.uncovered_lines
+    assert any(decode(item.state["args"]["target"]) == Global("sRGBColor") for item in result.inputs if item.valid)

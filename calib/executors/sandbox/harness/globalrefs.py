@@ -117,7 +117,7 @@ def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) 
         for (a, b), op in zip(zip(operands, operands[1:]), ops):
             if isinstance(op, _OPS):
                 for one, other in ((a, b), (b, a)):
-                    if isinstance(one, ast.Name) and one.id in names and not recorded:
+                    if isinstance(one, ast.Name) and one.id in names:
                         add(where(other), one.id)
                     elif isinstance(one, ast.Attribute) and isinstance(one.value, ast.Name) \
                             and one.value.id in names:  # ``self.os == OperatingSystem.LINUX``
