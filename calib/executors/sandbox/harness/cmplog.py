@@ -16,7 +16,9 @@ Beyond comparisons (issue 24): a failed ``pattern.match/search/fullmatch(s)`` or
 ``__calib_cmp__.size/code/number``, so a comparison on their result (``len(doi) != 9``, ``ord(ch) < 0x80``,
 ``len(ip.split(".")) == 4``) keeps the text it came from (``len``, ``len_order``, ``ord``, ``parts``), and
 a text ``int()`` refused is kept (``number``); ``s.isdigit()`` and the other ``str.is*`` checks keep
-``("charclass", s, "isdigit")`` (``"!isdigit"`` when it held), ``s.encode("ascii")`` ``"!isascii"``.
+``("charclass", s, "isdigit")`` (``"!isdigit"`` when it held), ``s.encode("ascii")`` ``"!isascii"``;
+``isinstance(v, bytes)`` becomes ``__calib_cmp__.isa``, which keeps a text, bytes or number that is not of the
+builtin type asked for with that type's name (``("isa", ":status", "bytes")``: the search writes it as one).
 """
 
 from __future__ import annotations
@@ -118,6 +120,22 @@ def compare(left: Any, right: Any, op: str) -> Any:
     elif op in ("Lt", "LtE", "Gt", "GtE"):  # text and bytes: the other side itself is on the boundary
         _pair("eq", a, b)
     return _OPS[op](left, right)
+
+
+_CONVERTIBLE = {str: "str", bytes: "bytes", int: "int", float: "float"}  # what ``isa`` keeps, by name
+
+
+def isa(value: Any, kinds: Any) -> bool:
+    """``isinstance(value, kinds)``, keeping a text, bytes or number that is not of the builtin type (or one
+    of the builtin types) asked for, with that type's name: ``for n, v in headers: if isinstance(n, bytes):``
+    on ``":status"`` gives ``("isa", ":status", "bytes")``, and the search writes ``b":status"`` there."""
+    held = isinstance(value, kinds)
+    if not held and type(value) in _CONVERTIBLE and len(PAIRS) < PAIR_LIMIT \
+            and (type(value) not in (str, bytes) or len(value) <= 200):
+        for kind in (kinds if type(kinds) is tuple else (kinds,))[:4]:
+            if kind in _CONVERTIBLE:
+                PAIRS.append(("isa", value, _CONVERTIBLE[kind]))
+    return held
 
 
 def item(obj: Any, key: Any) -> Any:
@@ -277,7 +295,7 @@ def see(value: Any, position: int, op: str) -> Any:
     return value
 
 
-for _recorder in (method, item, see, size, code, cut, number, inner):  # reached as ``__calib_cmp__.method`` ...
+for _recorder in (method, item, see, size, code, cut, number, inner, isa):  # reached as ``__calib_cmp__.method`` ...
     setattr(compare, _recorder.__name__, _recorder)
 
 
@@ -349,6 +367,10 @@ class _Instrument(ast.NodeTransformer):
         if (isinstance(func, ast.Name) and func.id in _BUILTINS and func.id not in self.bound
                 and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=_BUILTINS[func.id], ctx=ast.Load())
+            return ast.copy_location(ast.Call(func=recorder, args=node.args, keywords=[]), node)
+        if (isinstance(func, ast.Name) and func.id == "isinstance" and func.id not in self.bound and len(node.args) == 2
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)):
+            recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="isa", ctx=ast.Load())
             return ast.copy_location(ast.Call(func=recorder, args=node.args, keywords=[]), node)
         if not isinstance(func, ast.Attribute) or any(isinstance(a, ast.Starred) for a in node.args) or any(
                 k.arg is None for k in node.keywords):

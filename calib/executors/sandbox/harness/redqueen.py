@@ -41,6 +41,8 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
         if (v == a or inside) and type(b[1]) is int:  # ``len(ip.split(".")) == 4``: a text of four parts
             counts = [b[1]] if kind == "parts" else [b[1], b[1] + 1, b[1] - 1]
             return [regexes.splice(v, a, new) if inside else new for n in counts for new in regexes.parts(a, b[0], n)]
+    if kind == "isa" and t is type(a) and v == a:  # ``isinstance(n, bytes)`` on ``":status"``: ``b":status"``
+        return _converted(v, b)
     if kind == "at" and t in (str, bytes) and v == a:  # ``buf[0:8] == MAGIC``: MAGIC there
         return [shapes.put(v, *b)]
     if kind in ("ord", "charclass", "number") and t is str and type(a) is str:
@@ -117,6 +119,22 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
                 args[i] = new
                 return [New(v.cls, *args, **v.attrs)]
     return out
+
+
+def _converted(v: Any, kind: Any) -> list[Any]:
+    """``v`` (a text, bytes or number) written as the builtin type named ``kind`` (:func:`.cmplog.isa`)."""
+    t = type(v)
+    if kind == "bytes" and t is str:
+        return [v.encode("utf-8", "surrogatepass")]
+    if kind == "str":
+        return [v.decode("latin-1") if t is bytes else repr(v) if t is float else str(v)]
+    if kind in ("int", "float") and t in (str, bytes, int, float):
+        try:
+            number = float(v) if kind == "float" else int(v)
+        except (ValueError, OverflowError):
+            number = len(v) if t in (str, bytes) else 0
+        return [float(number) if kind == "float" else int(number)]
+    return []
 
 
 _AMBIENT = (ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN, ARGV)  # pseudo-parameters of the input's environment
