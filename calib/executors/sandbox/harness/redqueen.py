@@ -127,7 +127,7 @@ def _converted(v: Any, kind: Any) -> list[Any]:
     if kind == "bytes" and t is str:
         return [v.encode("utf-8", "surrogatepass")]
     if kind == "str":
-        return [v.decode("latin-1") if t is bytes else repr(v) if t is float else str(v)]
+        return [v.decode("latin-1") if t is bytes else str(v)]
     if kind in ("int", "float") and t in (str, bytes, int, float):
         try:
             number = float(v) if kind == "float" else int(v)
