@@ -249,6 +249,8 @@ def test_a_name_the_search_records_a_comparison_with_is_mined_too() -> None:
     cmplog.instrument(node, tree)
     assert any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == cmplog.NAME for n in ast.walk(node))
     assert globalrefs.mine(node, tree, ["color", "target"], None) == {("arg", "target"): ["sRGBColor"]}
+    # a name the build bound to a text or a number (``af == AF_INET``) is left to the recorder, which notes it
+    assert globalrefs.mine(node, tree, ["color", "target"], None, frozenset({"sRGBColor"})) == {}
 
 
 @needs_bwrap

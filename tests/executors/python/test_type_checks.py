@@ -79,3 +79,36 @@ def test_a_branch_for_bytes_items_is_reached() -> None:
     assert any("b':" in item.state["args"]["headers"] for item in result.inputs if item.valid)
     returns = {json.dumps(json.loads(item.output).get("return")) for item in result.inputs if item.valid}
     assert len(returns) >= 2
+
+
+# stdnum's ``_validate_other`` (Singapore's UEN): fixed fields read by slices of a text the search first has short
+VALIDATE = (
+    "def validate(number):\n"
+    "    if number[0] not in ('R', 'S', 'T'):\n"
+    "        raise ValueError('component')\n"
+    "    if number[3:5] not in ('LP', 'LL', 'FC'):\n"
+    "        raise ValueError('entity type')\n"
+    "    return number[3:5]\n"
+)
+
+
+def test_a_slice_past_the_end_of_a_short_text_is_kept_for_the_comparison_after_it() -> None:
+    cmplog.take_pairs()
+    part = cmplog.cut("R", 3, 5)
+    assert part == ""
+    assert cmplog.compare(part, ("LP", "LL"), "NotIn") is True
+    pairs = cmplog.take_pairs()
+    assert ("at", "R", (3, "LP")) in pairs and ("at", "R", (3, "LL")) in pairs
+    news = replacements({"number": "R"}, pairs)
+    assert {"number": "R  LP"} in news  # padded to reach the slice, then the value compared there
+    # a slice the text does reach but that is empty (``s[2:2]``) is not kept
+    assert cmplog.cut("Rabc", 2, 2) == "" and cmplog.compare("", "LP", "Eq") is False
+    assert not [p for p in cmplog.take_pairs() if p[0] == "at"]
+
+
+@needs_bwrap
+def test_fixed_fields_of_a_short_text_are_reached() -> None:
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0))
+    result = asyncio.run(executor.compare(VALIDATE, [], context=""))
+    assert result.coverage == 1.0, result.uncovered_lines
+    assert result.conclusive, result.reason

@@ -246,7 +246,10 @@ def cut(value: Any, start: Any, stop: Any) -> Any:
     then puts ``MAGIC`` there: :func:`.redqueen._rewrite`, kind ``at``)."""
     part = value[start:stop]  # the bounds as written (None too): a stand-in or x's own class sees the same slice
     start = 0 if start is None else start
-    if type(value) in (str, bytes) and type(start) is int and 0 <= start <= 4096 and len(_CUTS) < 64 and part:
+    if type(value) in (str, bytes) and type(start) is int and 0 <= start <= 4096 and len(_CUTS) < 64 \
+            and (part or len(value) <= start):
+        # an empty slice of a text too short to reach it (``number[3:5]`` of ``"R"``) is kept too: the empty text
+        # is one object, so the comparison that follows pairs it with the last such cut
         _CUTS[id(part)] = (part, value, start)
     return part
 

@@ -66,9 +66,11 @@ def module_names(tree: ast.Module) -> set[str]:
     return out - set(dir(builtins))
 
 
-def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) -> dict[tuple[str, ...], list[str]]:
+def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None,
+         plain: frozenset[str] = frozenset()) -> dict[tuple[str, ...], list[str]]:
     """Where each module-level name x compares with goes: ``("arg", p)``, ``("attr", p, a)``, ``("item", p)``,
-    ``("self", a)`` or ``("answer",)``, to the names in the order x compares them."""
+    ``("self", a)`` or ``("answer",)``, to the names in the order x compares them. ``plain``: names bound to a
+    text, bytes or number (``AF_INET``), which a recorded comparison notes as that value instead."""
     if node is None or tree is None:
         return {}
     body = [n for stmt in node.body for n in ast.walk(stmt)]
@@ -106,7 +108,8 @@ def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) 
 
     for n in body:
         # ``a == b`` as the search runs it (:mod:`.cmplog`): the recorder notes a plain value (``af ==
-        # AF_INET`` gives 2) but not an object (``self.os == OperatingSystem.LINUX``), whose name is mined
+        # AF_INET`` gives 2) but not an object (``self.os == OperatingSystem.LINUX``, ``target_rgb == sRGBColor``
+        # with sRGBColor a stand-in), whose name is mined
         recorded = isinstance(n, ast.Call) and _recorded(n)
         if recorded:
             operands, ops = n.args[:2], [getattr(ast, n.args[2].value)()]
@@ -117,7 +120,7 @@ def mine(node: Any, tree: ast.Module, params: list[str], self_name: str | None) 
         for (a, b), op in zip(zip(operands, operands[1:]), ops):
             if isinstance(op, _OPS):
                 for one, other in ((a, b), (b, a)):
-                    if isinstance(one, ast.Name) and one.id in names:
+                    if isinstance(one, ast.Name) and one.id in names and not (recorded and one.id in plain):
                         add(where(other), one.id)
                     elif isinstance(one, ast.Attribute) and isinstance(one.value, ast.Name) \
                             and one.value.id in names:  # ``self.os == OperatingSystem.LINUX``
@@ -195,6 +198,17 @@ def type_aliases(tree: ast.Module) -> dict[str, list[str]]:
     return out
 
 
+def _called(call: ast.Call) -> str:
+    """What ``call`` calls by name: ``isinstance``, or ``isa`` for the search's rewrite of it
+    (``__calib_cmp__.isa(obj, bytes)``, :mod:`.cmplog`: the pools are made after x was rewritten); else ''."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == RECORDER:
+        return func.attr
+    return ""
+
+
 def alias_hints(info: Hints, tree: ast.Module | None, self_name: str | None) -> None:
     """``isinstance(obj, bytes_type)`` with ``bytes_type = bytes``: ``obj`` (a parameter or ``self.attr``)
     takes bytes, as ``isinstance(obj, bytes)`` says (:func:`.hints.describe` reads builtin names only)."""
@@ -206,8 +220,7 @@ def alias_hints(info: Hints, tree: ast.Module | None, self_name: str | None) -> 
     params = {p.name: p for p in info.params}
     attrs = {p.name: p for p in info.self_params}
     for n in ast.walk(info.node):
-        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
-                and len(n.args) == 2):
+        if not (isinstance(n, ast.Call) and _called(n) in ("isinstance", "isa") and len(n.args) == 2):
             continue
         subject, spec = n.args
         if isinstance(subject, ast.Name):
@@ -237,7 +250,8 @@ def class_hints(info: Hints) -> None:
     for n in ast.walk(info.node):
         if not isinstance(n, ast.Call):
             continue
-        name = n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+        name = "isinstance" if _called(n) == "isa" else n.func.id if isinstance(n.func, ast.Name) else getattr(
+            n.func, "attr", "")
         used = {"isinstance": n.args[1:2], "issubclass": n.args[:2], "isclass": n.args[:1]}.get(name, [])
         for arg in used:
             p = params.get(arg.id) if isinstance(arg, ast.Name) else None

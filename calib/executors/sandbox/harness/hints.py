@@ -67,6 +67,9 @@ class Hints:
         self.self_params: list[Param] = []  # self.attr the method reads, as parameters
         self.node: Any = None  # x's definition, and its module (mine_module): for inputs.scan
         self.tree: Any = None
+        # module-level names whose first build bound a text, bytes, number or None: the comparison recorder notes
+        # those values itself (:func:`.globalrefs.mine`; set by the runner after the build)
+        self.plain_globals: frozenset[str] = frozenset()
 
 
 def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -> Hints:

@@ -139,7 +139,7 @@ class Pools:
         names = [p.name for p in hints.params]  # module-level objects x compares inputs with (.globalrefs)
         globalrefs.alias_hints(hints, hints.tree, first := globalrefs.self_name(hints.node, names))
         globalrefs.class_hints(hints)
-        refs = globalrefs.mine(hints.node, hints.tree, names, first)
+        refs = globalrefs.mine(hints.node, hints.tree, names, first, hints.plain_globals)
         self.answers = globalrefs.answers(refs)
         self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
         self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}

@@ -52,6 +52,7 @@ from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn, is_standin, standin
 from .values import New, Obj, decode
 from .workdir import files_written, own_workdir, prepare_workdir, tidy_tmp
 
+_PLAIN = (int, float, str, bytes)  # module-level values the comparison recorder notes itself (enum members too)
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
@@ -548,6 +549,7 @@ def main() -> None:
     except BaseException:  # noqa: BLE001 - reported per input
         ns = {}
     drop_class_attributes(runner, runner.params, ns)  # in every mode: explore and replay build self alike
+    runner.params.plain_globals = frozenset(k for k, v in ns.items() if v is None or isinstance(v, _PLAIN))
     gc.collect()
     gc.freeze()
     built = _cpu()
