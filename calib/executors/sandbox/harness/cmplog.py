@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import operator
 import re as _re
+import struct as _struct
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ _SPENT = [0]  # comparisons in helpers recorded this run
 PAIRS: list[tuple[str, Any, Any]] = []
 _METHODS = {"startswith": "prefix", "endswith": "suffix", "get": "eq", "pop": "eq", "match": "regex",
             "search": "regex", "fullmatch": "regex", "finditer": "regex", "findall": "regex", "split": "parts",
-            "rsplit": "parts", "encode": "encode"}
+            "rsplit": "parts", "encode": "encode", "unpack": "struct", "unpack_from": "struct"}
 _ASCII = frozenset({"ascii", "us-ascii", "ASCII", "US-ASCII"})  # ``s.encode("ascii")`` is recorded
 _CHECKS = frozenset({"isdigit", "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "isupper", "islower",
                      "isascii", "isidentifier"})  # ``s.isdigit()``: the text kept, as ``charclass``
@@ -138,6 +139,16 @@ def isa(value: Any, kinds: Any) -> bool:
     return held
 
 
+def _retype(value: Any, kind: type) -> None:
+    """Note ``value`` (a text, bytes or number) as one x wanted of the builtin type ``kind`` (as :func:`isa`);
+    a slice of a text (``buf[:2]``, :func:`cut`) as that whole text."""
+    held = _CUTS.get(id(value)) if _CUTS else None
+    if held is not None and held[0] is value:
+        value = held[1]
+    if len(PAIRS) < PAIR_LIMIT and (type(value) not in (str, bytes) or len(value) <= 200):
+        PAIRS.append(("isa", value, _CONVERTIBLE[kind]))
+
+
 def item(obj: Any, key: Any) -> Any:
     """``TABLE[key]`` of a module constant: a key the dict lacks is noted against the keys it has (as
     ``TABLE.get(key)``), so ``_COMPONENT_VALIDATORS[component]`` gets an input with ``"scheme"``."""
@@ -159,6 +170,8 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         return _split(obj, name, args, kwargs)
     if kind == "encode":
         return _encode(obj, args, kwargs)
+    if kind == "struct":
+        return _unpack(obj, name, args, kwargs)
     if name in _CHECKS and type(obj) is str and not args and not kwargs:
         held = getattr(obj, name)()
         if obj:
@@ -175,7 +188,45 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
             if type(item) is type(obj):
                 _note(item)
                 _pair(_METHODS[name], obj, item)
+            elif type(item) in (str, bytes):  # ``"3".endswith(b"\n")``: the text written as bytes (below)
+                _retype(obj, type(item))
+    if type(obj) in _CONVERTIBLE and type(obj) not in (str, bytes) and (kind in ("prefix", "suffix") and args
+                                                                       or name in _CHECKS):
+        # a text's method called on a number drawn from the input (``next(lines).endswith(b"\n")`` on ``[3]``,
+        # ``n.isdigit()``): as ``isinstance``, the number is written as the type the method is of
+        affix = args[0][0] if args and type(args[0]) is tuple and args[0] else args[0] if args else ""
+        _retype(obj, type(affix) if type(affix) in (str, bytes) else str)
     return getattr(obj, name)(*args, **kwargs)
+
+
+def _unpack(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``struct.unpack(fmt, data)`` (``unpack_from``, a ``Struct``'s): when ``data`` is shorter than the format
+    reads, ``("len", data, size)``, so ``readInt16(buf)`` on one byte gets an input of two; when it is a text,
+    ``("isa", data, "bytes")``."""
+    try:
+        return getattr(obj, name)(*args, **kwargs)
+    except (_struct.error, TypeError):
+        try:
+            if obj is _struct and len(args) >= 2 and type(args[0]) in (str, bytes):
+                size, rest = _struct.calcsize(args[0]), args[1:]
+            elif type(obj) is _struct.Struct and args:
+                size, rest = obj.size, args
+            else:
+                raise
+            data = rest[0]
+            offset = rest[1] if len(rest) > 1 else kwargs.get("offset", 0)
+            if name == "unpack_from" and type(offset) is int and offset >= 0:
+                size += offset
+            held = _CUTS.get(id(data)) if _CUTS else None
+            if held is not None and held[0] is data and len(data) < size:  # ``buf[4:8]`` of a short ``buf``
+                data, size = held[1], held[2] + size
+            if type(data) in (bytes, bytearray) and len(data) < size <= 4096:
+                _keep("len_order" if name == "unpack_from" or held is not None else "len", bytes(data), size)
+            elif type(data) is str:  # a text where bytes are read: written as bytes (then resized)
+                _retype(data, bytes)
+        except BaseException:  # noqa: BLE001 - noting never changes what x does
+            pass
+        raise
 
 
 def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

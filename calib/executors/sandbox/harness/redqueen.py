@@ -124,8 +124,8 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
 def _converted(v: Any, kind: Any) -> list[Any]:
     """``v`` (a text, bytes or number) written as the builtin type named ``kind`` (:func:`.cmplog.isa`)."""
     t = type(v)
-    if kind == "bytes" and t is str:
-        return [v.encode("utf-8", "surrogatepass")]
+    if kind == "bytes" and t in (str, int, float):
+        return [(v if t is str else str(v)).encode("utf-8", "surrogatepass")]
     if kind == "str":
         return [v.decode("latin-1") if t is bytes else str(v)]
     if kind in ("int", "float") and t in (str, bytes, int, float):

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-_WANTS = frozenset({"at", "len", "len_order"})  # comparisons whose first sight is progress (:func:`search`)
+_WANTS = frozenset({"at", "len", "len_order", "isa"})  # comparisons whose first sight is progress (:func:`_wanted`)
 _LADDERS, _RUNGS = 2, 8  # inputs retried in the ``nthK`` modes per search, and the most K
 _FALSY = frozenset({"none", "false", "zero", "empty_str", "empty_list"})  # modes whose stand-in calls answer falsy
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
@@ -50,6 +50,13 @@ WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends aft
 #: opens were within 0.2 of C at 200 runs, and none below 0.5 (docs/executors.md, "Search budget").
 NEAR = 0.2
 EXTEND = 2
+
+
+def _wanted(pair: tuple[str, Any, Any], record: Record) -> str:
+    """What makes a comparison in :data:`_WANTS` met for the first time: its kind and the value wanted (a length,
+    a magic number where it goes); for a type (``isa``) also the lines the run reached (``readInt16(buf)`` and
+    ``readInt32(buf)`` both want bytes, on different paths)."""
+    return repr(pair[::2]) if pair[0] != "isa" else repr((pair[0], pair[2], sorted(record.lines)))
 
 
 def clock() -> tuple[float, float]:
@@ -149,11 +156,11 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more; the oldest first
             pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])  # (at most 64)
-        elif record.valid and (placed := [p for p in pools.pairs if p[0] in _WANTS and repr(p[::2]) not in wanted]):
+        elif record.valid and (placed := [p for p in pools.pairs if p[0] in _WANTS and _wanted(p, record) not in wanted]):
             # a part of the input compared with what x wants at that place (``buf[0:8] == MAGIC``), or its length
             # with a size (``len(buf) > 524``), for the first time: progress a line cannot show (the ``and``
             # before it held), so the input is rewritten to pass
-            wanted.update(repr(p[::2]) for p in placed)
+            wanted.update(_wanted(p, record) for p in placed)
             pending.extend(replacements(values, placed)[:max(0, 64 - len(pending))])
         # a stand-in handed a value (``clean(number, ' -')``), or called in a try body of x: then in that mode
         # (``raise_in_try`` also where stand-in modes are not drawn, the stand-ins being x's arguments)
