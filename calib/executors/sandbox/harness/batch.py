@@ -125,7 +125,8 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
 
         from .reuse import Reuse, verify  # noqa: PLC0415
 
-        vary_standins = bool(runner.module.standin_names or runner.module.warnings or info.self_params)
+        vary_standins = bool(runner.module.standin_names or runner.module.warnings or info.self_params
+                             or info.bound_standins)
         budget_seconds = float(job.get("budget_seconds", 2.0))
         started = synth.clock()
 

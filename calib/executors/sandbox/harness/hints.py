@@ -70,6 +70,9 @@ class Hints:
         # module-level names whose first build bound a text, bytes, number or None: the comparison recorder notes
         # those values itself (:func:`.globalrefs.mine`; set by the runner after the build)
         self.plain_globals: frozenset[str] = frozenset()
+        # the first build bound a stand-in at module level with no warning (``from . import seps``, served by the
+        # stand-in package): the search varies the stand-in modes, as for a failed import (set by the runner)
+        self.bound_standins = False
 
 
 def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -> Hints:

@@ -836,7 +836,7 @@ def standin_script(value: CalibStandIn) -> list[Any] | None:
 FAKE_PACKAGE = "calib_scaffold_pkg"
 
 
-class _StandInModule(type(re)):  # types.ModuleType, without importing types for it
+class StandInModule(type(re)):  # types.ModuleType, without importing types for it
     """A module that cannot be imported, as a stand-in: its attributes are stand-ins named after it."""
 
     def __getattr__(self, attr: str) -> Any:
@@ -890,7 +890,7 @@ class StandInFinder:
 
     @staticmethod
     def create_module(spec: Any) -> Any:
-        module = _StandInModule(spec.name)
+        module = StandInModule(spec.name)
         module.__path__ = []  # a package: submodules import too
         return module
 
