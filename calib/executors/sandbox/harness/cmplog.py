@@ -24,6 +24,7 @@ builtin type asked for with that type's name (``("isa", ":status", "bytes")``: t
 from __future__ import annotations
 
 import ast
+import importlib as _importlib
 import operator
 import re as _re
 import struct as _struct
@@ -43,11 +44,16 @@ _SPENT = [0]  # comparisons in helpers recorded this run
 PAIRS: list[tuple[str, Any, Any]] = []
 _METHODS = {"startswith": "prefix", "endswith": "suffix", "get": "eq", "pop": "eq", "match": "regex",
             "search": "regex", "fullmatch": "regex", "finditer": "regex", "findall": "regex", "split": "parts",
-            "rsplit": "parts", "encode": "encode", "unpack": "struct", "unpack_from": "struct"}
+            "rsplit": "parts", "encode": "encode", "unpack": "struct", "unpack_from": "struct",
+            "import_module": "module"}
 _ASCII = frozenset({"ascii", "us-ascii", "ASCII", "US-ASCII"})  # ``s.encode("ascii")`` is recorded
 _CHECKS = frozenset({"isdigit", "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "isupper", "islower",
                      "isascii", "isidentifier"})  # ``s.isdigit()``: the text kept, as ``charclass``
 _BUILTINS = {"len": "size", "ord": "code", "int": "number"}  # builtins whose argument is kept (see below)
+_LOOKUPS = {"getattr": "lookup", "hasattr": "has", "import_module": "imports"}  # lookups by name (see below)
+#: What a failed ``import_module(name)`` on a text is paired with: modules every sandbox can import.
+MODULES = ("os", "json", "string")
+_PROXY = type(type.__dict__)  # a class's ``__dict__``
 _SIZES: dict[int, Any] = {}  # length -> the text len() gave it for, this run
 _CODES: dict[int, str] = {}  # code point -> the character ord() gave it for, this run
 _SPLITS: dict[int, tuple[Any, Any, Any]] = {}  # id of a list s.split(sep) gave -> (the list, s, sep), this run
@@ -172,6 +178,8 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         return _encode(obj, args, kwargs)
     if kind == "struct":
         return _unpack(obj, name, args, kwargs)
+    if kind == "module":
+        return imports(getattr(obj, name), *args, **kwargs)
     if name in _CHECKS and type(obj) is str and not args and not kwargs:
         held = getattr(obj, name)()
         if obj:
@@ -227,6 +235,70 @@ def _unpack(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         except BaseException:  # noqa: BLE001 - noting never changes what x does
             pass
         raise
+
+
+def lookup(obj: Any, name: Any, *default: Any) -> Any:
+    """``getattr(obj, name[, default])``, keeping a text ``name`` that ``obj`` lacks against names it has
+    (:func:`_names`): ``getattr(self, "visit_" + kind)`` gets ``kind`` written as a ``visit_*`` method's suffix."""
+    try:
+        return getattr(obj, name)
+    except AttributeError:
+        _names(obj, name)
+        if default:
+            return default[0]
+        raise
+
+
+def has(obj: Any, name: Any) -> bool:
+    """``hasattr(obj, name)``, keeping a text ``name`` that ``obj`` lacks as :func:`lookup` does."""
+    held = hasattr(obj, name)
+    if not held:
+        _names(obj, name)
+    return held
+
+
+def imports(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``import_module(name)``: a text that names no module is paired with :data:`MODULES`, so a loader of
+    ``"package.module:attribute"`` paths gets one that imports (then :func:`lookup` finds the attribute)."""
+    try:
+        return func(*args, **kwargs)
+    except ImportError:
+        if func is _importlib.import_module and args and type(args[0]) is str and 0 < len(args[0]) <= 80:
+            for module in MODULES:
+                _pair("eq", args[0], module)
+        raise
+
+
+def _names(obj: Any, name: Any) -> None:
+    """Pairs of ``name`` with the attribute names of ``obj`` (its own ``__dict__`` and its class's, read without
+    running any of its code) that share the longest prefix with it, and of the rest of ``name`` after that prefix
+    with theirs; with no common prefix, the first public names."""
+    if type(name) is not str or not 0 < len(name) <= 80 or len(PAIRS) >= PAIR_LIMIT:
+        return
+    try:
+        found = object.__getattribute__(obj, "__dict__")
+        known = [k for k in found if type(k) is str] if type(found) in (dict, _PROXY) else []
+    except BaseException:  # noqa: BLE001 - no ``__dict__`` (slots, builtins): the class's names only
+        known = []
+    owner = obj if isinstance(obj, type) else type(obj)
+    for klass in owner.__mro__[:-1]:
+        known.extend(k for k in klass.__dict__ if type(k) is str)
+    known = [k for k in dict.fromkeys(known[:400]) if not k.startswith("__")]
+
+    def common(k: str) -> int:
+        n = 0
+        while n < len(k) and n < len(name) and k[n] == name[n]:
+            n += 1
+        return n
+
+    shared = max(map(common, known), default=0)
+    if shared >= 2:
+        for k in sorted(k for k in known if common(k) == shared)[:4]:
+            _pair("eq", name[shared:], k[shared:])
+            _pair("eq", name, k)
+    else:
+        for k in sorted(k for k in known if not k.startswith("_"))[:4]:
+            _pair("eq", name, k)
 
 
 def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -349,7 +421,7 @@ def see(value: Any, position: int, op: str) -> Any:
     return value
 
 
-for _recorder in (method, item, see, size, code, cut, number, inner, isa):  # reached as ``__calib_cmp__.method`` ...
+for _recorder in (method, item, see, size, code, cut, number, inner, isa, lookup, has, imports):  # reached as ``__calib_cmp__.method`` ...
     setattr(compare, _recorder.__name__, _recorder)
 
 
@@ -426,6 +498,13 @@ class _Instrument(ast.NodeTransformer):
                 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="isa", ctx=ast.Load())
             return ast.copy_location(ast.Call(func=recorder, args=node.args, keywords=[]), node)
+        if (isinstance(func, ast.Name) and func.id in _LOOKUPS and func.id not in self.bound and not node.keywords
+                and (len(node.args) in (2, 3) if func.id != "import_module" else len(node.args) == 1)
+                and not any(isinstance(a, ast.Starred) for a in node.args)):
+            # ``getattr(obj, name)``, ``hasattr``, ``import_module(name)`` (the name the file imported: checked there)
+            recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=_LOOKUPS[func.id], ctx=ast.Load())
+            args = [func, *node.args] if func.id == "import_module" else node.args
+            return ast.copy_location(ast.Call(func=recorder, args=args, keywords=[]), node)
         if not isinstance(func, ast.Attribute) or any(isinstance(a, ast.Starred) for a in node.args) or any(
                 k.arg is None for k in node.keywords):
             return node
