@@ -75,9 +75,9 @@ def test_a_missing_attribute_is_paired_with_the_names_that_share_its_prefix() ->
         cmplog.lookup(handlers, "visit_abc")
     assert cmplog.lookup(handlers, "count") == 0  # found: nothing kept
     assert cmplog.has(handlers, "zz") is False  # no common prefix: the first public names
-    assert cmplog.take_pairs() == [("eq", "abc", "Call"), ("eq", "visit_abc", "visit_Call"), ("eq", "abc", "Name"),
-                                   ("eq", "visit_abc", "visit_Name"), ("eq", "zz", "count"),
-                                   ("eq", "zz", "visit_Call"), ("eq", "zz", "visit_Name")]
+    assert cmplog.take_pairs() == [("key", "abc", "Call"), ("key", "visit_abc", "visit_Call"), ("key", "abc", "Name"),
+                                   ("key", "visit_abc", "visit_Name"), ("key", "zz", "count"),
+                                   ("key", "zz", "visit_Call"), ("key", "zz", "visit_Name")]
 
 
 def test_a_module_that_does_not_import_is_paired_with_ones_that_do() -> None:
@@ -85,7 +85,7 @@ def test_a_module_that_does_not_import_is_paired_with_ones_that_do() -> None:
     with pytest.raises(ImportError):
         cmplog.imports(importlib.import_module, "no_such_module_here")
     assert cmplog.imports(importlib.import_module, "json").__name__ == "json"
-    assert cmplog.take_pairs() == [("eq", "no_such_module_here", module) for module in cmplog.MODULES]
+    assert cmplog.take_pairs() == [("key", "no_such_module_here", module) for module in cmplog.MODULES]
     for module in cmplog.MODULES:
         importlib.import_module(module)
 

@@ -53,7 +53,8 @@ _BUILTINS = {"len": "size", "ord": "code", "int": "number"}  # builtins whose ar
 _LOOKUPS = {"getattr": "lookup", "hasattr": "has", "import_module": "imports"}  # lookups by name (see below)
 #: What a failed ``import_module(name)`` on a text is paired with: modules every sandbox can import.
 MODULES = ("os", "json", "string")
-_PROXY = type(type.__dict__)  # a class's ``__dict__``
+_NAMESPACE, _MRO = type.__dict__["__dict__"], type.__dict__["__mro__"]  # a class's, read without its metaclass
+_NAMESPACES = (type(_NAMESPACE), type(type(_re).__dict__["__dict__"]))  # how instances and modules hold theirs
 _SIZES: dict[int, Any] = {}  # length -> the text len() gave it for, this run
 _CODES: dict[int, str] = {}  # code point -> the character ord() gave it for, this run
 _SPLITS: dict[int, tuple[Any, Any, Any]] = {}  # id of a list s.split(sep) gave -> (the list, s, sep), this run
@@ -160,8 +161,7 @@ def item(obj: Any, key: Any) -> Any:
     ``TABLE.get(key)``), so ``_COMPONENT_VALIDATORS[component]`` gets an input with ``"scheme"``."""
     if type(obj) is dict and type(key) in _PRIMITIVE and key not in obj:
         _note(key)
-        for known in list(obj)[:8]:
-            _pair("eq", key, known)
+        _missing(key, list(obj)[:400])
     return obj[key]
 
 
@@ -188,8 +188,7 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     if type(obj) is dict and args and name in ("get", "pop"):
         _note(args[0])
         if type(args[0]) in _PRIMITIVE and args[0] not in obj:
-            for key in list(obj)[:8]:
-                _pair("eq", args[0], key)
+            _missing(args[0], list(obj)[:400])
     elif type(obj) in (str, bytes) and args and name in ("startswith", "endswith"):
         wanted = args[0] if isinstance(args[0], tuple) else (args[0],)
         for item in wanted[:4]:
@@ -265,7 +264,7 @@ def imports(func: Any, *args: Any, **kwargs: Any) -> Any:
     except ImportError:
         if func is _importlib.import_module and args and type(args[0]) is str and 0 < len(args[0]) <= 80:
             for module in MODULES:
-                _pair("eq", args[0], module)
+                _pair("key", args[0], module)
         raise
 
 
@@ -276,29 +275,55 @@ def _names(obj: Any, name: Any) -> None:
     if type(name) is not str or not 0 < len(name) <= 80 or len(PAIRS) >= PAIR_LIMIT:
         return
     try:
-        found = object.__getattribute__(obj, "__dict__")
-        known = [k for k in found if type(k) is str] if type(found) in (dict, _PROXY) else []
-    except BaseException:  # noqa: BLE001 - no ``__dict__`` (slots, builtins): the class's names only
-        known = []
-    owner = obj if isinstance(obj, type) else type(obj)
-    for klass in owner.__mro__[:-1]:
-        known.extend(k for k in klass.__dict__ if type(k) is str)
-    known = [k for k in dict.fromkeys(known[:400]) if not k.startswith("__")]
+        known = [k for k in dict.fromkeys(_attribute_names(obj)[:400]) if not k.startswith("__")]
+    except BaseException:  # noqa: BLE001 - noting never changes what x does
+        return
+    _missing(name, known, sorted(k for k in known if not k.startswith("_"))[:4])
 
-    def common(k: str) -> int:
-        n = 0
-        while n < len(k) and n < len(name) and k[n] == name[n]:
-            n += 1
-        return n
 
-    shared = max(map(common, known), default=0)
+def _missing(key: Any, known: list[Any], fallback: list[Any] | None = None) -> None:
+    """Pairs of a ``key`` looked up and not found with the ``known`` keys (or names) that share the longest prefix
+    with it, at least two characters, and of what follows that prefix in each (``"P-" + style`` against
+    ``"P-Heading"``: ``style`` gets ``"Heading"``); else with ``fallback`` (by default the first eight keys)."""
+    shared = 0
+    if type(key) in (str, bytes) and key:
+        def common(k: Any) -> int:
+            if type(k) is not type(key):
+                return 0
+            n = 0
+            while n < len(k) and n < len(key) and k[n] == key[n]:
+                n += 1
+            return n
+
+        shared = max(map(common, known), default=0)
     if shared >= 2:
         for k in sorted(k for k in known if common(k) == shared)[:4]:
-            _pair("eq", name[shared:], k[shared:])
-            _pair("eq", name, k)
+            _pair("key", key[shared:], k[shared:])
+            _pair("key", key, k)
+    else:  # (a mapping's first keys: the comparisons of an ``==``, as before names were paired)
+        for k in known[:8] if fallback is None else fallback:
+            _pair("eq" if fallback is None else "key", key, k)
+
+
+def _attribute_names(obj: Any) -> list[str]:
+    """The names in ``obj``'s own ``__dict__`` (an instance's, a module's) and in its classes' (a class: its own
+    and its bases'), read through the builtin descriptors only: no property, ``__getattr__`` or metaclass of the
+    code's runs."""
+    owner = type(obj)
+    names: list[str] = []
+    if issubclass(owner, type):
+        classes = _MRO.__get__(obj)[:-1]
     else:
-        for k in sorted(k for k in known if not k.startswith("_"))[:4]:
-            _pair("eq", name, k)
+        classes = _MRO.__get__(owner)[:-1]
+        for klass in _MRO.__get__(owner):
+            held = _NAMESPACE.__get__(klass).get("__dict__")
+            if held is not None:  # the instance's namespace, where its class keeps the usual descriptor for it
+                own = held.__get__(obj, owner) if type(held) in _NAMESPACES else None
+                names.extend(k for k in own if type(k) is str) if type(own) is dict else None
+                break
+    for klass in classes:
+        names.extend(k for k in _NAMESPACE.__get__(klass) if type(k) is str)
+    return names
 
 
 def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -165,6 +165,7 @@ def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limi
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for kind, a, b in pairs:
+        kind = "eq" if kind == "key" else kind  # a key or name looked up and not found (:func:`.cmplog._missing`)
         for name, v in values.items():
             if name in (SEED, STANDINS):
                 continue

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-_WANTS = frozenset({"at", "len", "len_order", "isa"})  # comparisons whose first sight is progress (:func:`_wanted`)
+_WANTS = frozenset({"at", "len", "len_order"})  # comparisons whose first sight is progress (:func:`search`)
+#: Type checks and lookups that failed, whose first sight is progress where the input can be rewritten (:func:`_wanted`)
+_WANTED_ON_REWRITE = frozenset({"isa", "key"})
 _LADDERS, _RUNGS = 2, 8  # inputs retried in the ``nthK`` modes per search, and the most K
 _FALSY = frozenset({"none", "false", "zero", "empty_str", "empty_list"})  # modes whose stand-in calls answer falsy
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
@@ -53,9 +55,9 @@ EXTEND = 2
 
 
 def _wanted(pair: tuple[str, Any, Any], record: Record) -> str:
-    """What makes a comparison in :data:`_WANTS` met for the first time: its kind and the value wanted (a length,
-    a magic number where it goes); for a type (``isa``) also the lines the run reached (``readInt16(buf)`` and
-    ``readInt32(buf)`` both want bytes, on different paths)."""
+    """What makes a comparison in :data:`_WANTS` or :data:`_WANTED_ON_REWRITE` met for the first time: its kind and
+    the value wanted (a length, a magic number where it goes, a key); for a type (``isa``) also the lines the run
+    reached (``read_int16(buf)`` and ``read_int32(buf)`` both want bytes, on different paths)."""
     return repr(pair[::2]) if pair[0] != "isa" else repr((pair[0], pair[2], sorted(record.lines)))
 
 
@@ -156,12 +158,20 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more; the oldest first
             pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])  # (at most 64)
-        elif record.valid and (placed := [p for p in pools.pairs if p[0] in _WANTS and _wanted(p, record) not in wanted]):
+        elif record.valid:
             # a part of the input compared with what x wants at that place (``buf[0:8] == MAGIC``), or its length
             # with a size (``len(buf) > 524``), for the first time: progress a line cannot show (the ``and``
-            # before it held), so the input is rewritten to pass
+            # before it held), so the input is rewritten to pass; a value of another type than x checked for or
+            # read as, a key or name x looked up and did not find, the first time one can be rewritten
+            placed = [p for p in pools.pairs if p[0] in _WANTS and _wanted(p, record) not in wanted]
+            news = replacements(values, placed) if placed else []
             wanted.update(_wanted(p, record) for p in placed)
-            pending.extend(replacements(values, placed)[:max(0, 64 - len(pending))])
+            for pair in pools.pairs:
+                if pair[0] in _WANTED_ON_REWRITE and (key := _wanted(pair, record)) not in wanted \
+                        and (found := replacements(values, [pair])):
+                    wanted.add(key)
+                    news += found
+            pending.extend(news[:max(0, 64 - len(pending))])
         # a stand-in handed a value (``clean(number, ' -')``), or called in a try body of x: then in that mode
         # (``raise_in_try`` also where stand-in modes are not drawn, the stand-ins being x's arguments)
         for mode, hit, undrawn in (("echo", record.handed, None), ("raise_in_try", record.in_try, "standin")):
