@@ -76,7 +76,9 @@ def test_a_branch_for_bytes_items_is_reached() -> None:
     result = asyncio.run(executor.compare(INFORMATIONAL, [], context=""))
     assert result.coverage == 1.0, result.uncovered_lines  # (0.77 before: the bytes branch unreached)
     assert result.conclusive, result.reason
-    assert any("b':" in item.state["args"]["headers"] for item in result.inputs if item.valid)
+    # a header name of bytes among the chosen inputs (since the nineteenth round a number can be written as bytes
+    # too: ``b'1'`` takes the branch as ``b':status'`` does)
+    assert any("(b'" in item.state["args"]["headers"] for item in result.inputs if item.valid)
     returns = {json.dumps(json.loads(item.output).get("return")) for item in result.inputs if item.valid}
     assert len(returns) >= 2
 

@@ -3,11 +3,11 @@
 While x is explored (:mod:`calib.executors.sandbox.harness.cmplog`):
 
 - a text's method called on a value of another type (``first.endswith(b"\\n")`` on an item drawn as ``3``,
-  ``"ab".endswith(b"\\n")``, ``n.isdigit()`` on a number) keeps ``("isa", value, type)``, as ``isinstance`` does,
-  and the search writes the value as that type;
+  ``"ab".endswith(b"\\n")``, ``n.isdigit()`` on a number) keeps ``("as", value, type)``, and the search writes
+  the value as that type, as for ``isinstance`` (``isa``);
 - ``struct.unpack(fmt, data)`` (``unpack_from``, a ``Struct``'s) on data shorter than the format reads keeps
   ``("len", data, size)`` (of the whole text when ``data`` is a slice of it), and on a text
-  ``("isa", text, "bytes")``, so ``read_int16(buf)`` on one byte gets an input of two;
+  ``("as", text, "bytes")``, so ``read_int16(buf)`` on one byte gets an input of two;
 - the first time a run's path wants a type, the search rewrites the input even when the run found no new line
   (``read_int16`` and ``read_int32`` both want bytes, on different paths).
 
@@ -106,11 +106,11 @@ def test_a_text_method_on_another_type_keeps_the_type_it_belongs_to() -> None:
     _raises(TypeError, "ab", "endswith", (b"\n", b"\r"))  # str.endswith(bytes)
     _raises(AttributeError, 5, "isdigit")
     assert cmplog.method(b"ab\n", "endswith", b"\n") is True  # the right type: a suffix pair, as before
-    assert cmplog.take_pairs() == [("isa", 3, "bytes"), ("isa", "ab", "bytes"), ("isa", 5, "str"),
+    assert cmplog.take_pairs() == [("as", 3, "bytes"), ("as", "ab", "bytes"), ("as", 5, "str"),
                                    ("suffix", b"ab\n", b"\n")]
     part = cmplog.cut("Byte", None, 2)  # a slice of a text: the whole text is noted
     _raises(TypeError, struct, "unpack", "!H", part)
-    assert cmplog.take_pairs() == [("isa", "Byte", "bytes")]
+    assert cmplog.take_pairs() == [("as", "Byte", "bytes")]
 
 
 def test_struct_unpack_keeps_the_size_it_reads() -> None:
@@ -133,7 +133,7 @@ def test_struct_unpack_keeps_the_size_it_reads() -> None:
 
 
 def test_the_search_writes_a_number_as_bytes_and_resizes_bytes() -> None:
-    news = replacements({"sequence": [3], "buffer": b"\x01"}, [("isa", 3, "bytes"), ("len", b"\x01", 4)])
+    news = replacements({"sequence": [3], "buffer": b"\x01"}, [("as", 3, "bytes"), ("len", b"\x01", 4)])
     assert {"sequence": [b"3"], "buffer": b"\x01"} in news  # inside the list's item
     assert any(len(new["buffer"]) == 4 and new["sequence"] == [3] for new in news)
 

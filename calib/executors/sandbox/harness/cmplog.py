@@ -147,13 +147,14 @@ def isa(value: Any, kinds: Any) -> bool:
 
 
 def _retype(value: Any, kind: type) -> None:
-    """Note ``value`` (a text, bytes or number) as one x wanted of the builtin type ``kind`` (as :func:`isa`);
-    a slice of a text (``buf[:2]``, :func:`cut`) as that whole text."""
+    """Note ``value`` (a text, bytes or number) as one x read as the builtin type ``kind`` and failed on
+    (``("as", value, "bytes")``, rewritten as :func:`isa`'s pairs are); a slice of a text (``buf[:2]``,
+    :func:`cut`) as that whole text."""
     held = _CUTS.get(id(value)) if _CUTS else None
     if held is not None and held[0] is value:
         value = held[1]
     if len(PAIRS) < PAIR_LIMIT and (type(value) not in (str, bytes) or len(value) <= 200):
-        PAIRS.append(("isa", value, _CONVERTIBLE[kind]))
+        PAIRS.append(("as", value, _CONVERTIBLE[kind]))
 
 
 def item(obj: Any, key: Any) -> Any:
@@ -209,7 +210,7 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
 def _unpack(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``struct.unpack(fmt, data)`` (``unpack_from``, a ``Struct``'s): when ``data`` is shorter than the format
     reads, ``("len", data, size)``, so ``readInt16(buf)`` on one byte gets an input of two; when it is a text,
-    ``("isa", data, "bytes")``."""
+    ``("as", data, "bytes")``."""
     try:
         return getattr(obj, name)(*args, **kwargs)
     except (_struct.error, TypeError):

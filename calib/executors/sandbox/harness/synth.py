@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 
 
 _WANTS = frozenset({"at", "len", "len_order"})  # comparisons whose first sight is progress (:func:`search`)
-#: Type checks and lookups that failed, whose first sight is progress where the input can be rewritten (:func:`_wanted`)
-_WANTED_ON_REWRITE = frozenset({"isa", "key"})
+#: A value read as another type than it has and a key or name looked up and not found (:mod:`.cmplog`): an error on
+#: the way, whose first sight is progress where the input can be rewritten (:func:`_wanted`). (An ``isinstance``
+#: check, ``isa``, is not: both its branches run, and rewriting on every run that met one flooded the search.)
+_WANTED_ON_REWRITE = frozenset({"as", "key"})
 _LADDERS, _RUNGS = 2, 8  # inputs retried in the ``nthK`` modes per search, and the most K
 _FALSY = frozenset({"none", "false", "zero", "empty_str", "empty_list"})  # modes whose stand-in calls answer falsy
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
@@ -56,9 +58,9 @@ EXTEND = 2
 
 def _wanted(pair: tuple[str, Any, Any], record: Record) -> str:
     """What makes a comparison in :data:`_WANTS` or :data:`_WANTED_ON_REWRITE` met for the first time: its kind and
-    the value wanted (a length, a magic number where it goes, a key); for a type (``isa``) also the lines the run
+    the value wanted (a length, a magic number where it goes, a key); for a type (``as``) also the lines the run
     reached (``read_int16(buf)`` and ``read_int32(buf)`` both want bytes, on different paths)."""
-    return repr(pair[::2]) if pair[0] != "isa" else repr((pair[0], pair[2], sorted(record.lines)))
+    return repr(pair[::2]) if pair[0] != "as" else repr((pair[0], pair[2], sorted(record.lines)))
 
 
 def clock() -> tuple[float, float]:
