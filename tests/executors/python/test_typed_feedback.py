@@ -12,8 +12,7 @@ While x is explored (:mod:`calib.executors.sandbox.harness.cmplog`):
   (``read_int16`` and ``read_int32`` both want bytes, on different paths).
 
 And a module whose first build bound stand-ins without a failed import (``from . import seps``, served by the
-stand-in package) has the stand-in modes varied, as one with a failed import has; in the ``true`` mode
-``key in stand_in`` holds, as comparisons with stand-ins do.
+stand-in package) has the stand-in modes varied, as one with a failed import has.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
-from calib.executors.sandbox.harness import cmplog, standins
-from calib.executors.sandbox.harness.calls import standin_default
+from calib.executors.sandbox.harness import cmplog
 from calib.executors.sandbox.harness.redqueen import replacements
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -136,19 +134,6 @@ def test_the_search_writes_a_number_as_bytes_and_resizes_bytes() -> None:
     news = replacements({"sequence": [3], "buffer": b"\x01"}, [("as", 3, "bytes"), ("len", b"\x01", 4)])
     assert {"sequence": [b"3"], "buffer": b"\x01"} in news  # inside the list's item
     assert any(len(new["buffer"]) == 4 and new["sequence"] == [3] for new in news)
-
-
-def test_membership_in_a_stand_in_holds_in_the_true_mode() -> None:
-    table = standins.standin_for("dependency.TABLE")
-    try:
-        standins.LOG.reset(standin_default("true"))
-        assert "key" in table
-        standins.LOG.reset(standin_default("false"))
-        assert "key" not in table
-        standins.LOG.reset()
-        assert "key" not in table  # the plain stand-in is an empty container
-    finally:
-        standins.LOG.reset()
 
 
 @needs_bwrap

@@ -478,7 +478,7 @@ class CalibStandIn:
             return args[0] in _explicit(self, "__contains__", (item, *args))
         if LOG.mixed is not None:
             return _holds(self, "in", item)
-        return LOG.agree  # the ``true`` mode: ``key in dependency.table`` holds, as its comparisons do
+        return False
 
     def __int__(self) -> int:
         return self.__index__()
