@@ -447,7 +447,8 @@ def see(value: Any, position: int, op: str) -> Any:
     return value
 
 
-for _recorder in (method, item, see, size, code, cut, number, inner, isa, lookup, has, imports):  # reached as ``__calib_cmp__.method`` ...
+# reached as ``__calib_cmp__.method`` ...
+for _recorder in (method, item, see, size, code, cut, number, inner, isa, lookup, has, imports):
     setattr(compare, _recorder.__name__, _recorder)
 
 
