@@ -24,7 +24,7 @@ from .cmplog import NAME as RECORDER
 from .hints import Hints
 from .standins import COMPAT_TYPES
 from .typenames import TYPE_NAMES
-from .values import Global, Obj
+from .values import Arg, Global, Obj
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -144,6 +144,33 @@ def self_name(node: Any, params: list[str]) -> str | None:
     args = getattr(node, "args", None)
     positional = [*args.posonlyargs, *args.args] if args is not None else []
     return positional[0].arg if positional and positional[0].arg not in params else None
+
+
+def identities(node: Any, params: list[str], self_name: str | None) -> dict[str, list[Any]]:
+    """What x compares its parameters with among ``self``'s attributes, as values of those attributes: ``node is
+    self.head_node`` (also ``is not``, ``==``, ``!=``) gives ``head_node`` the value ``Arg('node')``, the very
+    object x gets as ``node``; ``node in self.children`` gives ``children`` the list ``[Arg('node')]``."""
+    if node is None or self_name is None:
+        return {}
+    out: dict[str, list[Any]] = {}
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Compare) or len(n.ops) != 1:
+            continue
+        left, op, right = n.left, n.ops[0], n.comparators[0]
+        for param, other, reverse in ((left, right, False), (right, left, True)):
+            if not (isinstance(param, ast.Name) and param.id in params and isinstance(other, ast.Attribute)
+                    and isinstance(other.value, ast.Name) and other.value.id == self_name):
+                continue
+            if isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq):
+                value: Any = Arg(param.id)
+            elif isinstance(op, ast.In | ast.NotIn) and not reverse:
+                value = [Arg(param.id)]
+            else:
+                continue
+            held = out.setdefault(other.attr, [])
+            if value not in held:
+                held.append(value)
+    return out
 
 
 def extend(by_param: dict[str, list[Any]], refs: dict[tuple[str, ...], list[str]], kinds: dict[str, str],

@@ -1,6 +1,7 @@
 """The placeholders of an input value made into objects of the input's build of x's module (inside the
 sandbox; stdlib only): ``New('Cls', ...)``, an instance of the module's class ``Cls``, and
-``Global('EOF')``, the object the module-level name ``EOF`` holds (:mod:`.values`, :mod:`.globalrefs`).
+``Global('EOF')``, the object the module-level name ``EOF`` holds (:mod:`.values`, :mod:`.globalrefs`), and
+``Arg('node')`` in ``self``'s attributes, the object x gets as its argument ``node`` (:func:`alias`).
 
 Each run decodes its input afresh and builds the module afresh (or restores its one build), so the
 objects are this build's: a sentinel ``_MISSING = object()`` given as an argument is the very object
@@ -15,7 +16,7 @@ from . import mutators, standins
 from .astnodes import Node, build
 from .calls import make_instance, set_attributes
 from .standins import CalibStandIn
-from .values import Global, New, Obj
+from .values import Arg, Global, New, Obj, decode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -100,3 +101,31 @@ def globals_in(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
 def _holds(value: Any) -> bool:
     """Whether ``value`` may hold a ``Global`` (containers, ``Obj`` and stand-ins are looked into)."""
     return isinstance(value, Global | list | tuple | dict | Obj) or standins.is_standin(value)
+
+
+def alias(instance: Any, spec: Any, positional: list[str], args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Set each attribute of ``instance`` (``self``) that the input's ``self`` spec writes ``Arg('node')`` to the
+    argument x gets as ``node``, also as an item of a list, tuple or set written there (``node in self.children``):
+    ``node is self.head_node`` can hold. ``positional``: the names of x's positional parameters, in order."""
+    try:
+        value = decode(spec) if isinstance(spec, str) else None
+    except ValueError:
+        return
+    attrs = value.attrs if isinstance(value, New) else vars(value) if isinstance(value, Obj) else {}
+    given = dict(zip(positional, args))
+    given.update(kwargs)
+
+    def resolved(held: Any) -> Any:
+        if isinstance(held, Arg):
+            return given.get(held.name, held)
+        if isinstance(held, list | tuple | set) and any(isinstance(item, Arg) for item in held):
+            return type(held)(given.get(item.name, item) if isinstance(item, Arg) else item for item in held)
+        return None
+
+    for name, held in attrs.items():
+        new = resolved(held)
+        if new is not None and new is not held:
+            try:
+                setattr(instance, name, new)
+            except Exception:  # noqa: BLE001 - the class refuses it: self keeps what it was built with
+                pass

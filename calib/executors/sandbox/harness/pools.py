@@ -143,9 +143,12 @@ class Pools:
         self.answers = globalrefs.answers(refs)
         self.params.update({SELF_PREFIX + p.name: p for p in hints.self_params})
         self.by_param: dict[str, list[Any]] = {p.name: self._pool(p) for p in hints.params}
-        # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value
+        # self.attr the method reads vary like parameters; KEEP leaves the constructed instance's value; an
+        # attribute x compares a parameter with also holds that very argument early (``node is self.head_node``)
+        same = globalrefs.identities(hints.node, names, first)
         for p in hints.self_params:
-            self.by_param[SELF_PREFIX + p.name] = [KEEP, *self._pool(p)]
+            pool = self.by_param[SELF_PREFIX + p.name] = [KEEP, *self._pool(p)]
+            pool[2:2] = same.get(p.name, [])
         # self built by its constructor: the constructor's arguments are inputs too
         self.owner = owner if init is not None else None
         self.init_names: list[str] = []

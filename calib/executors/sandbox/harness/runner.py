@@ -45,7 +45,7 @@ from .calls import (
     standin_default,
     statement_lines,
 )
-from .placeholders import globals_in, materialize
+from .placeholders import alias, globals_in, materialize
 from .probes import NAME as PROBE
 from .probes import TRY, Probes
 from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn, is_standin, standin_name
@@ -137,6 +137,7 @@ class Runner:
         self.init = callees.constructor(self.placed, self.params) if self.placed.kind in ("method", "property") and \
             node.name not in INITIALISERS else None
         self.init_fields = [p.name for p in self.init or []]
+        self.positional = [p.name for p in self.params.params if p.kind == "positional"]
         self.cls_reads = callees.class_reads(self.placed)  # ``cls.name`` a class method reads
         self.guarded = fixups.guarded_reads(node)  # ``self.attr`` x expects may be missing: not pre-filled
         self.handlers = fixups.handlers(node), (node.name, range(self.first, self.last + 1), scaffold.FILENAME)
@@ -243,6 +244,8 @@ class Runner:
             LOG.reset(*mode)
             call, instance = self._target(ns, state)
             args, kwargs = self._arguments(state, ns)
+            if instance is not None and "Arg(" in str(state.get("self", "")):  # ``node is self.head_node``
+                alias(instance, state["self"], self.positional, args, kwargs)
             texts = state.get("probe") or []  # a returned closure's first arguments (calls.closure_params)
             given = [materialize(decode(text), ns) for text in texts]
             before = canon.dumps(canon.canonical([args, kwargs]))

@@ -9,7 +9,8 @@ booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set(
 (an object with those attributes, for parameters the body uses as ``p.attr``), ``New('Cls', …)`` (an instance of
 a class of the function's module, built in the sandbox), ``Node('With', 'with a:\\n    pass')`` (a syntax-tree
 node, :mod:`.astnodes`), ``Global('EOF')`` (the object a module-level name of the function's
-file holds in the input's build: a sentinel, a class, an imported stand-in) and ``StandIn('name')`` (a
+file holds in the input's build: a sentinel, a class, an imported stand-in), ``Arg('node')`` (in ``self``'s
+attributes: the object x gets as its argument ``node``) and ``StandIn('name')`` (a
 recording stand-in; ``StandIn('name', [v1, v2])``: its calls return v1, then v2, then what the
 input's stand-in mode says). Decoding builds fresh objects each time, so a function that mutates its
 arguments cannot change the stored input. Anything else (names, attributes, operators, other calls) is
@@ -75,6 +76,27 @@ class Global:
         return f"Global({self.name!r})"
 
 
+class Arg:
+    """The object x gets as its argument ``name``, held by an attribute of ``self`` (or an item of one):
+    ``Obj(head_node=Arg('node'))`` for ``if node is self.head_node:``, an identity no literal can write.
+
+    Decoding keeps this placeholder; the harness sets the attribute to the argument once both are built
+    (:func:`.placeholders.alias`), so x and every candidate get their own input's object.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Arg) and self.name == other.name
+
+    def __hash__(self) -> int:
+        return hash(("Arg", self.name))
+
+    def __repr__(self) -> str:
+        return f"Arg({self.name!r})"
+
+
 def encode(value: Any) -> str:
     """The expression source of ``value`` (inverse of :func:`decode`)."""
     if value is None or isinstance(value, bool | int | str | bytes):
@@ -115,7 +137,7 @@ def encode(value: Any) -> str:
         parts = [repr(value.cls), *(encode(a) for a in value.args),
                  *(f"{k}={encode(v)}" for k, v in value.attrs.items())]
         return "New(" + ", ".join(parts) + ")"
-    if isinstance(value, Global | Node):
+    if isinstance(value, Global | Node | Arg):
         return repr(value)
     if isinstance(value, Obj):
         return "Obj(" + ", ".join(f"{k}={encode(v)}" for k, v in vars(value).items()) + ")"
@@ -191,7 +213,7 @@ def _build(node: ast.expr, source: str) -> Any:
         return _call(node, source)
     raise ValueError(f"input value {source!r}: only literals, set(), frozenset(), float('nan'), complex(...), "
                      "slice(...), Path(...), date(...), datetime(...), time(...), timedelta(...), Node(...), Obj(...), "
-                     "New(...), Global(...) and StandIn(...) are allowed")
+                     "New(...), Global(...), Arg(...) and StandIn(...) are allowed")
 
 
 def _call(node: ast.Call, source: str) -> Any:
@@ -230,6 +252,8 @@ def _call(node: ast.Call, source: str) -> Any:
     if name == "Global" and len(args) == 1 and isinstance(args[0], str) and not kwargs \
             and all(part.isidentifier() for part in args[0].split(".")):  # ``Global('OperatingSystem.LINUX')``
         return Global(args[0])
+    if name == "Arg" and len(args) == 1 and isinstance(args[0], str) and args[0].isidentifier() and not kwargs:
+        return Arg(args[0])  # ``self.head_node is node``
     if name == "StandIn" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         return CalibStandIn(args[0])
     if name == "StandIn" and len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], list) and not kwargs:
