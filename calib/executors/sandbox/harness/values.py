@@ -55,7 +55,23 @@ class New:
     __hash__ = None  # type: ignore[assignment]
 
 
-class Global:
+class _Named:
+    """A placeholder naming what the harness looks up per run (:class:`Global`, :class:`Arg`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is type(self) and self.name == other.name
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.name))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Global(_Named):
     """The object the module-level name ``name`` of x's file holds: ``Global('EOF')`` for ``data is EOF``,
     ``Global('_MISSING')`` for ``default is _MISSING`` (an ``object()`` no literal can write).
 
@@ -63,38 +79,14 @@ class Global:
     (:func:`.calls.materialize`), so x and every candidate get their own build's object.
     """
 
-    def __init__(self, name: str) -> None:
-        self.name = name
 
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, Global) and self.name == other.name
-
-    def __hash__(self) -> int:
-        return hash(("Global", self.name))
-
-    def __repr__(self) -> str:
-        return f"Global({self.name!r})"
-
-
-class Arg:
+class Arg(_Named):
     """The object x gets as its argument ``name``, held by an attribute of ``self`` (or an item of one):
     ``Obj(head_node=Arg('node'))`` for ``if node is self.head_node:``, an identity no literal can write.
 
     Decoding keeps this placeholder; the harness sets the attribute to the argument once both are built
     (:func:`.placeholders.alias`), so x and every candidate get their own input's object.
     """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, Arg) and self.name == other.name
-
-    def __hash__(self) -> int:
-        return hash(("Arg", self.name))
-
-    def __repr__(self) -> str:
-        return f"Arg({self.name!r})"
 
 
 def encode(value: Any) -> str:
