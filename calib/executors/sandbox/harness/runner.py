@@ -554,7 +554,7 @@ def main() -> None:
     drop_class_attributes(runner, runner.params, ns)  # in every mode: explore and replay build self alike
     if job["mode"] == "explore":  # what the search reads of the first build (a replay reads none of it)
         runner.params.plain_globals = frozenset(k for k, v in ns.items() if v is None or isinstance(v, _PLAIN))
-        runner.params.bound_standins = any(is_standin(v) or isinstance(v, standins.StandInModule) for v in ns.values())
+        runner.params.bound_standins = any(is_standin(v) or type(v) is standins.StandInModule for v in ns.values())
     gc.collect()
     gc.freeze()
     built = _cpu()

@@ -163,8 +163,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         elif record.valid:
             # a part of the input compared with what x wants at that place (``buf[0:8] == MAGIC``), or its length
             # with a size (``len(buf) > 524``), for the first time: progress a line cannot show (the ``and``
-            # before it held), so the input is rewritten to pass; a value of another type than x checked for or
-            # read as, a key or name x looked up and did not find, the first time one can be rewritten
+            # before it held), so the input is rewritten to pass; so is a value x read as another type than it
+            # has, or a key or name x looked up and did not find, the first time the input can be rewritten for it
             placed = [p for p in pools.pairs if p[0] in _WANTS and _wanted(p, record) not in wanted]
             news = replacements(values, placed) if placed else []
             wanted.update(_wanted(p, record) for p in placed)
