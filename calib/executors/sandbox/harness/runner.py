@@ -268,6 +268,7 @@ class Runner:
                 sys.settrace(None)  # a trace function the code set
                 self.seen = frozenset(self.lines)
                 standins.StandInFinder.active = False
+                standins.StandInFinder.forget()
             returned = True
         except _Timeout:
             raise

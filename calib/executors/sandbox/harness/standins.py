@@ -875,24 +875,44 @@ class StandInFinder:
     """Last on ``sys.meta_path``, active only while x runs: an ``import`` statement in x's body for a
     module that is not there (a withheld package, a relative import of the project) gets a stand-in
     module instead of ``ImportError``, as the same import at the top of the file does (not a module of
-    Python 2 only: :data:`PYTHON2_MODULES`)."""
+    Python 2 only: :data:`PYTHON2_MODULES`). In the mode ``raise_in_try``, inside the body of one of x's
+    ``try`` statements with handlers, it gets ``ImportError`` (``try: import yaml`` / ``except ImportError:``),
+    and such an import asks the search for that mode as a stand-in call there does. The modules made while
+    x runs leave ``sys.modules`` after each input (:meth:`forget`): the next input imports afresh."""
 
     active = False
+    made: list[str] = []  # the modules made while x ran, this input
 
     @classmethod
     def find_spec(cls, name: str, path: Any = None, target: Any = None) -> Any:
         if name != FAKE_PACKAGE and not (cls.active and _imported_by_the_scaffold()) \
                 or name.partition(".")[0] in PYTHON2_MODULES:
             return None
+        if cls.active and LOG.trying > 0:
+            LOG.try_calls += 1
+            if LOG.default is RAISE_IN_TRY:
+                return None  # the import system raises ModuleNotFoundError
         import importlib.machinery  # noqa: PLC0415 - loaded already by the import system
 
         return importlib.machinery.ModuleSpec(name, cls, is_package=True)
 
-    @staticmethod
-    def create_module(spec: Any) -> Any:
+    @classmethod
+    def create_module(cls, spec: Any) -> Any:
         module = StandInModule(spec.name)
         module.__path__ = []  # a package: submodules import too
+        if cls.active:
+            cls.made.append(spec.name)
         return module
+
+    @classmethod
+    def forget(cls) -> None:
+        """Take the stand-in modules made while x ran out of ``sys.modules`` (each input imports them afresh)."""
+        import sys  # noqa: PLC0415
+
+        for name in cls.made:
+            if type(sys.modules.get(name)) is StandInModule:
+                del sys.modules[name]
+        cls.made.clear()
 
     @staticmethod
     def exec_module(module: Any) -> None:
