@@ -320,7 +320,8 @@ def _attribute_names(obj: Any) -> list[str]:
             held = _NAMESPACE.__get__(klass).get("__dict__")
             if held is not None:  # the instance's namespace, where its class keeps the usual descriptor for it
                 own = held.__get__(obj, owner) if type(held) in _NAMESPACES else None
-                names.extend(k for k in own if type(k) is str) if type(own) is dict else None
+                if type(own) is dict:
+                    names.extend(k for k in own if type(k) is str)
                 break
     for klass in classes:
         names.extend(k for k in _NAMESPACE.__get__(klass) if type(k) is str)
