@@ -185,8 +185,8 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
         # returns (``token = tokens.current()``: the body's use of token describes the call's answers)
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
                 and n.targets[0].id not in params and n.targets[0].id != self_name:
-            if isinstance(n.value, ast.Attribute) and (p := subject(n.value)) is not None:
-                subject.aliases.setdefault(n.targets[0].id, p)
+            if isinstance(n.value, ast.Attribute | ast.Name) and (p := subject(n.value)) is not None:
+                subject.aliases.setdefault(n.targets[0].id, p)  # (``result = data``: the same value)
             elif isinstance(n.value, ast.Call) and (p := subject(n.value.func)) is not None:
                 p.result = p.result or Param(name=p.name + "()", kind="result", depth=p.depth + 1)
                 subject.aliases.setdefault(n.targets[0].id, p.result)
@@ -194,6 +194,13 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                     and (p := subject(n.value.value)) is not None and p.depth < 2:  # ``tokens = info[month]``:
                 p.item = p.item or Param(name=p.name + "[]", kind="item", depth=p.depth + 1)  # its use
                 subject.aliases.setdefault(n.targets[0].id, p.item)  # describes the values (or items)
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple) \
+                and isinstance(n.value, ast.Tuple) and len(n.targets[0].elts) == len(n.value.elts):
+            # ``(longtext, shorttext) = (text1, text2)``: each name describes the value it takes
+            for target, value in zip(n.targets[0].elts, n.value.elts):
+                if isinstance(target, ast.Name) and target.id not in params and target.id != self_name \
+                        and isinstance(value, ast.Name) and (p := subject(value)) is not None:
+                    subject.aliases.setdefault(target.id, p)
     items = {n.target.id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)  # ``for v in p``
              and isinstance(n.target, ast.Name) and (p := subject(_whole(n.iter))) is not None}
     items.update({n.target.elts[1].id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)

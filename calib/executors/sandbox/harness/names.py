@@ -61,6 +61,7 @@ def unresolved_names(tree: ast.AST) -> set[str]:
     loaded: set[str] = set()
     bound: set[str] = set()
     probed: set[str] = set()
+    declared: set[str] = set()  # ``global name`` in a function
     kinds, load, try_type = _KINDS, ast.Load, ast.Try
     for node in walk(tree):
         kind = kinds.get(type(node))
@@ -83,11 +84,44 @@ def unresolved_names(tree: ast.AST) -> set[str]:
                 bound.add(node.rest)  # type: ignore[attr-defined]
         else:
             bound.update(node.names)  # type: ignore[attr-defined]
+            if type(node) is ast.Global:
+                declared.update(node.names)  # type: ignore[attr-defined]
     # dunder names (``__builtins__``, ``__doc__``, ``__spec__`` ...) are the interpreter's, never stand-ins;
     # nor is a name the module probes with ``try: xrange`` / ``except NameError:`` (``_IS_PY2 = False``): it
     # raises NameError there, as in Python 3 (a stand-in made boltons' funcutils take its Python 2 branches)
+    # A global that only functions bind (``global _cur_menu`` / ``_cur_menu = menu``, set by the function that
+    # starts the program) does not exist when x is called: a stand-in too, unless the module binds it itself
+    if declared:
+        bound -= declared - module_bound(tree)
     return {name for name in loaded - bound - probed if not hasattr(builtins, name)
             and not (name.startswith("__") and name.endswith("__"))}
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+           ast.GeneratorExp)
+
+
+def module_bound(tree: ast.AST) -> set[str]:
+    """Names the module's own statements bind (not the bodies of its functions and classes, which bind theirs,
+    nor comprehensions): its assignments, imports, definitions, loop and ``with`` targets, handlers' names."""
+    bound: set[str] = set()
+    stack = list(getattr(tree, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+            stack.extend(node.decorator_list)
+            continue
+        if isinstance(node, _SCOPES):
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+    return bound
 
 
 def super_names(tree: ast.AST) -> set[str]:

@@ -112,9 +112,11 @@ _NAME_TYPES: dict[str, str | None] = {}
 
 def _name_type(name: str) -> str | None:
     lower = name.lower()
-    for exact, affixes, kind in NAME_RULES:
-        if lower in exact or any(lower.endswith(a) if a.startswith("_") else lower.startswith(a) for a in affixes):
-            return kind
+    base = lower.rstrip("0123456789").rstrip("_")  # ``text1``, ``s2``, ``path_2``: as ``text``, ``s``, ``path``
+    for word in (lower, base) if base and base != lower else (lower,):
+        for exact, affixes, kind in NAME_RULES:
+            if word in exact or any(word.endswith(a) if a.startswith("_") else word.startswith(a) for a in affixes):
+                return kind
     if lower.endswith("s") and len(lower) > 3:
         return "list"
     return None

@@ -292,6 +292,8 @@ class Module:
             return
         try:
             exec(self._code(stmt), ns)  # noqa: S102 - the whole point: untrusted code, inside the sandbox
+            if type(stmt) is ast.Try and not self.bare and self.fixups:
+                self._unbound_imports(stmt, ns)
             if type(stmt) is ast.ClassDef and stmt.keywords and is_standin(ns.get(stmt.name)):
                 # ``class A(metaclass=withheld.Meta)``: the stand-in metaclass made A a stand-in
                 self.warnings.append(f"line {stmt.lineno}: class {stmt.name} built without its keywords "
@@ -320,6 +322,21 @@ class Module:
                 ns.setdefault(name, standin_for(name))
             bound = f" ({', '.join(names)} stand-ins)" if names else ""
             self.warnings.append(f"{where}: {type(error).__name__}{bound}")
+
+    def _unbound_imports(self, stmt: ast.Try, ns: dict[str, Any]) -> None:
+        """A ``try`` importing a dependency whose handler ran and did not bind what the import would have
+        (``except ImportError: warnings.warn(...)``, ``except: pass``): x reading ``tablib`` would be a
+        NameError. Those names are stand-ins, as a failed import at the top of the file gives; what the
+        handler bound (``import json`` after ``import ujson as json``, ``HAS_YAML = False``) stays."""
+        for imp in stmt.body:
+            if not isinstance(imp, ast.Import | ast.ImportFrom):
+                continue
+            missing = [a for a in imp.names if a.name != "*" and (a.asname or a.name.split(".")[0]) not in ns]
+            if missing:
+                part = ast.copy_location(ast.Import(names=missing) if isinstance(imp, ast.Import) else
+                                         ast.ImportFrom(module=imp.module, names=missing, level=imp.level), imp)
+                self._standins_for_import(part, ns, "left unbound by the handler of the try at line "
+                                                    f"{stmt.lineno}")
 
     def _mocked(self, stmt: ast.Import | ast.ImportFrom) -> bool:
         if isinstance(stmt, ast.ImportFrom):
