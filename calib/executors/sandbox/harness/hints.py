@@ -55,6 +55,30 @@ class Param:
         return f"Param({self.name!r}, {self.kind!r}, types={self.types!r})"
 
 
+def _copies(body_nodes: list[ast.AST], subject: Any, params: dict[str, Param], self_name: str | None) -> None:
+    """A local that only ever takes a parameter's value (``result = data``; each name of ``(longtext, shorttext) =
+    (text1, text2)`` and ``(shorttext, longtext) = (text1, text2)``) describes that parameter by its use. Not a local
+    bound to anything else anywhere in x (``name = s`` in one branch, ``name = match.group(1)`` in another)."""
+    copied: dict[str, list[Param]] = {}
+    stores: dict[str, int] = {}
+    for n in body_nodes:
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
+        if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+            continue
+        target, value = n.targets[0], n.value
+        pairs = [(target, value)] if isinstance(target, ast.Name) else []
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts))
+        for t, v in pairs:
+            if isinstance(t, ast.Name) and isinstance(v, ast.Name) and t.id not in params and t.id != self_name \
+                    and (p := subject(v)) is not None:
+                copied.setdefault(t.id, []).append(p)
+    for name, sources in copied.items():
+        if len(sources) == stores.get(name):
+            subject.aliases.setdefault(name, sources[0])
+
+
 class Hints:
     """What the body of x says about its parameters, and the literals mined from it."""
 
@@ -181,12 +205,13 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
         subject.stored.update({t.attr: params[n.value.id] for n in body_nodes if isinstance(n, ast.Assign)
                                and isinstance(n.value, ast.Name) and n.value.id in params for t in n.targets
                                if isinstance(t, ast.Attribute) and getattr(t.value, "id", None) == self_name})
+    _copies(body_nodes, subject, params, self_name)  # (first: ``i = longtext.find(...)`` reads through one)
     for n in body_nodes:  # a local bound to an attribute of a parameter or of self, or to what calling one
         # returns (``token = tokens.current()``: the body's use of token describes the call's answers)
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
                 and n.targets[0].id not in params and n.targets[0].id != self_name:
-            if isinstance(n.value, ast.Attribute | ast.Name) and (p := subject(n.value)) is not None:
-                subject.aliases.setdefault(n.targets[0].id, p)  # (``result = data``: the same value)
+            if isinstance(n.value, ast.Attribute) and (p := subject(n.value)) is not None:
+                subject.aliases.setdefault(n.targets[0].id, p)
             elif isinstance(n.value, ast.Call) and (p := subject(n.value.func)) is not None:
                 p.result = p.result or Param(name=p.name + "()", kind="result", depth=p.depth + 1)
                 subject.aliases.setdefault(n.targets[0].id, p.result)
@@ -194,13 +219,6 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                     and (p := subject(n.value.value)) is not None and p.depth < 2:  # ``tokens = info[month]``:
                 p.item = p.item or Param(name=p.name + "[]", kind="item", depth=p.depth + 1)  # its use
                 subject.aliases.setdefault(n.targets[0].id, p.item)  # describes the values (or items)
-        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple) \
-                and isinstance(n.value, ast.Tuple) and len(n.targets[0].elts) == len(n.value.elts):
-            # ``(longtext, shorttext) = (text1, text2)``: each name describes the value it takes
-            for target, value in zip(n.targets[0].elts, n.value.elts):
-                if isinstance(target, ast.Name) and target.id not in params and target.id != self_name \
-                        and isinstance(value, ast.Name) and (p := subject(value)) is not None:
-                    subject.aliases.setdefault(target.id, p)
     items = {n.target.id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)  # ``for v in p``
              and isinstance(n.target, ast.Name) and (p := subject(_whole(n.iter))) is not None}
     items.update({n.target.elts[1].id: p for n in body_nodes if isinstance(n, ast.For | ast.comprehension)
