@@ -500,10 +500,12 @@ class _Instrument(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
         table = node.value  # ``TABLE[key]`` read, TABLE a module constant (by its name) or a literal mapping
-        # (``{"P-256": ec.SECP256R1}[jwk["crv"]]``), or an attribute (``self.envtypes[tok.content[0]]``): :func:`item`
+        # (``{"P-256": ec.SECP256R1}[jwk["crv"]]``), or an attribute of self or cls (``self.envtypes[tok.content[0]]``;
+        # not a module's, ``os.environ["HOME"]``, which the search reads as an input where it stands): :func:`item`
         if isinstance(node.ctx, ast.Load) and not isinstance(node.slice, ast.Slice) and (
                 isinstance(table, ast.Name) and table.id not in self.bound and table.id.lstrip("_").isupper()
                 or isinstance(table, ast.Attribute) and isinstance(table.value, ast.Name)
+                and table.value.id in ("self", "cls")
                 or isinstance(table, ast.Dict) and all(isinstance(k, ast.Constant) for k in table.keys)):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="item", ctx=ast.Load())
             return ast.copy_location(ast.Call(func=recorder, args=[table, node.slice], keywords=[]), node)

@@ -112,8 +112,8 @@ _NAME_TYPES: dict[str, str | None] = {}
 
 def _name_type(name: str) -> str | None:
     lower = name.lower()
-    base = lower.rstrip("0123456789").rstrip("_")  # ``text1``, ``s2``, ``path_2``: as ``text``, ``s``, ``path``
-    for word in (lower, base) if base and base != lower else (lower,):
+    base = lower.rstrip("0123456789")  # ``text1``, ``s2``, ``path_2``: as ``text``, ``s``, ``path`` (not ``__dict__``)
+    for word in (lower, base.rstrip("_")) if base and base != lower else (lower,):
         for exact, affixes, kind in NAME_RULES:
             if word in exact or any(word.endswith(a) if a.startswith("_") else word.startswith(a) for a in affixes):
                 return kind
