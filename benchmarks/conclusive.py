@@ -97,12 +97,13 @@ a validation sample (only the names of functions whose verdict changed seen); th
 function's verdict moves a five-seed rate by up to five draws.
 In the twentieth round the third list was used up (a draw with the tuning file and every earlier sample's draws
 excluded found no function), and a fourth list was made, ``benchmarks/fresh-packages-4.txt`` (62 packages, 3,329
-functions no session had seen). Its seeds 1-5 (``--fresh --fresh-list benchmarks/fresh-packages-4.txt
---fresh-seed S --n 120 --conditions file_only --setups sandbox --exclude benchmarks/tuning-functions.jsonl``, its
-first 7,299 lines) and seeds 6-10 (also ``--exclude`` each of seeds 1-5's ``--out`` files) are held out, measured at the round's start and
-end and never looked at function by function; seeds 11-15 (seeds 1-10's draws excluded too) were the round's tuning
-sample, looked at and added to the tuning file (476 functions, 7,775 lines); seeds 16-20 (seeds 11-15's draws excluded too) were a validation
-sample (only the names of functions whose verdict changed seen). Seeds 21 and up are untouched.
+functions no session had seen). Its seeds 1-5 (``--fresh --fresh-list benchmarks/fresh-packages-4.txt --fresh-seed S
+--n 120 --conditions file_only --setups sandbox --exclude benchmarks/tuning-functions.jsonl``, its first 7,299
+lines) and seeds 6-10 (also ``--exclude`` each of seeds 1-5's ``--out`` files) are held out, measured at the round's
+start and end and never looked at function by function; seeds 11-15 (seeds 1-10's draws excluded too) were the
+round's tuning sample, looked at and added to the tuning file (476 functions, 7,775 lines); seeds 16-20 (seeds
+11-15's draws excluded too) were a validation sample (only the names of functions whose verdict changed seen). Seeds
+21 and up are untouched.
 """
 
 from __future__ import annotations
