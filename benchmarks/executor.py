@@ -10,8 +10,10 @@ paper's setting (file context only, stand-ins for what it cannot import), line t
    ``python -I -S -c pass``, so the cost of starting a batch each way is visible;
 2. *study case*: ``compare(x, [target, reference])`` as a study runs it, with two candidates: x itself
    and a near-copy of x with one small change (:func:`mutant`: the first comparison operator flipped,
-   else the first integer constant plus one): explore x (input search), replay x, replay the near-copy
-   (a candidate with x's own source shares x's replay batch); ``--target copy``: the target is x with a
+   else the first integer constant plus one): explore x (input search) and replay x (in the same batch:
+   the explore batch forks the replay, job key ``then_replay``; ``--own-replay-batch``: a batch of its
+   own, as before), replay the near-copy (a candidate with x's own source shares x's replay);
+   ``--target copy``: the target is x with a
    trailing comment instead (the same behaviour in other text), which replays in a batch of its own, as
    a target that does not reproduce x verbatim does;
 3. *x alone*: ``compare(x, [])``: the search and x's replay (what ``benchmarks/conclusive.py`` runs);
@@ -33,7 +35,8 @@ case's explore and replay batches' mean ``start`` (before the harness's ``main``
 >= 20 functions/s.
 
 Run: ``python benchmarks/executor.py [--n 100] [--seed 0] [--workers 2] [--in-flight 2] [--no-fork-server]
-[--budget-seconds S] [--budget-runs N] [--skip-inconclusive-candidates] [--target x|copy] [--json]``
+[--budget-seconds S] [--budget-runs N] [--skip-inconclusive-candidates] [--own-replay-batch] [--target x|copy]
+[--json]``
 
 ``--ray ADDRESS`` (docs/scale.md): the study case instead runs as a study's execute stage does under ``[runner]
 kind = "ray"``: chunks of 4 functions as Ray tasks of 1 CPU (:class:`calib.scale.runner.RayRunner` with
@@ -91,7 +94,8 @@ def _counting_events(run: Any) -> list[dict[str, Any]]:
 python_executor._events = _counting_events  # every batch's output passes through it once
 
 #: Every batch run: (job mode, CPU seconds from the fork server's wait4, the harness's ``done`` event's phases in ms,
-#: and for a search the runs of its walk and in all, from its ``explore`` event)
+#: and for a search the runs of its walk and in all, from its ``explore`` event). An explore batch that replays x
+#: itself (job key ``then_replay``) has two ``done`` events: its replaying child's phases are under ``x_replay``.
 _BATCHES: list[tuple[str, float, dict[str, float], tuple[int, int] | None]] = []
 _PHASES = ("analysis", "first_build", "inputs")  # the harness's phases (its ``done`` event's ``phases_ms``)
 
@@ -111,8 +115,13 @@ def _by_mode(batches: list[tuple[str, float, dict[str, float], tuple[int, int] |
         timed = [(c, p) for _, c, p, _ in rows if p]
         if timed:
             mean = {k: statistics.fmean(p[k] for _, p in timed) for k in _PHASES}
-            start = statistics.fmean(c * 1000 - sum(p[k] for k in _PHASES) for c, p in timed)
+            start = statistics.fmean(c * 1000 - sum(p.values()) for c, p in timed)  # x_replay_ phases too
             out[mode]["phases_ms"] = {"start": round(start, 1), **{k: round(v, 1) for k, v in mean.items()}}
+            merged = [p for _, p in timed if "x_replay_inputs" in p]
+            if merged:  # x's replay in the explore batch: its child's own phases (its analysis was the parent's)
+                out[mode]["x_replays"] = len(merged)
+                out[mode]["x_replay_ms"] = {k: round(statistics.fmean(p["x_replay_" + k] for p in merged), 1)
+                                            for k in ("first_build", "inputs")}
         searched = [r for _, _, _, r in rows if r is not None]
         if searched:
             out[mode]["walk_runs"] = sum(w for w, _ in searched)
@@ -123,15 +132,19 @@ def _by_mode(batches: list[tuple[str, float, dict[str, float], tuple[int, int] |
 def _phases(events: list[dict[str, Any]]) -> tuple[dict[str, float], tuple[int, int] | None]:
     """The phases of a batch's ``done`` event (empty if it has none), and its search's walk and runs (or None)."""
     phases: dict[str, float] = {}
+    replayed: dict[str, float] = {}
     searched = None
     for event in events:
         p = event.get("phases_ms") if event.get("event") == "done" else None
         if isinstance(p, dict) and all(isinstance(p.get(k), int | float) for k in _PHASES):
-            phases = {k: float(p[k]) for k in _PHASES}
+            if event.get("handed_over") is True:  # x's replay, forked by the explore batch
+                replayed = {f"x_replay_{k}": float(p[k]) for k in _PHASES}
+            else:
+                phases = {k: float(p[k]) for k in _PHASES}
         walk, runs = event.get("walk_runs"), event.get("runs")
         if event.get("event") == "explore" and isinstance(walk, int) and isinstance(runs, int):
             searched = (walk, runs)
-    return phases, searched
+    return ({**phases, **replayed} if phases else phases), searched
 
 
 def _count_batches(ex: SandboxExecutor) -> None:
@@ -281,13 +294,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ex = SandboxExecutor(ExecutorConfig(seed=args.seed, workers=args.workers, **budget,
                                         candidates_when_inconclusive=not args.skip_inconclusive_candidates))
     ex.sandbox.forks = ex.sandbox.forks and not args.no_fork_server
+    ex._then_replay = ex._then_replay and not args.own_replay_batch
     _count_batches(ex)
     in_flight = args.in_flight or args.workers
     report: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "workers": args.workers,
                               "in_flight": in_flight, "n": len(functions), "seed": args.seed, "target": args.target,
                               "fork_servers": ex.sandbox.forks, "budget_seconds": ex.config.budget_seconds,
                               "budget_runs": ex.config.budget_runs,
-                              "candidates_when_inconclusive": ex.config.candidates_when_inconclusive}
+                              "candidates_when_inconclusive": ex.config.candidates_when_inconclusive,
+                              "x_replayed_in_explore": ex._then_replay}
     report["startup"] = await startup(args.startup_repeats)
     report["background_busy_cpus"] = round(background(args.probe_seconds), 2)
 
@@ -386,6 +401,9 @@ def main() -> None:
     parser.add_argument("--skip-inconclusive-candidates", action="store_true",
                         help="candidates_when_inconclusive=False: once x's search is inconclusive, no candidate "
                              "runs and x is not replayed")
+    parser.add_argument("--own-replay-batch", action="store_true",
+                        help="x's replay in a batch of its own, as before issue 24's twenty-first round (not forked "
+                             "by x's explore batch: job key then_replay)")
     parser.add_argument("--target", choices=("x", "copy"), default="x",
                         help="the study case's target: x verbatim (shares x's replay batch) or x with a trailing "
                              "comment (a replay batch of its own)")

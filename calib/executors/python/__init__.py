@@ -7,7 +7,10 @@ process that runs one function variant on all its input states:
    (:mod:`calib.executors.sandbox.harness.synth`), or runs the ones the user gave;
 2. *replay* x on the chosen states in a fresh process: an input whose output state differs from the
    one seen while exploring is invalid (``nondeterministic``). The search ran on one build of the
-   module; if the replay differs there, x is explored again with a build per run, then replayed;
+   module; if the replay differs there, x is explored again with a build per run, then replayed. The
+   explore batch forks this process itself once it has analysed the scaffold, before any of its code
+   runs (job key ``then_replay``, :mod:`calib.executors.sandbox.harness.handover`); what it did not
+   report is replayed in a batch of its own;
 3. *replay* each candidate, in x's place in the same scaffold, on the same states (with
    ``candidates_when_inconclusive`` off, neither they nor x when x's search already made the sample
    inconclusive: x's replay can only make fewer inputs valid; the candidates are ``not_run``). A candidate
@@ -27,10 +30,12 @@ import asyncio
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, InputResult, register
+from calib.executors.python.replay import Replay, take_results
+from calib.executors.python.replay import index as _index
 from calib.executors.sandbox import Batch, Limits, Sandbox, SandboxRun
 from calib.executors.sandbox.harness import ambient, scaffold
 from calib.executors.sandbox.harness.runner import THREADS_EXIT
@@ -41,18 +46,6 @@ __all__ = ["SandboxExecutor"]
 
 _MAX_EXPLORE_RESTARTS = 3
 _STARTUP_SLACK = 5.0  # seconds a batch may spend starting and building its scaffold
-
-
-@dataclass
-class _Replay:
-    outputs: dict[int, str] = field(default_factory=dict)  # canonical output state per input index
-    lines: dict[int, Any] = field(default_factory=dict)  # the lines each input reached (as reported)
-    error: str = ""
-
-    def differs(self, chosen: list[dict[str, Any]]) -> bool:
-        """Whether x's replay (a fresh process) of a valid input gave another output or lines than its explore."""
-        return not self.error and any(item["valid"] and (self.outputs.get(i), self.lines.get(i)) != (
-            item["output"], item["lines"]) for i, item in enumerate(chosen))
 
 
 def _events(run: SandboxRun) -> list[dict[str, Any]]:
@@ -86,10 +79,6 @@ def _ours(events: list[dict[str, Any]], nonce: str) -> list[dict[str, Any]]:
         if event.get("event") == "done":
             break
     return kept
-
-
-def _index(value: Any, size: int) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size else None
 
 
 def _ints(value: Any) -> bool:
@@ -158,6 +147,8 @@ class SandboxExecutor:
                                read_only=self.config.import_paths)
         self._slots = asyncio.Semaphore(self.config.workers)
         self._ahead: set[Batch] = set()  # replay processes started ahead of their input states, not yet done
+        # x's replay in x's explore batch (job ``then_replay``), unless x's replay may be skipped
+        self._then_replay = self.config.candidates_when_inconclusive
         self._starting = 0
 
     def close(self) -> None:
@@ -203,9 +194,11 @@ class SandboxExecutor:
                 self._ahead.discard(batch)
 
     async def _explore(self, context: str, truth: str, inputs: Sequence[Mapping[str, Any]] | None, *,
-                       reuse: bool = True) -> tuple[dict[str, Any] | None, str]:
-        """x's explore batch; ``reuse``: one build for the search, x's replay checks it (job ``verify: false``)."""
+                       reuse: bool = True) -> tuple[dict[str, Any] | None, str, Replay]:
+        """x's explore batch: its ``explore`` event (None and why if none), and what it reported of x's replay
+        (``then_replay``); ``reuse``: one build for the search, x's replay checks it (job ``verify: false``)."""
         c = self.config
+        replayed = Replay()
         avoid: list[str] = []
         crashed: dict[str, str] = {}  # given inputs that took a batch down, and how
         extra: dict[str, Any] = {"n_inputs": c.n_inputs, "min_valid": c.min_valid, "coverage": c.coverage,
@@ -215,11 +208,14 @@ class SandboxExecutor:
         if inputs is not None:
             for i, state in enumerate(inputs):
                 if problem := _state_problem(dict(state) if isinstance(state, Mapping) else state):
-                    return None, f"invalid input state {i}: {problem}"
+                    return None, f"invalid input state {i}: {problem}", replayed
             extra["inputs"] = [dict(i) for i in inputs]
             wall = _STARTUP_SLACK + c.input_timeout * (len(inputs) + 1)
         else:
             wall = _STARTUP_SLACK + WALL_FACTOR * c.budget_seconds + 2 * c.input_timeout  # the search's CPU budget
+        if self._then_replay:  # x's replay in this batch: at most as long as a batch of its own
+            extra["then_replay"] = True
+            wall += c.input_timeout * (len(inputs) if inputs is not None else c.n_inputs) + c.input_timeout
         died = ""
         given = extra.get("inputs")
         for _ in range((len(inputs) if inputs is not None else _MAX_EXPLORE_RESTARTS) + 1):
@@ -227,28 +223,33 @@ class SandboxExecutor:
             run = await self._run(self._job("explore", context, truth, avoid=avoid, crashed=crashed, nonce=nonce,
                                             **extra), wall)
             events = _ours(_events(run), nonce)
-            for event in events:
+            for at, event in enumerate(events):
                 if event.get("event") == "explore":
                     problem = _explore_problem(event, c.n_inputs, given)
                     if problem:
-                        return None, f"crashed: malformed harness output ({problem})"
-                    return event, ""
+                        return None, f"crashed: malformed harness output ({problem})", replayed
+                    chosen = event["chosen"]
+                    # what x's replay reported whole; the rest (after a crash, the wall clock) in a batch of its own
+                    _started, failed = take_results(events[at + 1:], len(chosen), {
+                        i for i, item in enumerate(chosen) if not item["valid"]}, replayed)
+                    return event, "", Replay() if failed else replayed
                 if event.get("event") == "error":
-                    return None, f"unparsable: {event.get('message', '')}"
+                    return None, f"unparsable: {event.get('message', '')}", replayed
             died = "threads left running" if run.returncode == THREADS_EXIT else run.died or f"exit {run.returncode}"
             tries = [e["key"] for e in events if e.get("event") == "try" and isinstance(e.get("key"), str)]
             if not tries or tries[-1] in avoid:
                 break
             avoid.append(tries[-1])  # the input that took the batch down is not tried again
             crashed[tries[-1]] = died
-        return None, f"crashed: {died}"
+        return None, f"crashed: {died}", replayed
 
     async def _replay(self, context: str, function: str, states: list[dict[str, Any]],
-                      wanted: set[int], ahead: tuple[Batch, str] | None = None) -> _Replay:
-        """Run ``function`` on the states whose index is in ``wanted`` (x's valid inputs); ``ahead`` is
-        its first batch if it was started ahead (:meth:`_start_ahead`)."""
+                      wanted: set[int], ahead: tuple[Batch, str] | None = None, result: Replay | None = None) -> Replay:
+        """Run ``function`` on the states whose index is in ``wanted`` (x's valid inputs) but those ``result``
+        holds already (x's, from its explore batch); ``ahead`` is its first batch if it was started ahead
+        (:meth:`_start_ahead`)."""
         c = self.config
-        result = _Replay()
+        result = result or Replay()
         done = {i for i in range(len(states)) if i not in wanted}
         for _ in range(len(states) + 1):
             pending = [i for i in range(len(states)) if i not in result.outputs and i not in done]
@@ -268,48 +269,31 @@ class SandboxExecutor:
                 nonce = _nonce()
                 run = await self._run(self._job("replay", context, function, inputs=states, skip=skip, nonce=nonce),
                                       wall)
-            started: int | None = None
-            seen: set[int] = set()  # indices this batch reported
-            for event in _ours(_events(run), nonce):
-                kind = event.get("event")
-                if kind == "error":
-                    result.error = f"unparsable: {event.get('message', '')}"
-                    return result
-                if kind == "start":
-                    started = _index(event.get("index"), len(states))
-                elif kind == "result":
-                    index = _index(event.get("index"), len(states))
-                    output = event.get("output")
-                    if index is None or not isinstance(output, str) or index in done:
-                        continue  # forged or torn: the input counts as not finished
-                    if index in seen or index in result.outputs:  # the harness reports an input once
-                        result.outputs[index] = json.dumps({"outcome": "reported twice"})
-                        continue
-                    seen.add(index)
-                    result.outputs[index] = output
-                    result.lines[index] = event.get("lines")
-                    started = None
+            started, failed = take_results(_ours(_events(run), nonce), len(states), done, result)
+            if failed:
+                return result
             if started is None and run.returncode == THREADS_EXIT and not run.timed_out:
                 continue  # an input left threads running: its result is in, the rest run in a fresh process
             if started is not None or run.died:
-                index = started if started is not None else (pending[0] if pending else None)
-                if index is None or index in result.outputs:
+                at = started if started is not None else (pending[0] if pending else None)
+                if at is None or at in result.outputs:
                     break
                 why = run.died or "crashed"
-                result.outputs[index] = json.dumps({"outcome": why})
+                result.outputs[at] = json.dumps({"outcome": why})
         return result
 
     async def _replays(self, ctx: str, unique: list[str], explored: dict[str, Any],
-                       ahead: list[tuple[Batch, str] | None]) -> tuple[list[_Replay], bool]:
-        """Each distinct variant (x first) replayed on x's chosen states, none when skipped; and whether skipped."""
+                       ahead: list[tuple[Batch, str] | None], replayed: Replay) -> tuple[list[Replay], bool]:
+        """Each distinct variant (x first, after what its explore batch ``replayed``) replayed on x's chosen
+        states, none when skipped; and whether skipped."""
         chosen = explored["chosen"]
         states = [item["state"] for item in chosen]
         wanted = {i for i, item in enumerate(chosen) if item["valid"]}
         if not self.config.candidates_when_inconclusive and not self._verdict(
                 chosen, explored, [bool(item["valid"]) for item in chosen]).conclusive:
             return [], True  # nor x's replay, which can only make fewer inputs valid (docs/executors.md, "Measured")
-        replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch)
-                                         for variant, batch in zip(unique, ahead)))
+        replays = await asyncio.gather(*(self._replay(ctx, variant, states, wanted, batch, replayed if i == 0 else None)
+                                         for i, (variant, batch) in enumerate(zip(unique, ahead))))
         return list(replays), False
 
     @staticmethod
@@ -347,19 +331,20 @@ class SandboxExecutor:
         exploring = asyncio.ensure_future(self._explore(ctx, truth, inputs))
         ahead: list[Batch | None] = []
         try:
-            for variant in unique:  # x's replay first: it is the one every sample needs
-                ahead.append(await self._start_ahead(ctx, variant))
-            explored, why = await exploring
+            for i, variant in enumerate(unique):  # x's replay first: it is the one every sample needs
+                # (unless x's explore batch replays x itself)
+                ahead.append(None if i == 0 and self._then_replay else await self._start_ahead(ctx, variant))
+            explored, why, replayed = await exploring
             if explored is not None:
-                replays, skip = await self._replays(ctx, unique, explored, ahead)
+                replays, skip = await self._replays(ctx, unique, explored, ahead, replayed)
                 if explored.get("unverified") is True and replays and replays[0].differs(explored["chosen"]):
                     # the search's one build kept state between its runs (a module-level cache, a class
                     # attribute x changed): explore again with a build per run, and replay again
                     runs = _index(explored.get("runs"), 1 << 30) or 0
-                    explored, why = await self._explore(ctx, truth, inputs, reuse=False)
+                    explored, why, replayed = await self._explore(ctx, truth, inputs, reuse=False)
                     if explored is not None:
                         explored["runs"] = runs + (_index(explored.get("runs"), 1 << 30) or 0)
-                        replays, skip = await self._replays(ctx, unique, explored, [None] * len(unique))
+                        replays, skip = await self._replays(ctx, unique, explored, [None] * len(unique), replayed)
             if explored is None:
                 return Comparison(conclusive=False, reason=why, valid_inputs=0, coverage=0.0, distinct_outputs=0,
                                   inputs=(), config=settings,

@@ -2,7 +2,9 @@
 repeated candidates share one replay batch: the same code on the same states in a fresh process.
 
 Counted by the jobs the executor sends to its sandbox: compare(x, [x, x', x]) runs the search, x's
-replay and x' (three batches, not five), and every candidate still gets its own result row.
+replay and x' (three batches, not five; two since x's explore batch replays x itself, job key
+``then_replay``: calib/executors/sandbox/harness/handover.py), and every candidate still gets its own
+result row.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+
+import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
@@ -40,18 +44,21 @@ class Counting(SandboxExecutor):
         return await super()._run(job, wall)
 
 
-def _compare(candidates: list[str]) -> tuple[Any, list[tuple[str, str]]]:
+def _compare(candidates: list[str], *, then_replay: bool = True) -> tuple[Any, list[tuple[str, str]]]:
     ex = Counting(ExecutorConfig(seed=0, workers=2))
+    ex._then_replay = then_replay
     try:
         return asyncio.run(ex.compare(X, candidates, inputs=INPUTS)), ex.jobs
     finally:
         ex.close()
 
 
-def test_a_verbatim_candidate_uses_xs_replay() -> None:
-    cmp, jobs = _compare([X, MUTANT, X])
+@pytest.mark.parametrize("then_replay", [True, False], ids=["replayed-in-the-explore-batch", "own-batch"])
+def test_a_verbatim_candidate_uses_xs_replay(then_replay: bool) -> None:
+    cmp, jobs = _compare([X, MUTANT, X], then_replay=then_replay)
     assert cmp.conclusive
-    assert sorted(jobs) == sorted([("explore", X), ("replay", X), ("replay", MUTANT)])
+    own = [] if then_replay else [("replay", X)]
+    assert sorted(jobs) == sorted([("explore", X), *own, ("replay", MUTANT)])
     verbatim, mutant, again = cmp.candidates
     assert verbatim.sim_func == again.sim_func == 1.0
     assert verbatim.outcome == again.outcome == "ran"
@@ -66,7 +73,7 @@ def test_equal_candidates_run_once_and_a_reformatted_one_runs_on_its_own() -> No
     spaced = X.replace("total = score + curve", "total = (score + curve)  # same")
     cmp, jobs = _compare([MUTANT, spaced, MUTANT])
     replays = [f for mode, f in jobs if mode == "replay"]
-    assert sorted(replays) == sorted([X, MUTANT, spaced])  # x, the mutant once, the reformatted copy
+    assert sorted(replays) == sorted([MUTANT, spaced])  # the mutant once, the reformatted copy (x: in its explore)
     first, reformatted, second = cmp.candidates
     assert first.matches == second.matches and first.outputs == second.outputs
     assert reformatted.sim_func == 1.0  # it ran in its own batch and matched everywhere

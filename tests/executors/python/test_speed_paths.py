@@ -140,13 +140,14 @@ def test_candidates_still_run_on_a_sample_the_search_left_conclusive():
 
 
 def _modes(truth: str, candidates: list[str], context: str, **config: object) -> tuple[object, list[str]]:
-    """The comparison and the mode of every batch it ran (explore, replay), in order."""
+    """The comparison and the mode of every batch it ran (explore, replay; ``explore+replay``: an explore batch
+    that replays x itself, job key ``then_replay``), in order."""
     executor = SandboxExecutor(ExecutorConfig(budget_seconds=2.0, **config))  # type: ignore[arg-type]
     modes: list[str] = []
     run = executor._run
 
     async def counted(job, wall):
-        modes.append(job["mode"])
+        modes.append(job["mode"] + ("+replay" if job.get("then_replay") else ""))
         return await run(job, wall)
 
     executor._run = counted  # type: ignore[method-assign]
@@ -160,7 +161,7 @@ def _modes(truth: str, candidates: list[str], context: str, **config: object) ->
 def test_x_is_not_replayed_either_when_the_search_already_made_the_sample_inconclusive():
     off, off_modes = _modes(UNREACHABLE, [UNREACHABLE], SENTINEL_CONTEXT, candidates_when_inconclusive=False)
     on, on_modes = _modes(UNREACHABLE, [UNREACHABLE], SENTINEL_CONTEXT)
-    assert off_modes == ["explore"] and on_modes == ["explore", "replay"]
+    assert off_modes == ["explore"] and on_modes == ["explore+replay"]  # on: x's replay in its explore batch
     # the same verdict, reason and inputs: x's replay could only have made fewer inputs valid
     assert (off.conclusive, off.reason, off.valid_inputs) == (on.conclusive, on.reason, on.valid_inputs)
     assert [(i.valid, i.output) for i in off.inputs] == [(i.valid, i.output) for i in on.inputs]

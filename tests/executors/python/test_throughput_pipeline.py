@@ -139,8 +139,9 @@ def _compare(executor: SandboxExecutor, *, inputs=None, truth=TRUTH):
 
 
 @needs_bwrap
+@pytest.mark.parametrize("then_replay", [True, False], ids=["x-replayed-by-its-explore-batch", "x-replay-ahead"])
 @pytest.mark.parametrize("given", [False, True])
-def test_starting_replays_ahead_changes_nothing_in_the_result(monkeypatch, given):
+def test_starting_replays_ahead_changes_nothing_in_the_result(monkeypatch, given, then_replay):
     # a search bounded by its run budget, not by the clock: the same inputs every time
     config = ExecutorConfig(budget_seconds=60.0, budget_runs=60, workers=2)
     inputs = [{"args": {"items": "[1, 2]"}}, {"args": {"items": "[3, -1]"}}, {"args": {"items": "[]", "factor": "5"}},
@@ -155,15 +156,20 @@ def test_starting_replays_ahead_changes_nothing_in_the_result(monkeypatch, given
         return batch
 
     monkeypatch.setattr(SandboxExecutor, "_start_ahead", counted)
-    ahead = _compare(SandboxExecutor(config), inputs=inputs)
-    # x's replay and WRONG's: ``workers`` ahead at most (the first candidate is x itself: it shares x's replay)
-    assert started == [True, True, False]
+    executor = SandboxExecutor(config)
+    executor._then_replay = then_replay  # on (the default): x's replay is forked by its explore batch, not ahead
+    ahead = _compare(executor, inputs=inputs)
+    # x's replay (unless its explore batch makes it), WRONG's and the unparsable one's: ``workers`` ahead at most
+    # (the first candidate is x itself: it shares x's replay)
+    assert started == ([True, True] if then_replay else [True, True, False])
 
     async def never(self, context, function):
         return None
 
     monkeypatch.setattr(SandboxExecutor, "_start_ahead", never)
-    plain = _compare(SandboxExecutor(config), inputs=inputs)
+    executor = SandboxExecutor(config)
+    executor._then_replay = then_replay
+    plain = _compare(executor, inputs=inputs)
     assert ahead.to_dict(outputs=True) == plain.to_dict(outputs=True)
     monkeypatch.delenv(FORK_SERVER_ENV)
     started.clear()

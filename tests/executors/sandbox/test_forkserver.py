@@ -109,6 +109,35 @@ def test_the_programs_agree_on_new_processes():
     assert seccomp.program("aarch64", pid=3) is not None and seccomp.program("sparc64", pid=3) is None
 
 
+def _stacked(programs: list[bytes], nr: int, *args: int) -> int:
+    """What the kernel does with stacked programs: the most restrictive action (an errno before allow)."""
+    actions = [evaluate(p, nr, *args) for p in programs]
+    return min(actions, key=lambda action: (action == ALLOW, action))
+
+
+def test_a_childs_first_program_lets_it_fork_once_and_its_own_program_then_refuses():
+    # a fork server's child loads the staged program as it sets itself up; runner.main has each process
+    # of the batch load its own program (zygote.Lock) before any code under test runs: an exploring batch
+    # forks x's replay in between (harness/handover.py)
+    staged = seccomp.program("x86_64", staged=True)
+    assert staged is not None
+    sigchld = 17
+    assert evaluate(staged, NR["fork"]) == ALLOW and evaluate(staged, NR["clone"], sigchld) == ALLOW
+    for name in seccomp.SELF_ONLY:  # no pid yet: each process names its own when it locks
+        assert evaluate(staged, NR[name], 77) == ALLOW, name
+    for name in (*seccomp.DENIED, *seccomp.CHILD_DENIED):
+        assert evaluate(staged, NR[name]) == ERRNO | EPERM, name
+    assert evaluate(staged, NR["fcntl"], 0, 8) == ERRNO | EPERM  # F_SETOWN, as in every batch
+    for pid in (5, 6):  # the parent (5) and x's replay (6), each with its own program on the staged one
+        locked = [staged, seccomp.program("x86_64", pid=pid)]
+        assert _stacked(locked, NR["fork"]) == ERRNO | EPERM
+        assert _stacked(locked, NR["clone"], sigchld) == ERRNO | EPERM
+        assert _stacked(locked, NR["kill"], pid) == ALLOW
+        assert _stacked(locked, NR["kill"], 11 - pid) == ERRNO | ESRCH  # not the other one
+    with pytest.raises(ValueError, match="staged"):
+        seccomp.program("x86_64", staged=True, pid=3)
+
+
 # --- real batches ----------------------------------------------------------------------------------------
 
 

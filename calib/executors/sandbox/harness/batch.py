@@ -71,8 +71,8 @@ def _stop_poisoned(runner: Runner) -> None:
     os._exit(THREADS_EXIT)
 
 
-def explore(runner: Runner, job: dict[str, Any]) -> None:
-    """Choose x's input states (or run the given ones) and report them in one ``explore`` event."""
+def explore(runner: Runner, job: dict[str, Any]) -> list[Any]:
+    """Choose x's input states (or run the given ones), report them in one ``explore`` event; the chosen records."""
     from .record import Record  # noqa: PLC0415 - replays never need it
 
     n = int(job.get("n_inputs", 10))
@@ -171,6 +171,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> None:
                  "warnings": runner.module.warnings,
                  "chosen": [{"state": r.state, "valid": r.valid, "status": r.status, "output": r.output,
                              "lines": sorted(r.lines)} for r in chosen]})
+    return chosen
 
 
 def drop_class_attributes(runner: Runner, info: hints.Hints, ns: dict[str, Any]) -> None:

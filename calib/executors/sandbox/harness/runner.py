@@ -33,7 +33,7 @@ import types
 from functools import partial
 from time import process_time as _cpu  # bound before env.freeze(): the batch's phases (its ``done`` event)
 
-from . import ambient, callees, canon, env, fixups, hints, scaffold, standins
+from . import ambient, callees, canon, env, fixups, handover, hints, scaffold, standins
 from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
 from .calls import (
     DEFAULT_NAME,
@@ -495,16 +495,24 @@ def _read_part(source: Any) -> dict[str, Any]:
     return part
 
 
-def main() -> None:
+def main(lock: Any = None) -> None:
     """Run one job (started by the sandbox's boot line, with the garbage collector off until the code
-    under test is about to run: the harness's own start-up allocates much and frees little)."""
+    under test is about to run: the harness's own start-up allocates much and frees little).
+
+    ``lock()`` loads the batch process's own seccomp program (:class:`.zygote.Lock`; none without a
+    sandbox): called before any code under test runs, once the job is read; with ``then_replay`` in an
+    exploring job, in both processes once the analysed batch has forked x's replay (:mod:`.handover`)."""
     began = _cpu()
+    lock = lock or handover.NoLock()
     channel_fd = high_fd(os.dup(1))
     source = os.fdopen(high_fd(os.dup(0)), "rb")  # the job; fd 0 itself is the code's: it reads nothing
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     job = _read_part(source)
+    then_replay = job.get("mode") == "explore" and job.get("then_replay") is True and not job.get("wait")
+    if not then_replay:
+        lock()
     nonce = job.pop("nonce", None)
     channel = Channel(channel_fd, nonce if isinstance(nonce, str) else None)
     if not own_workdir(workdir()):  # never empty a folder that is not the sandbox's (or the host's temp one)
@@ -541,6 +549,12 @@ def main() -> None:
             return  # the host needed no batch after all
         job.update(rest)
     source.close()
+    handing: Any = handover.fork(lock, high_fd, [runner.workdir, *(["/tmp"] if runner.sandboxed else [])]) \
+        if then_replay else None
+    if isinstance(handing, dict):  # x's replay (a fresh process: nothing of the code has run in it)
+        job.update(mode="replay", handed_over=True, **handing)
+        handing = None
+        began = analysed = _cpu()  # its analysis was the parent's (this process's CPU starts at the fork)
     # What exists now (the harness, its imports and their garbage, the parsed scaffold) is never scanned
     # by the collector: the collection after the first build below looks only at what that build made
     # (the code's garbage, whose finalizers run there as before), and the one before each input only at
@@ -560,14 +574,17 @@ def main() -> None:
     gc.freeze()
     built = _cpu()
     if job["mode"] == "explore":
-        explore(runner, job)
+        chosen = explore(runner, job)
+        if handing is not None:
+            handing.send(chosen)
     else:
         replay(runner, job)
     user, system = os.times()[:2]
     # for benchmarks/executor.py: the CPU of the batch's phases, in ms (what came before ``main`` is not in them)
     phases = {"analysis": analysed - began, "first_build": built - analysed, "inputs": _cpu() - built}
     runner.emit({"event": "done", "cpu_s": round(user + system, 4),
-                 "phases_ms": {k: round(v * 1000, 2) for k, v in phases.items()}})
+                 "phases_ms": {k: round(v * 1000, 2) for k, v in phases.items()},
+                 **({"handed_over": True} if job.get("handed_over") else {})})
     # Nothing of the code's runs after its last input: no atexit handlers, no finalizers at interpreter
     # exit (they ran outside every input's timer, and could write after "done")
     os._exit(0)

@@ -1,6 +1,6 @@
 """Classic-BPF seccomp programs for the sandbox (stdlib only: the fork server builds them inside it).
 
-Three programs, one builder:
+Four programs, one builder:
 
 - a *batch's* (``forks=False``, no ``pid``): what bubblewrap loads for a one-process batch. New
   processes are impossible: ``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` fail with
@@ -10,13 +10,19 @@ Three programs, one builder:
   children: only :data:`DENIED` (but for ``unshare`` and ``mount`` with ``mounts=True``: the Python
   sandbox's first lines give each batch fresh tmpfs in namespaces of its own; no code under test
   runs before the child's program refuses them again);
-- a fork server *child's* (``pid``): what each child loads for itself, stacked on the server's, before
-  any code under test runs: the batch's program, and the child may signal (``kill``, ``tgkill``,
+- a fork server *child's* (``pid``): what each batch process loads for itself, stacked on the ones
+  loaded, before any code under test runs: the batch's program, and the child may signal (``kill``, ``tgkill``,
   ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``), set the limits (``prlimit64``) and change the scheduling
   (``sched_set*``, ``setpriority``, ``ioprio_set``) of no process but itself (``ESRCH``, as if no other
   process existed); ``tkill`` and the pidfd calls fail, and the System V
   semaphores and POSIX message queues (which would outlive the child in the sandbox's IPC namespace and
-  reach the next child) are refused.
+  reach the next child) are refused;
+- a fork server *child's first* (``staged``): what a child loads as it sets itself up, before its job
+  is read, stacked on the server's: the child's program less two things, which the child's own
+  program adds (stacked) before any code under test runs, in every process of the batch. It may fork
+  (an exploring batch forks once, after analysing the code and before running any of it: the process
+  that replays x's chosen inputs, ``then_replay`` in :mod:`.runner`), and it names no pid (the rules
+  on signals and limits name the pid of the process that loads the child's program).
 
 Every program refuses extended attributes (``setxattr`` and ``removexattr`` in all their forms fail
 with ``EOPNOTSUPP``, as on a file system without them: they would survive the wipe between batches on
@@ -102,13 +108,14 @@ SYSCALLS: dict[str, tuple[int, bool, dict[str, int]]] = {
 
 
 def program(machine: str | None = None, *, forks: bool = False, pid: int | None = None,
-            mounts: bool = False) -> bytes | None:
+            mounts: bool = False, staged: bool = False) -> bytes | None:
     """The BPF program (``struct sock_filter`` array), or None on an architecture not listed.
 
     ``forks``: the fork server's own program; ``pid``: the program of the fork server child with that
     pid (in the sandbox's PID namespace); ``mounts`` (with ``forks``): ``unshare`` and ``mount`` stay
     allowed, for a Python sandbox whose children make fresh tmpfs of their own before they load the
-    child's program, which refuses both (:meth:`calib.executors.sandbox.harness.zygote.Kernel.fresh`)."""
+    child's program, which refuses both (:meth:`calib.executors.sandbox.harness.zygote.Kernel.fresh`);
+    ``staged`` (without ``forks`` and ``pid``): a child's first program, which lets it fork."""
     spec = SYSCALLS.get(machine or platform.machine())
     if spec is None:
         return None
@@ -122,7 +129,10 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
     ]
     if x32:
         prog.append((_JGE, "nosys", 0, 0x40000000))
-    denied = DENIED if forks else ("fork", "vfork", *DENIED, *(CHILD_DENIED if pid is not None else ()))
+    if staged and (forks or pid is not None):
+        raise ValueError("a staged program is a child's first one: no forks, no pid")
+    denied = (DENIED if forks else (*DENIED, *CHILD_DENIED) if staged
+              else ("fork", "vfork", *DENIED, *(CHILD_DENIED if pid is not None else ())))
     if forks and mounts:
         denied = tuple(name for name in denied if name not in MOUNTS)
     for name in denied:
@@ -149,7 +159,7 @@ def program(machine: str | None = None, *, forks: bool = False, pid: int | None 
                 "prio", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "who", "esrch", _PRIO_PROCESS),
                 "ioprio", (_LD_W_ABS, 0, 0, _ARG0_LOW), (_JEQ, "who", "esrch", _IOPRIO_WHO_PROCESS),
                 "who", (_LD_W_ABS, 0, 0, _ARG1_LOW), (_JEQ, "allow", 0, 0), (_JEQ, "allow", "esrch", pid)]
-    if forks:
+    if forks or staged:
         prog.append((_RET, 0, 0, _RET_ALLOW))
     else:
         prog += [(_JEQ, "nosys", 0, nr["clone3"]),

@@ -153,10 +153,11 @@ def tidy_tmp(root: str = "/tmp") -> None:
         return
     for name in names:
         if name not in _TMP_KEPT[0]:
-            _remove(os.path.join(root, name))
+            remove(os.path.join(root, name))
 
 
-def _remove(path: str) -> None:
+def remove(path: str) -> None:
+    """Remove a file or a folder with what it holds (what cannot be removed stays)."""
     if os.path.isdir(path) and not os.path.islink(path):
         _clear(path)
         _unlink(path, folder=True)

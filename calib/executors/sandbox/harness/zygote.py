@@ -8,9 +8,12 @@ control socket:
   the stdout and stderr pipes, all made by the host. The server forks; the child moves them to 0, 1
   and 2, closes every other descriptor (the control socket too), starts its own session, mounts a
   fresh ``/work`` and ``/tmp`` of its own (:meth:`Kernel.fresh`), enters ``/work``, sets the batch's
-  rlimits, loads its own seccomp program on top of the server's
-  (:func:`seccomp.program` with its pid: no new processes, no signals to any process but itself),
-  and only then runs :func:`runner.main`, which reads the job from fd 0 as a fresh process would;
+  rlimits, loads its first seccomp program on top of the server's (:func:`seccomp.program`,
+  ``staged``), and only then runs :func:`runner.main`, which reads the job from fd 0 as a fresh
+  process would and, before any code under test runs, has the child load its own program
+  (:class:`Lock`: :func:`seccomp.program` with its pid: no new processes, no signals to any process
+  but itself); an exploring job that replays x itself forks first (:mod:`.handover`), and each of
+  its two processes loads its own;
 - the host may send ``k`` (the wall clock, the output cap): the server kills the child;
 - when the child has ended the server empties ``/work`` and ``/tmp`` and answers
   ``exit STATUS CPU_SECONDS ok|retire job|setup`` (``retire``: it could not clean up and stops;
@@ -190,11 +193,15 @@ def _become_batch(kernel: Kernel, rlimits: tuple[tuple[int, int, int], ...], top
                   tuple[str, ...]], *, required: bool) -> None:
     """What every Python batch's process does before its job, in a fork server's child and in a sandbox
     of one batch alike: fresh ``/work`` and ``/tmp`` (:meth:`Kernel.fresh`), enter ``/work``, set the
-    rlimits, load the child's seccomp program (no new processes, signals to itself only)."""
+    rlimits, load the child's first seccomp program (``staged``: the child's own program but for
+    forks and the rules naming its pid, which :class:`Lock` adds before any code under test runs)."""
     kernel.fresh(*tops, required=required)
     os.chdir("/work")
     set_limits(rlimits)
-    program = seccomp.program(pid=os.getpid())
+    _load(kernel, seccomp.program(staged=True))
+
+
+def _load(kernel: Kernel, program: bytes | None) -> None:
     if program is None:
         raise _SeccompError("no seccomp program for this machine")
     try:
@@ -205,6 +212,35 @@ def _become_batch(kernel: Kernel, rlimits: tuple[tuple[int, int, int], ...], top
 
 class _SeccompError(OSError):
     """The child could not load its seccomp program."""
+
+
+# the real ones: a batch's env.freeze() makes os.getpid() say 2 (and os.getppid() 1) before it locks
+_getpid, _getppid = os.getpid, os.getppid
+
+
+class Lock:
+    """Given to :func:`.runner.main`, which calls it in each process of the batch before any code under
+    test runs: the child's seccomp program (no new processes, signals and limits for itself only), stacked
+    on the staged one. A process that cannot load it ends there (:data:`SECCOMP_FAILED`)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+
+    def __call__(self) -> None:
+        try:
+            _load(self._kernel, seccomp.program(pid=_getpid()))
+        except BaseException:  # noqa: BLE001 - nothing of the job's code has run
+            _print_exception()
+            os._exit(SECCOMP_FAILED)
+
+    def die_with_parent(self, parent: int) -> None:
+        """A forked batch process (x's replay, :mod:`.handover`) ends when its parent does."""
+        try:
+            self._kernel.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
+        except OSError:
+            os._exit(CHILD_FAILED)
+        if _getppid() != parent:  # the parent ended before the signal was set
+            os._exit(0)
 
 
 def _child(fds: list[int], started: int, rlimits: tuple[tuple[int, int, int], ...], kernel: Kernel,
@@ -225,16 +261,16 @@ def _child(fds: list[int], started: int, rlimits: tuple[tuple[int, int, int], ..
     except BaseException as exc:  # noqa: BLE001 - the reason goes to the batch's stderr, nothing of the job ran
         _print_exception()
         os._exit(SECCOMP_FAILED if isinstance(exc, _SeccompError) else code)
-    os._exit(_run_job())
+    os._exit(_run_job(Lock(kernel)))
 
 
-def _run_job() -> int:
+def _run_job(lock: Lock) -> int:
     """Run the job as ``python -c`` with the harness's boot lines would; the exit status."""
     from .runner import main  # noqa: PLC0415 - loaded already (the server imported it)
 
     code = 1
     try:
-        main()
+        main(lock)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -346,6 +382,12 @@ def _wait(sock: socket.socket, pid: int) -> tuple[int, float, bool]:
     finally:
         os.close(pidfd)
     _pid, status, usage = os.wait4(pid, 0)
+    while True:  # a process the child forked (x's replay, killed with it) comes to pid 1, this server: reaped
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
     return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, gone
 
 
@@ -359,8 +401,9 @@ def _self_test(kernel: Kernel, tops: tuple[tuple[int, int], tuple[str, ...]]) ->
             code = 4
             kernel.fresh(*tops, required=True)
             code = 5
-            program = seccomp.program(pid=os.getpid())
-            if program is not None:
+            staged, program = seccomp.program(staged=True), seccomp.program(pid=os.getpid())
+            if staged is not None and program is not None:
+                kernel.load(staged)  # as a child does: the staged program, then its own (Lock)
                 kernel.load(program)
                 try:
                     os.fork()  # the grandchild, if there is one, exits at once with status 3
@@ -472,7 +515,7 @@ def oneshot(rlimits: tuple[tuple[int, int, int], ...], keep: tuple[str, ...] = (
         except BaseException as exc:  # noqa: BLE001
             _print_exception()
             os._exit(SECCOMP_FAILED if isinstance(exc, _SeccompError) else CHILD_FAILED)
-        os._exit(_run_job())
+        os._exit(_run_job(Lock(kernel)))
     _exit_with(pid)
 
 
