@@ -471,7 +471,10 @@ def main() -> None:
                 print(f"  {mode}, mean CPU ms a batch: " + ", ".join(f"{k.replace('_', ' ')} {v:g}"
                                                                     for k, v in b["phases_ms"].items())
                       + (f"; search runs {b['runs']}, {b['walk_runs']} of them the walk through the pools"
-                         if "runs" in b else ""))
+                         if "runs" in b else "")
+                      + (f"; x's replay forked by {b['x_replays']} of them: " + ", ".join(
+                          f"{k.replace('_', ' ')} {v:g}" for k, v in b["x_replay_ms"].items()) if "x_replays" in b
+                         else ""))
     print("CPU s, CPU s/fn: the machine's busy time less the other load; CPU ms/fn: the sandboxed batch processes' "
           "CPU (a fork server's child: wait4, fork included; else the harness's own report) plus the host process "
           "(holds on a busy machine; without bwrap's few ms per batch)")
