@@ -322,7 +322,9 @@ class SandboxExecutor:
         indent = scaffold.indentation(truth)
         settings = {k: v for k, v in asdict(c).items() if k not in ("workers", "unsafe_no_sandbox")}
         settings["sandbox"] = "bubblewrap" if self.sandbox.isolated else "none (--unsafe-no-sandbox)"
-        variants = [truth, *(scaffold.reindent(cand, indent) for cand in candidates)]
+        # a candidate that is x verbatim runs as x's own text: re-indenting would put the indent on its blank
+        # lines too, another text (a docstring's value) that would not share x's replay
+        variants = [truth, *(cand if cand == truth else scaffold.reindent(cand, indent) for cand in candidates)]
         # a variant with the same source as an earlier one (a candidate that is x verbatim, two equal
         # samples) shares that one's replay batch: the same code on the same states in a fresh process
         first: dict[str, int] = {}

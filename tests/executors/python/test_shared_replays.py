@@ -78,3 +78,29 @@ def test_equal_candidates_run_once_and_a_reformatted_one_runs_on_its_own() -> No
     assert first.matches == second.matches and first.outputs == second.outputs
     assert reformatted.sim_func == 1.0  # it ran in its own batch and matched everywhere
     assert all(json.loads(o)["return"] in ("A", "B", "C", "F") for o in reformatted.outputs if o)
+
+
+METHOD_CONTEXT = "class Grader:\n    bonus = 0\n\n"
+# a method whose docstring holds a blank line: re-indenting the candidate would indent that line too
+METHOD = '''    def grade(self, score):
+        """The letter for a score.
+
+        Scores of 90 and more are an A.
+        """
+        if score + self.bonus >= 90:
+            return "A", self.grade.__doc__.count("\\n\\n")
+        return "B", 0
+'''
+
+
+def test_a_verbatim_method_runs_as_xs_own_text_and_shares_xs_replay() -> None:
+    ex = Counting(ExecutorConfig(seed=0, workers=2))
+    states = [{"args": {"score": str(s)}, "self": "Obj(bonus=0)"} for s in (95, 50, 90, 89, 100, 10, 91, 0)]
+    try:
+        cmp = asyncio.run(ex.compare(METHOD, [METHOD], context=METHOD_CONTEXT, inputs=states))
+    finally:
+        ex.close()
+    assert ex.jobs == [("explore", METHOD)]  # no batch of its own: before, the re-indented copy had one
+    (verbatim,) = cmp.candidates
+    assert [json.loads(r.output)["return"] for r in cmp.inputs][:2] == [{"tuple": ["A", 1]}, {"tuple": ["B", 0]}]
+    assert verbatim.sim_func == 1.0 and list(verbatim.outputs) == [r.output for r in cmp.inputs]
