@@ -339,7 +339,8 @@ def test_an_import_path_nobody_can_read_is_refused_as_root(tmp_path: Path):
 
 
 def test_the_hostile_battery_passes_as_a_normal_user():
-    """When the tests run as root (CI), the hostile battery and this file also run as ``calib-ci``."""
+    """When the tests run as root (CI), the hostile battery and this file also run as ``calib-ci`` (with the
+    fork servers' tests and x's replay forked by its explore batch: not as root, the server is the sandbox's pid 1)."""
     if os.geteuid() != 0:
         pytest.skip("already running as a normal user: the battery runs as this user")
     if os.environ.get("CALIB_UNPRIVILEGED_RUN"):
@@ -358,7 +359,8 @@ def test_the_hostile_battery_passes_as_a_normal_user():
         ["runuser", "-u", CI_USER, "--", "env", "CALIB_UNPRIVILEGED_RUN=1", f"HOME={CI_VENV.parent / 'home'}",
          str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/executors/sandbox/test_hostile.py",
          "tests/executors/sandbox/test_sandbox_threats.py", "tests/executors/sandbox/test_forkserver.py",
-         "tests/executors/native/test_native_isolation.py", "tests/executors/native/test_native_forgery.py"],
+         "tests/executors/native/test_native_isolation.py", "tests/executors/native/test_native_forgery.py",
+         "tests/executors/python/test_then_replay.py"],
         cwd=tree, capture_output=True, text=True, timeout=1800, check=False)
     tail = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 0, tail
