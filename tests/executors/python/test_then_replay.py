@@ -25,6 +25,7 @@ import pytest
 from calib.executors.base import Comparison, ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox import SandboxRun
+from tests.executors.python.test_shared_replays import X as GRADE
 from tests.executors.python.test_throughput_pipeline import _descendants
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -66,14 +67,7 @@ ACCOUNT = '''class Account:
 
 '''
 SAMPLES = [  # (context, x, a near-copy): a search over plain values, a method with self, a file x reads
-    ("LIMIT = 3\n", '''def grade(score, curve=0):
-    total = score + curve
-    if total >= 90:
-        return "A"
-    if total >= 80:
-        return "B"
-    return "C" if total >= 70 else "F"
-''', ">= 80", "> 80"),
+    ("LIMIT = 3\n", GRADE, ">= 80", "> 80"),
     (ACCOUNT, '''    def withdraw(self, amount):
         if amount <= 0:
             raise ValueError("amount must be positive")
