@@ -158,14 +158,14 @@ def _frozen_stat(real: Any) -> Any:
     return stat
 
 
-_getpid = os.getpid  # the real one, bound before freeze()
+real_getpid = os.getpid  # the real one, bound before freeze()
 
 
 def forked() -> None:
     """In a process forked after :func:`freeze` (x's replay, :mod:`.handover`): ``os.kill(os.getpid(), ...)``
     signals this process, not the one it was forked from."""
     if isinstance(os.kill, partial) and os.kill.func is _kill:
-        os.kill = partial(_kill, os.kill.args[0], _getpid())
+        os.kill = partial(_kill, os.kill.args[0], real_getpid())
 
 
 def freeze() -> None:

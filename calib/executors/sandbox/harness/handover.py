@@ -37,9 +37,8 @@ if TYPE_CHECKING:
 
         def die_with_parent(self, parent: int) -> None: ...
 
-# bound now: code under test that replaces them reaches neither the pipe nor the wait; the pid is the
-# real one (:func:`.env.freeze` makes ``os.getpid()`` say 2 before the fork)
-_write, _read, _close, _waitpid, _exit, _getpid = os.write, os.read, os.close, os.waitpid, os._exit, os.getpid
+# bound now: code under test that replaces them reaches neither the pipe nor the wait
+_write, _read, _close, _waitpid, _exit = os.write, os.read, os.close, os.waitpid, os._exit
 
 
 class NoLock:
@@ -113,7 +112,7 @@ def fork(lock: Lock, high: Callable[[int], int], tops: list[str]) -> Handover | 
     except OSError:
         lock()
         return None
-    parent = _getpid()
+    parent = env.real_getpid()  # not os.getpid(): env.freeze() made it say 2 before the fork
     try:
         pid = os.fork()
     except OSError:

@@ -552,7 +552,7 @@ def main(lock: Any = None) -> None:
     handing: Any = handover.fork(lock, high_fd, [runner.workdir, *(["/tmp"] if runner.sandboxed else [])]) \
         if then_replay else None
     if isinstance(handing, dict):  # x's replay (a fresh process: nothing of the code has run in it)
-        job.update(mode="replay", handed_over=True, **handing)
+        job.update(mode="replay", handed_over=True, inputs=handing["inputs"], skip=handing["skip"])
         handing = None
         began = analysed = _cpu()  # its analysis was the parent's (this process's CPU starts at the fork)
     # What exists now (the harness, its imports and their garbage, the parsed scaffold) is never scanned
