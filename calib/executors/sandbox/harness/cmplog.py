@@ -45,7 +45,8 @@ PAIRS: list[tuple[str, Any, Any]] = []
 _METHODS = {"startswith": "prefix", "endswith": "suffix", "get": "eq", "pop": "eq", "match": "regex",
             "search": "regex", "fullmatch": "regex", "finditer": "regex", "findall": "regex", "split": "parts",
             "rsplit": "parts", "encode": "encode", "unpack": "struct", "unpack_from": "struct",
-            "import_module": "module"}
+            "import_module": "module", "find": "find", "rfind": "find", "index": "find", "rindex": "find",
+            "count": "find"}
 _ASCII = frozenset({"ascii", "us-ascii", "ASCII", "US-ASCII"})  # ``s.encode("ascii")`` is recorded
 _CHECKS = frozenset({"isdigit", "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "isupper", "islower",
                      "isascii", "isidentifier"})  # ``s.isdigit()``: the text kept, as ``charclass``
@@ -62,7 +63,9 @@ _PARTS: dict[int, tuple[Any, Any]] = {}  # length -> (s, sep) of a split list le
 _CUTS: dict[int, tuple[Any, Any, int]] = {}  # id of a slice ``s[i:j]`` -> (the slice, s, i), this run
 
 _OPS = {"Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt,
-        "GtE": operator.ge, "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b}
+        "GtE": operator.ge, "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b, "Is": operator.is_,
+        "IsNot": operator.is_not}
+_SINGLETONS = (None, True, False)
 _PRIMITIVE = (int, float, str, bytes)
 
 
@@ -127,6 +130,16 @@ def compare(left: Any, right: Any, op: str) -> Any:
         _pair("order", a, b)
     elif op in ("Lt", "LtE", "Gt", "GtE"):  # text and bytes: the other side itself is on the boundary
         _pair("eq", a, b)
+    elif op in ("Is", "IsNot"):  # ``node[1] is None``, ``flag is True`` on a number or text of the input: the
+        # singleton there (``("is", -4, None)``); ``expr[0] is not NOT`` on two ints, as ``==`` (small ints are one)
+        if type(b) is int and type(a) is int:
+            _pair("eq", a, b)
+        else:
+            if any(a is s for s in _SINGLETONS):
+                a, b = b, a
+            if type(a) in _PRIMITIVE and any(b is s for s in _SINGLETONS) and len(PAIRS) < PAIR_LIMIT \
+                    and (type(a) not in (str, bytes) or len(a) <= 80):
+                PAIRS.append(("is", a, b))
     return _OPS[op](left, right)
 
 
@@ -181,6 +194,8 @@ def method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         return _unpack(obj, name, args, kwargs)
     if kind == "module":
         return imports(getattr(obj, name), *args, **kwargs)
+    if kind == "find":
+        return _find(obj, name, args, kwargs)
     if name in _CHECKS and type(obj) is str and not args and not kwargs:
         held = getattr(obj, name)()
         if obj:
@@ -354,6 +369,34 @@ def _regex(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return found
 
 
+def _find(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``text.find(key)`` (``rfind``, ``index``, ``rindex``, ``count``) that did not find ``key`` in the text: kept as
+    ``key in text`` is (``("contains", key, text)``), so the search puts ``key`` in the text."""
+    kept = type(obj) in (str, bytes) and args and type(args[0]) is type(obj)
+    try:
+        found = getattr(obj, name)(*args, **kwargs)
+    except ValueError:  # ``index`` did not find it (raised on, as x would see it)
+        if kept:
+            _note(args[0])
+            _pair("contains", args[0], obj)
+        raise
+    if kept and found == (0 if name == "count" else -1):
+        _note(args[0])
+        _pair("contains", args[0], obj)
+    return found
+
+
+_REGEX_FUNCTIONS = ("match", "search", "fullmatch", "finditer", "findall")
+
+
+def bare(func: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    """``match(pattern, s)`` by a bare name (``from re import match``): as ``re.match`` (:func:`_regex`) when the
+    name is bound to ``re``'s own function, else the call as written."""
+    if func is getattr(_re, name, None):
+        return _regex(_re, name, args, kwargs)
+    return func(*args, **kwargs)
+
+
 def _split(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``s.split(sep)``: the list remembered with ``s`` and ``sep``, for a ``len()`` of it (:func:`size`)."""
     parts = getattr(obj, name)(*args, **kwargs)
@@ -449,7 +492,7 @@ def see(value: Any, position: int, op: str) -> Any:
 
 
 # reached as ``__calib_cmp__.method`` ...
-for _recorder in (method, item, see, size, code, cut, number, inner, isa, lookup, has, imports):
+for _recorder in (method, item, see, size, code, cut, number, inner, isa, lookup, has, imports, bare):
     setattr(compare, _recorder.__name__, _recorder)
 
 
@@ -489,7 +532,7 @@ class _Instrument(ast.NodeTransformer):
                        for i, (e, o) in enumerate(zip(operands, ops))]
             node.left, node.comparators = wrapped[0], wrapped[1:]
             return node
-        if op not in _OPS:
+        if op not in _OPS or self.compare and op in ("Is", "IsNot"):  # (``is`` in x only: not spent in helpers)
             return node
         func: ast.expr = ast.Name(id=NAME, ctx=ast.Load())
         if self.compare:
@@ -536,6 +579,12 @@ class _Instrument(ast.NodeTransformer):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=_LOOKUPS[func.id], ctx=ast.Load())
             args = [func, *node.args] if func.id == "import_module" else node.args
             return ast.copy_location(ast.Call(func=recorder, args=args, keywords=[]), node)
+        if (isinstance(func, ast.Name) and func.id in _REGEX_FUNCTIONS and func.id not in self.bound
+                and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args)
+                and not any(k.arg is None for k in node.keywords)):  # ``match('y(?:es)?', answer, I)``: :func:`bare`
+            recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="bare", ctx=ast.Load())
+            call = ast.Call(func=recorder, args=[func, ast.Constant(func.id), *node.args], keywords=node.keywords)
+            return ast.copy_location(call, node)
         if not isinstance(func, ast.Attribute) or any(isinstance(a, ast.Starred) for a in node.args) or any(
                 k.arg is None for k in node.keywords):
             return node

@@ -286,6 +286,12 @@ def class_hints(info: Hints) -> None:
                 p.types.append("class")
 
 
+def subclasses(tree: ast.Module | None, bases: list[str]) -> list[str]:
+    """The file's top-level classes that name one of ``bases`` as a base (``class Ru(TranslitLanguagePack)``)."""
+    return [stmt.name for stmt in _top_level(tree) if isinstance(stmt, ast.ClassDef) and any(
+        isinstance(b, ast.Name) and b.id in bases for b in stmt.bases)] if tree is not None else []
+
+
 def tuple_width(tree: ast.Module | None, name: str) -> int:
     """How many fields the file's named tuple ``name`` has (``DateTuple = namedtuple("Date", ["YYYY", "MM",
     ...])``, also ``collections.namedtuple`` with a text of names); 0 when ``name`` is no such tuple."""

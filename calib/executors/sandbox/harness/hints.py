@@ -42,6 +42,7 @@ class Param:
         self.attrs: list[str] = []  # attributes the body reads
         self.called: list[str] = []  # attributes the body calls (p.attr(...))
         self.classes: list[str] = []  # non-builtin classes named by annotations/isinstance
+        self.bases: list[str] = []  # the file's classes it must be a subclass of (``issubclass(cls, Pack)``)
         self.optional: list[str] = []  # attributes the body asks about (``hasattr(p, "zone")``)
         self.children: dict[str, Param] = {}  # p.attr the body uses, described likewise
         self.result: Param | None = None  # what calling it returns, by the use of ``token = tokens.current()``
@@ -349,6 +350,10 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
             _attribute_use(p, attr)
             if not attr.startswith("__"):  # objects with it and without it (pools); not a protocol's
                 _add(p.optional, attr)
+    elif func.id == "issubclass" and len(node.args) == 2:  # ``issubclass(cls, TranslitLanguagePack)``: that
+        spec = node.args[1]  # class itself first (and the file's subclasses of it, :mod:`.pools`)
+        _add_all(p.bases, [c for item in (spec.elts if isinstance(spec, ast.Tuple) else [spec])
+                           for c in class_names(item)])
     elif func.id == "isinstance" and len(node.args) == 2:
         spec = node.args[1]
         for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:

@@ -396,8 +396,10 @@ class Pools:
             return clock_values(kind, [i for i in h.ints if 1900 <= i <= 2100])
         if kind == "none":
             return [None]
-        if kind == "class":  # ``isinstance(value, schema)``: builtin classes, then the file's (.globalrefs)
-            return [Global(n) for n in (*globalrefs.BUILTIN_CLASSES, *p.classes[:2])]
+        if kind == "class":  # ``isinstance(value, schema)``: builtin classes, then the file's (.globalrefs); first
+            # the classes ``issubclass(p, Base)`` asks for, Base and the file's subclasses of it
+            bases = [*p.bases[:2], *globalrefs.subclasses(self.hints.tree, p.bases[:2])[:2]] if p.bases else []
+            return [Global(n) for n in dict.fromkeys((*bases, *globalrefs.BUILTIN_CLASSES, *p.classes[:2]))]
         if kind == "slice":  # ``isinstance(idx, slice)`` in a ``__getitem__``
             return [slice(0, 2), slice(1, None), slice(None, None, -1), slice(-2, None), slice(0, 10, 2)]
         if kind == "path":

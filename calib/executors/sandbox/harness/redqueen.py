@@ -41,6 +41,8 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
         if (v == a or inside) and type(b[1]) is int:  # ``len(ip.split(".")) == 4``: a text of four parts
             counts = [b[1]] if kind == "parts" else [b[1], b[1] + 1, b[1] - 1]
             return [regexes.splice(v, a, new) if inside else new for n in counts for new in regexes.parts(a, b[0], n)]
+    if kind == "is" and t is type(a) and v == a:  # ``node[1] is None`` on ``[5, -4]``: ``[5, None]``
+        return [b]
     if kind in ("isa", "as") and t is type(a) and v == a:  # ``isinstance(n, bytes)`` on ``":status"``: ``b":status"``
         return _converted(v, b)
     if kind == "at" and t in (str, bytes) and v == a:  # ``buf[0:8] == MAGIC``: MAGIC there
