@@ -75,11 +75,14 @@ def test_an_identity_check_on_an_input_value_puts_the_singleton_there() -> None:
     made = synth.replacements({"node": [5, -4]}, pairs)
     assert {"node": [5, None]} in made
     assert f([5, None]) == "null"  # what Python does with the rewritten input
-    # ``flag is True`` on 1 and ``None is value`` (the singleton on the left) on a text
-    g = _instrumented("def g(flag, value):\n    return flag is True, None is value\n")["g"]
-    assert g(1, "a") == (False, False)
+    # ``flags[0] is True`` on 1 and ``None is options.get(...)`` (the singleton on the left) on a text
+    g = _instrumented("def g(flags, options):\n    return flags[0] is True, None is options.get('mode')\n")["g"]
+    assert g([1], {"mode": "a"}) == (False, False)
     pairs = cmplog.take_pairs()
     assert ("is", 1, True) in pairs and ("is", "a", None) in pairs
+    # a name compared whole is left as written (its pool holds None already): ``fgcolor is None``
+    h = _instrumented("def h(fgcolor):\n    return 'plain' if fgcolor is None else fgcolor\n")["h"]
+    assert h("red") == "red" and cmplog.take_pairs() == []
     # a bool is never rewritten to another singleton, nor a value the check did not see
     assert synth.replacements({"flag": False}, [("is", 0, None)]) == []
     assert synth.replacements({"flag": 2}, [("is", 1, True)]) == []
@@ -97,7 +100,7 @@ def test_an_identity_check_between_two_ints_counts_as_equality() -> None:
 
 def test_identity_checks_in_the_functions_x_calls_are_left_as_written() -> None:
     # a helper's ``is None`` checks would spend the comparisons recorded there (cmplog.CALLS) in loops
-    tree = ast.parse("def helper(v):\n    return v is None\ndef x(v):\n    return helper(v) or v is True\n")
+    tree = ast.parse("def helper(v):\n    return v[0] is None\ndef x(v):\n    return helper(v) or v[0] is True\n")
     cmplog.instrument(tree.body[-1], tree)
     helper = tree.body[0]
     assert any(isinstance(n, ast.Compare) and isinstance(n.ops[0], ast.Is) for n in ast.walk(helper))

@@ -532,8 +532,16 @@ class _Instrument(ast.NodeTransformer):
                        for i, (e, o) in enumerate(zip(operands, ops))]
             node.left, node.comparators = wrapped[0], wrapped[1:]
             return node
-        if op not in _OPS or self.compare and op in ("Is", "IsNot"):  # (``is`` in x only: not spent in helpers)
+        if op not in _OPS:
             return node
+        if op in ("Is", "IsNot") and (self.compare or not any(isinstance(o, ast.Subscript | ast.Attribute | ast.Call)
+                                                              for o in (node.left, node.comparators[0]))):
+            # ``node[1] is None``, ``self.mode is True``, ``expr[0] is not NOT``: a part of a value, which the pools
+            # do not draw whole; not a name (``fgcolor is None``: a parameter's pool has None, and rewriting every
+            # such name flooded the search: configshell's ``render_text`` 0.88 -> 0.71), nor in helpers (their
+            # recorded comparisons, :data:`CALLS`, would go to ``is None`` checks in loops)
+            return node
+        func: ast.expr = ast.Name(id=NAME, ctx=ast.Load())
         func: ast.expr = ast.Name(id=NAME, ctx=ast.Load())
         if self.compare:
             func = ast.Attribute(value=func, attr=self.compare, ctx=ast.Load())
