@@ -80,9 +80,15 @@ def test_an_identity_check_on_an_input_value_puts_the_singleton_there() -> None:
     assert g([1], {"mode": "a"}) == (False, False)
     pairs = cmplog.take_pairs()
     assert ("is", 1, True) in pairs and ("is", "a", None) in pairs
-    # a name compared whole is left as written (its pool holds None already): ``fgcolor is None``
-    h = _instrumented("def h(fgcolor):\n    return 'plain' if fgcolor is None else fgcolor\n")["h"]
+    # a parameter whose default is None is left as written (its pool holds None already): ``fgcolor is None``
+    h = _instrumented("def h(fgcolor=None, key=''):\n    return 'plain' if fgcolor is None else fgcolor\n")["h"]
     assert h("red") == "red" and cmplog.take_pairs() == []
+    # one without that default is not: pyld's ``get_context_value(ctx, key, type_)``, ``if type_ is None``
+    t = _instrumented("def t(type_):\n    return 'entry' if type_ is None else type_\n")["t"]
+    assert t("@id") == "@id" and ("is", "@id", None) in cmplog.take_pairs()
+    # a local bound to a part of one is not (pyld's ``entry = ctx['mappings'][key]; if entry is None``)
+    k = _instrumented("def k(ctx, key):\n    entry = ctx[key]\n    return 'none' if entry is None else entry\n")["k"]
+    assert k({"a": 3}, "a") == 3 and ("is", 3, None) in cmplog.take_pairs()
     # a bool is never rewritten to another singleton, nor a value the check did not see
     assert synth.replacements({"flag": False}, [("is", 0, None)]) == []
     assert synth.replacements({"flag": 2}, [("is", 1, True)]) == []
