@@ -1,11 +1,12 @@
-"""Comparison feedback for identity checks, text searches and bare ``re`` functions, and classes a parameter
-must subclass (issue 24 §2, twenty-second round).
+"""Comparison feedback for identity checks, text searches and bare ``re`` functions, classes a parameter must
+subclass, and builtin exceptions x's handlers catch (issue 24 §2, twenty-second round).
 
 - ``node[1] is None``, ``flag is True`` on a number or text of the input: the search puts the singleton there;
   ``expr[0] is not NOT`` on two ints counts as ``==``;
 - ``text.find(key)`` (``rfind``, ``index``, ``rindex``, ``count``) that did not find ``key``: as ``key in text``;
 - ``match(pattern, s)`` by a bare name bound to ``re.match`` (``from re import match``): as ``re.match``;
-- ``issubclass(cls, Pack)``: the class ``Pack`` itself and the file's subclasses of it are the first classes tried.
+- ``issubclass(cls, Pack)``: the class ``Pack`` itself and the file's subclasses of it are the first classes tried;
+- ``except IndexError:`` (and other builtin exceptions a dependency may raise): what a failing stand-in raises.
 
 Each end-to-end function is one the search could not make conclusive before (the coverage it reached is in its
 comment), built after a function of the tuning sample; the references are Python's own evaluation of the values.
@@ -266,3 +267,42 @@ def test_texts_matched_by_a_bare_re_function_are_conclusive() -> None:
     assert result.conclusive, result.reason
     answers = [a.strip() for a in _values(result, "answer") if isinstance(a, str)]
     assert any(re.match(r"(\d+)-(\d+)$", a) for a in answers), answers
+
+
+def test_a_handler_of_a_builtin_exception_is_what_a_failing_dependency_raises() -> None:
+    from calib.executors.sandbox.harness import standins
+
+    assert standins.handled("IndexError", {}) is IndexError
+    assert standins.handled("ZeroDivisionError", {}) is ZeroDivisionError
+    assert standins.handled("MemoryError", {}) is None  # the harness's own reading of an input (``memory``)
+    assert standins.handled("AttributeError", {}) is None  # does not combine with CalibStandInError (its layout)
+    own = type("IndexError", (Exception,), {})
+    assert standins.handled("IndexError", {"IndexError": own}) is own  # the module's own binding first
+    standins.fail_as([IndexError, OverflowError])
+    try:
+        failure = standins.FAILURE[0]("failed (input state)")
+        assert isinstance(failure, IndexError) and isinstance(failure, OverflowError)
+        assert isinstance(failure, standins.CalibStandInError)
+    finally:
+        standins.fail_as([])
+
+
+@needs_bwrap
+def test_a_handler_of_a_builtin_exception_around_a_withheld_dependency_is_reached() -> None:
+    # intelhex's and ofxparse's ``except IndexError`` / ``except OverflowError`` around calls of what the file
+    # imports (before: a failing stand-in raised CalibStandInError past the handler, coverage 0.62)
+    truth = (
+        "def lookup(items, i):\n"
+        "    try:\n"
+        "        value = store.fetch(items, i)\n"
+        "    except IndexError:\n"
+        "        message = 'no item %d' % i\n"
+        "        log.append(message)\n"
+        "        return None\n"
+        "    if value == i:\n"
+        "        return 'same'\n"
+        "    return 'other'\n"
+    )
+    result = _compare(truth, "import store\nlog = []\n")
+    assert result.conclusive, result.reason
+    assert 5 not in result.uncovered_lines and 7 not in result.uncovered_lines, result.uncovered_lines

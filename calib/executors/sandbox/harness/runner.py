@@ -238,7 +238,7 @@ class Runner:
             sys.stdout, sys.stderr = stdout, stderr
             self.ambient.apply(state)  # before the module is built: its top level may read them too
             ns = self.module.build() if self.reuse is None else self.reuse.build(stdout, stderr)
-            standins.fail_as([ns.get(name) for name in self.caught])
+            standins.fail_as([standins.handled(name, ns) for name in self.caught])
             # self and the arguments are built in the input's stand-in mode too (``isinstance(v, Null)``)
             mode = standin_default(state.get("standins")), 2 if state.get("standins") == "items" else 0
             LOG.reset(*mode)

@@ -206,13 +206,31 @@ def asked_to_fail(exc: BaseException) -> bool:
 #: exception classes of x's file that x's handlers catch (:func:`fail_as`).
 FAILURE: list[type] = [CalibStandInError]
 _FAILURES: dict[tuple[type, ...], type] = {}
+#: Builtin exceptions a dependency's call may raise that :class:`CalibStandInError` is not already (its bases are
+#: ``OSError``, ``ValueError``, ``KeyError``, ``TypeError``, ``RuntimeError``, ``ArithmeticError``), and that combine
+#: with it: x's ``except OverflowError:`` around ``xrange(*args)`` of a withheld name (:func:`handled`). Not
+#: ``MemoryError`` nor ``RecursionError``, which the harness reads as the input's own failure.
+BUILTIN_FAILURES = frozenset({
+    "IndexError", "OverflowError", "ZeroDivisionError", "FloatingPointError", "EOFError", "NotImplementedError",
+    "UnicodeError", "TimeoutError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
+    "ConnectionAbortedError", "BrokenPipeError", "FileNotFoundError", "FileExistsError", "PermissionError",
+    "IsADirectoryError", "NotADirectoryError", "InterruptedError", "BlockingIOError"})
+
+
+def handled(name: str, ns: dict[str, Any]) -> Any:
+    """The class x's ``except name:`` catches, as the module ``ns`` binds it, or the builtin one (of
+    :data:`BUILTIN_FAILURES`) where the module does not bind the name (None otherwise)."""
+    if name in ns:
+        return ns[name]
+    return getattr(builtins, name, None) if name in BUILTIN_FAILURES else None
 
 
 def fail_as(classes: list[Any]) -> None:
     """Make failing stand-in calls raise an instance of the exception classes in ``classes`` (those of x's ``except``
-    clauses that x's file defines) besides :class:`CalibStandInError`: ``try: validator.validate(settings) except
-    ValidationError as e:`` reaches its handler (dynaconf's ``OrValidator.validate``). A class that cannot be
-    combined (its layout or metaclass conflicts) is left out."""
+    clauses that x's file defines, and the builtin ones of :data:`BUILTIN_FAILURES`) besides
+    :class:`CalibStandInError`: ``try: validator.validate(settings) except ValidationError as e:`` reaches its
+    handler (dynaconf's ``OrValidator.validate``). A class that cannot be combined (its layout or metaclass
+    conflicts) is left out."""
     wanted = tuple(dict.fromkeys(cls for cls in classes if isinstance(cls, type) and issubclass(cls, Exception)
                                  and not issubclass(CalibStandInError, cls) and not is_standin(cls)))
     made = _FAILURES.get(wanted)
