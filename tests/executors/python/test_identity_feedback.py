@@ -289,8 +289,8 @@ def test_a_handler_of_a_builtin_exception_is_what_a_failing_dependency_raises() 
 
 @needs_bwrap
 def test_a_handler_of_a_builtin_exception_around_a_withheld_dependency_is_reached() -> None:
-    # intelhex's and ofxparse's ``except IndexError`` / ``except OverflowError`` around calls of what the file
-    # imports (before: a failing stand-in raised CalibStandInError past the handler, coverage 0.62)
+    # ofxparse's ``OfxParser.parseInvstmtrs``: ``except IndexError`` around calls of what the file imports
+    # (before: a failing stand-in raised CalibStandInError past the handler, coverage 0.62)
     truth = (
         "def lookup(items, i):\n"
         "    try:\n"
