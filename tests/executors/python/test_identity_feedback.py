@@ -114,6 +114,36 @@ def test_identity_checks_in_the_functions_x_calls_are_left_as_written() -> None:
     assert not any(isinstance(n, ast.Compare) for n in ast.walk(tree.body[-1]))
 
 
+def test_what_the_pools_read_of_identity_checks_survives_the_search_s_rewriting() -> None:
+    # the pools are made after x is rewritten for the search: ``this.compatibility is Kind.compatible`` must still
+    # give ``Global('Kind.compatible')`` (avro's ``merge``, validation sample: 1.00 -> 0.70 before this was read),
+    # and ``node is self.head`` the very object x gets as ``node``
+    from calib.executors.sandbox.harness import globalrefs, inputs
+
+    tree = ast.parse(
+        "_MISSING = object()\n"
+        "class Kind:\n"
+        "    compatible = object()\n"
+        "class T:\n"
+        "    def f(self, value, this, node):\n"
+        "        if value is _MISSING or node is self.head:\n"
+        "            return 1\n"
+        "        if this.compatibility is Kind.compatible:\n"
+        "            return 2\n"
+        "        return match('a', value)\n")
+    node = tree.body[-1].body[0]
+    params = ["value", "this", "node"]
+    mined, same = globalrefs.mine(node, tree, params, "self"), globalrefs.identities(node, params, "self")
+    assert mined == {("arg", "value"): ["_MISSING"], ("attr", "this", "compatibility"): ["Kind.compatible"]}
+    assert same == {"head": [globalrefs.Arg("node")]}
+    plain = ast.dump(inputs._Plain().visit(ast.parse(ast.unparse(node)).body[0]))
+    cmplog.instrument(node, tree)
+    assert not any(isinstance(n, ast.Compare) for n in ast.walk(node))  # all of them the recorder's now
+    assert globalrefs.mine(node, tree, params, "self") == mined
+    assert globalrefs.identities(node, params, "self") == same
+    assert ast.dump(inputs._Plain().visit(node)) == plain  # the environment scan reads x as written
+
+
 def test_a_text_search_that_found_nothing_is_kept_as_containment() -> None:
     f = _instrumented(
         "def f(doc, items):\n"

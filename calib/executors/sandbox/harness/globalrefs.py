@@ -136,7 +136,8 @@ def _recorded(call: ast.Call) -> bool:
     """``__calib_cmp__(a, b, "Eq")`` (or ``.inner``): a comparison the search's recorder makes."""
     func = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "inner" else call.func
     return (isinstance(func, ast.Name) and func.id == RECORDER and len(call.args) == 3
-            and isinstance(call.args[2], ast.Constant) and call.args[2].value in ("Eq", "NotEq", "In", "NotIn"))
+            and isinstance(call.args[2], ast.Constant) and call.args[2].value in ("Eq", "NotEq", "In", "NotIn", "Is",
+                                                                                  "IsNot"))
 
 
 def self_name(node: Any, params: list[str]) -> str | None:
@@ -154,9 +155,12 @@ def identities(node: Any, params: list[str], self_name: str | None) -> dict[str,
         return {}
     out: dict[str, list[Any]] = {}
     for n in ast.walk(node):
-        if not isinstance(n, ast.Compare) or len(n.ops) != 1:
+        if isinstance(n, ast.Call) and _recorded(n):  # ``node is self.head_node`` as the search runs it
+            left, op, right = n.args[0], getattr(ast, n.args[2].value)(), n.args[1]
+        elif isinstance(n, ast.Compare) and len(n.ops) == 1:
+            left, op, right = n.left, n.ops[0], n.comparators[0]
+        else:
             continue
-        left, op, right = n.left, n.ops[0], n.comparators[0]
         for param, other, reverse in ((left, right, False), (right, left, True)):
             if not (isinstance(param, ast.Name) and param.id in params and isinstance(other, ast.Attribute)
                     and isinstance(other.value, ast.Name) and other.value.id == self_name):

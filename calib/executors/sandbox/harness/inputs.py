@@ -122,6 +122,8 @@ class _Plain(ast.NodeTransformer):
                                 keywords=node.keywords)
             if func.attr == "see" and args:
                 return args[0]
+            if func.attr == "bare" and len(args) >= 2:  # ``match(pattern, s)``
+                return ast.Call(func=args[0], args=args[2:], keywords=node.keywords)
             if func.attr in _BUILTIN_RECORDERS and len(args) == 1:  # len(e), ord(e), int(e)
                 return ast.Call(func=ast.Name(id=_BUILTIN_RECORDERS[func.attr], ctx=ast.Load()), args=args,
                                 keywords=node.keywords)
@@ -133,7 +135,7 @@ class _Plain(ast.NodeTransformer):
 
 _BUILTIN_RECORDERS = {"size": "len", "code": "ord", "number": "int"}  # cmplog's recorders of builtin calls
 _COMPARE_OPS = {"Eq": ast.Eq, "NotEq": ast.NotEq, "Lt": ast.Lt, "LtE": ast.LtE, "Gt": ast.Gt, "GtE": ast.GtE,
-                "In": ast.In, "NotIn": ast.NotIn}
+                "In": ast.In, "NotIn": ast.NotIn, "Is": ast.Is, "IsNot": ast.IsNot}
 
 
 def _bodies(node: ast.AST, tree: ast.Module | None) -> list[ast.AST]:
