@@ -155,7 +155,9 @@ def identities(node: Any, params: list[str], self_name: str | None) -> dict[str,
         return {}
     out: dict[str, list[Any]] = {}
     for n in ast.walk(node):
-        if isinstance(n, ast.Call) and _recorded(n):  # ``node is self.head_node`` as the search runs it
+        if isinstance(n, ast.Call) and _recorded(n) and n.args[2].value in ("Is", "IsNot"):
+            # ``node is self.head_node`` as the search runs it (not ``==`` or ``in``, which the search has always
+            # run rewritten: read here, ``filename in self.changemap`` cost macholib's ``locate`` its verdict)
             left, op, right = n.args[0], getattr(ast, n.args[2].value)(), n.args[1]
         elif isinstance(n, ast.Compare) and len(n.ops) == 1:
             left, op, right = n.left, n.ops[0], n.comparators[0]
