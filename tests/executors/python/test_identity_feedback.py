@@ -81,12 +81,11 @@ def test_an_identity_check_on_an_input_value_puts_the_singleton_there() -> None:
     assert g([1], {"mode": "a"}) == (False, False)
     pairs = cmplog.take_pairs()
     assert ("is", 1, True) in pairs and ("is", "a", None) in pairs
-    # a parameter whose default is None is left as written (its pool holds None already): ``fgcolor is None``
-    h = _instrumented("def h(fgcolor=None, key=''):\n    return 'plain' if fgcolor is None else fgcolor\n")["h"]
-    assert h("red") == "red" and cmplog.take_pairs() == []
-    # one without that default is not: pyld's ``get_context_value(ctx, key, type_)``, ``if type_ is None``
-    t = _instrumented("def t(type_):\n    return 'entry' if type_ is None else type_\n")["t"]
-    assert t("@id") == "@id" and ("is", "@id", None) in cmplog.take_pairs()
+    # a parameter is left as written (the hints put None in its pool): ``fgcolor is None``, ``fields is None``
+    h = _instrumented("def h(fgcolor=None, fields=()):\n    return fgcolor is None, fields is None\n")["h"]
+    assert h("red", [1]) == (False, False) and cmplog.take_pairs() == []
+    node = ast.parse("def h(fields):\n    return 'none' if fields is None else fields\n").body[0]
+    assert None in synth.Pools(hints.analyse(node, skip_first=False), random.Random(0)).by_param["fields"]
     # a local bound to a part of one is not (pyld's ``entry = ctx['mappings'][key]; if entry is None``)
     k = _instrumented("def k(ctx, key):\n    entry = ctx[key]\n    return 'none' if entry is None else entry\n")["k"]
     assert k({"a": 3}, "a") == 3 and ("is", 3, None) in cmplog.take_pairs()
@@ -126,7 +125,8 @@ def test_what_the_pools_read_of_identity_checks_survives_the_search_s_rewriting(
         "    compatible = object()\n"
         "class T:\n"
         "    def f(self, value, this, node):\n"
-        "        if value is _MISSING or node is self.head:\n"
+        "        given = value\n"
+        "        if given is _MISSING or node is self.head:\n"
         "            return 1\n"
         "        if this.compatibility is Kind.compatible:\n"
         "            return 2\n"

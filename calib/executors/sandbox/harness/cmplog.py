@@ -517,10 +517,10 @@ def take() -> list[Any]:
 
 
 class _Instrument(ast.NodeTransformer):
-    def __init__(self, bound: set[str], helper: bool, defaulted: frozenset[str] = frozenset()) -> None:
+    def __init__(self, bound: set[str], helper: bool, params: frozenset[str] = frozenset()) -> None:
         self.bound = bound  # names x binds itself: a parameter called ``len`` is not the builtin
         self.compare = "inner" if helper else None
-        self.defaulted = defaulted  # x's parameters whose default is None, True or False (see visit_Compare)
+        self.params = params  # x's parameters (see visit_Compare)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
@@ -537,12 +537,13 @@ class _Instrument(ast.NodeTransformer):
             return node
         if op in ("Is", "IsNot") and (self.compare or not any(
                 isinstance(o, ast.Subscript | ast.Attribute | ast.Call)
-                or isinstance(o, ast.Name) and o.id in self.bound and o.id not in self.defaulted
+                or isinstance(o, ast.Name) and o.id in self.bound and o.id not in self.params
                 for o in (node.left, node.comparators[0]))):
             # ``node[1] is None``, ``self.mode is True``, ``expr[0] is not NOT``, ``entry is None`` after ``entry =
-            # ctx['mappings'][key]``, ``type_ is None``: values the pools do not hold; not a parameter whose default
-            # is None, True or False (``fgcolor=None``: its pool has it, and rewriting each one flooded the search:
-            # configshell's ``render_text`` 0.88 -> 0.71), nor in helpers (their recorded comparisons, :data:`CALLS`,
+            # ctx['mappings'][key]``: values the pools do not hold; not a parameter (``fgcolor is None``: the hints
+            # put the singleton in its pool already, and rewriting each run's value flooded the search with inputs
+            # that only take the early branch: configshell's ``render_text`` 0.88 -> 0.71, avro's
+            # ``RecordSchema.__init__`` 0.83 -> 0.50), nor in helpers (their recorded comparisons, :data:`CALLS`,
             # would go to ``is None`` checks in loops)
             return node
         func: ast.expr = ast.Name(id=NAME, ctx=ast.Load())
@@ -630,20 +631,11 @@ def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | 
     return [node, *(helper for helper, _ in found)]
 
 
-def _singleton_defaults(args: ast.arguments) -> frozenset[str]:
-    """The parameters whose default is ``None``, ``True`` or ``False``."""
-    positional = [*args.posonlyargs, *args.args]
-    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults),
-             *zip(args.kwonlyargs, args.kw_defaults)]
-    return frozenset(a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value in (None, True, False)
-                     and type(d.value) is not int)
-
-
 def _rewrite(node: ast.FunctionDef | ast.AsyncFunctionDef, helper: bool) -> None:
     bound = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
     bound |= {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(
         n.ctx, ast.Load)}
-    transformer = _Instrument(bound, helper, _singleton_defaults(node.args))
+    transformer = _Instrument(bound, helper, frozenset(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)))
     node.body = [transformer.visit(stmt) for stmt in node.body]
     ast.fix_missing_locations(node)
 
