@@ -547,7 +547,6 @@ class _Instrument(ast.NodeTransformer):
             # would go to ``is None`` checks in loops)
             return node
         func: ast.expr = ast.Name(id=NAME, ctx=ast.Load())
-        func: ast.expr = ast.Name(id=NAME, ctx=ast.Load())
         if self.compare:
             func = ast.Attribute(value=func, attr=self.compare, ctx=ast.Load())
         call = ast.Call(func=func, args=[node.left, node.comparators[0], ast.Constant(op)], keywords=[])
@@ -632,10 +631,10 @@ def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | 
 
 
 def _rewrite(node: ast.FunctionDef | ast.AsyncFunctionDef, helper: bool) -> None:
-    bound = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
-    bound |= {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(
-        n.ctx, ast.Load)}
-    transformer = _Instrument(bound, helper, frozenset(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)))
+    params = frozenset(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg))
+    bound = set(params) | {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                           and not isinstance(n.ctx, ast.Load)}
+    transformer = _Instrument(bound, helper, params)
     node.body = [transformer.visit(stmt) for stmt in node.body]
     ast.fix_missing_locations(node)
 

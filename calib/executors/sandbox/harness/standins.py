@@ -208,8 +208,8 @@ FAILURE: list[type] = [CalibStandInError]
 _FAILURES: dict[tuple[type, ...], type] = {}
 #: Builtin exceptions a dependency's call may raise that :class:`CalibStandInError` is not already (its bases are
 #: ``OSError``, ``ValueError``, ``KeyError``, ``TypeError``, ``RuntimeError``, ``ArithmeticError``), and that combine
-#: with it: x's ``except OverflowError:`` around ``xrange(*args)`` of a withheld name (:func:`handled`). Not
-#: ``MemoryError`` nor ``RecursionError``, which the harness reads as the input's own failure.
+#: with it: x's ``except IndexError:`` around a withheld parser's calls (ofxparse's ``OfxParser.parseInvstmtrs``;
+#: :func:`handled`). Not ``MemoryError`` nor ``RecursionError``, which the harness reads as the input's own failure.
 BUILTIN_FAILURES = frozenset({
     "IndexError", "OverflowError", "ZeroDivisionError", "FloatingPointError", "EOFError", "NotImplementedError",
     "UnicodeError", "TimeoutError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
