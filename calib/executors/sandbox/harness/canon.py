@@ -21,6 +21,7 @@ harness then reports the input ``unobservable`` (invalid for x, a non-match for 
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import re
 import sys
@@ -45,6 +46,7 @@ _REPR_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}>")
 #: File names the harness gives the code it runs; blanked in messages so truth and candidate compare equal.
 HARNESS_FILE = re.compile(r"<calib[^>]*>|/calib_harness/[^\s'\"]*")
 _FD, _FD_OWNERS = re.compile(r"\b(name|fd)=-?\d+\b"), frozenset({"_io", "io", "socket", "_socket", "ssl"})
+_MEMORY_FILES = (io.BytesIO, io.StringIO)
 
 
 def scrub(text: str) -> str:
@@ -403,6 +405,8 @@ def _object(value: Any, depth: int, seen: set[int]) -> Any:
         if type(value).__module__ in _FD_OWNERS:  # ``<_io.BufferedRandom name=3>``
             text = _FD.sub(r"\1=<fd>", text)
         out["repr"] = _text(scrub(text))
+        if type(value) in _MEMORY_FILES and not value.closed:  # an in-memory file: what it holds, where it is at
+            out.update(value=canonical(value.getvalue(), depth + 1, seen), position=value.tell())
     return out
 
 

@@ -15,7 +15,7 @@ from .literals import literal as _literal  # noqa: F401 - read as hints._literal
 from .literals import mine as _mine
 from .literals import mine_module  # noqa: F401 - read as hints.mine_module
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
-from .typenames import CLOCK_METHODS, METHOD_KINDS, SUBCLASSES, TYPE_NAMES, annotation_types, class_names  # noqa: F401 - read as hints.*
+from .typenames import METHOD_KINDS, SUBCLASSES, TYPE_NAMES, USE_KINDS, annotation_types, class_names  # noqa: F401 - read as hints.*
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
 
 
 def _attribute_use(p: Param, attr: str) -> None:
-    for methods, kind in CLOCK_METHODS:
+    for methods, kind in USE_KINDS:
         if attr in methods:
             _add(p.types, kind)
     for methods, kind in METHOD_KINDS:

@@ -16,7 +16,7 @@ from . import mutators, standins
 from .astnodes import Node, build
 from .calls import make_instance, set_attributes
 from .standins import CalibStandIn
-from .values import Arg, Global, New, Obj, decode
+from .values import Arg, Global, New, Obj, Stream, decode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -48,6 +48,8 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
         return set_attributes(made, cls, attrs)  # then its attributes, as for ``self``
     if isinstance(value, Global):
         return lookup(value, ns)
+    if isinstance(value, Stream):
+        return value.open()
     if isinstance(value, Node):
         return build(value)
     if depth < 3 and isinstance(value, list | tuple):
@@ -79,10 +81,12 @@ def lookup(ref: Global, ns: dict[str, Any]) -> Any:
 
 
 def globals_in(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
-    """``value`` with each ``Global(...)`` in it looked up, in place where it is an ``Obj`` or a
-    scripted stand-in (both are made afresh per run), nothing else changed."""
+    """``value`` with each ``Global(...)`` in it looked up (and each ``BytesIO(...)`` opened), in place where it
+    is an ``Obj`` or a scripted stand-in (both are made afresh per run), nothing else changed."""
     if isinstance(value, Global):
         return lookup(value, ns)
+    if isinstance(value, Stream):
+        return value.open()
     if depth >= 4:
         return value
     if isinstance(value, list | tuple) and any(_holds(v) for v in value):
@@ -100,7 +104,7 @@ def globals_in(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
 
 def _holds(value: Any) -> bool:
     """Whether ``value`` may hold a ``Global`` (containers, ``Obj`` and stand-ins are looked into)."""
-    return isinstance(value, Global | list | tuple | dict | Obj) or standins.is_standin(value)
+    return isinstance(value, Global | Stream | list | tuple | dict | Obj) or standins.is_standin(value)
 
 
 def alias(instance: Any, spec: Any, positional: list[str], args: list[Any], kwargs: dict[str, Any]) -> None:

@@ -18,9 +18,10 @@ from .astnodes import examples
 from .calls import DEFAULT_NAME, closure_params, literal_aliases, sentinel_defaults
 from .hints import Hints, Param, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
+from .names import walk
 from .standins import CalibStandIn, is_mixed, is_nth
 from .typenames import clock_values
-from .values import Global, New, Obj
+from .values import Global, New, Obj, Stream
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -297,6 +298,9 @@ class Pools:
             return text.encode() if kind == "bytes" else text
         if kind == "pathobj":
             return rng.choice(self._values("pathobj", p)) if p else rng.choice(self.files)
+        if kind == "stream":  # a file holding a fresh text or bytes, or one of the pool's
+            fresh = self._random(rng.choice(["str", "bytes"]), None, depth + 1)
+            return Stream(fresh * rng.randint(1, 4)) if rng.random() < 0.5 else rng.choice(self._streams())
         if kind == "callable" and p is not None:
             return self._scripted(p.name, p.result) if rng.random() < 0.7 else CalibStandIn(p.name)
         if kind in ("list", "tuple", "set") and depth < 2:
@@ -390,6 +394,8 @@ class Pools:
             return texts
         if kind == "bytes":
             return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
+        if kind == "stream":  # ``fileobj.read(8)``: open files (in memory) holding bytes or text
+            return self._streams()
         if kind.startswith("ast:"):  # ``visit_With(self, node)``: With nodes
             return examples(kind[4:])
         if kind in ("date", "datetime", "time", "timedelta"):  # ``isinstance(day, date)``, ``day.weekday()``
@@ -444,6 +450,21 @@ class Pools:
             lacking = [Obj(**{k: v for k, v in vars(objs[0]).items() if k != a}) for a in p.optional[:3]]
             return [objs[0], *lacking, CalibStandIn(p.name), *objs[1:]]
         return [rng.choice(BASE_INTS)]
+
+    def _streams(self) -> list[Stream]:
+        """Open files for a parameter x reads or writes as one (``fileobj.read(8)``, ``for line in fh``): bytes whose
+        every position differs (a comparison on what x read finds where it came from: :mod:`.redqueen`), led by x's
+        own bytes literals (``b"APETAGEX"``); lines of text, of x's words and in the shape of a configuration file;
+        and empty ones. Bytes first where x writes bytes literals, else text."""
+        h = self.hints
+        found = [n for n in walk(h.node) if type(getattr(n, "value", None)) is bytes] if h.node is not None else []
+        literals = [n.value for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))][:4]  # in x's order
+        numbered = bytes(range(1, 65))
+        binary = [Stream(b"".join(literals) + numbered[:32]), Stream(numbered), Stream(b"")][0 if literals else 1:]
+        words = [w for w in h.strings if "\n" not in w][:4]
+        text = [Stream(file_content("input.txt")), Stream("".join(f"{w}\n" for w in words) or "a\nb\n"),
+                Stream(file_content("input.ini")), Stream("")]
+        return [*binary, *text] if literals else [*text, *binary]
 
     def _scripted(self, name: str, result: Param | None = None) -> CalibStandIn:
         """A stand-in whose calls return one to three values mined from the body, of the types the use of

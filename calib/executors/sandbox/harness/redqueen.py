@@ -10,7 +10,7 @@ from __future__ import annotations
 from .inputs import ARGV, DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .pools import KEEP, SEED, STANDINS
 from .standins import CalibStandIn, is_standin, standin_name, standin_script
-from .values import New, Obj, encode
+from .values import New, Obj, Stream, encode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -114,6 +114,10 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
                 items = list(script)
                 items[i] = new
                 return [CalibStandIn(standin_name(v), items)]
+    elif t is Stream:  # ``fileobj.read(8) == b"APETAGEX"``: in what the open file holds
+        for new in _rewrite(kind, v.content, a, b, depth + 1, rng)[:1]:
+            if type(new) is type(v.content):
+                return [Stream(new)]
     elif t is New:
         for i, item in enumerate(v.args[:8]):
             for new in _rewrite(kind, item, a, b, depth + 1, rng)[:1]:

@@ -36,6 +36,10 @@ LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort",
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
 SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset", "issuperset"})
 BYTES_METHODS, SEQ_METHODS = frozenset({"decode", "hex"}), frozenset({"index", "count", "copy"})
+#: Methods of an open file (``fileobj.read(8)``, ``out.write(text)``): such a parameter's pool holds in-memory files
+#: (``BytesIO(...)``, ``StringIO(...)``: :class:`.values.Stream`) besides objects with the method.
+STREAM_METHODS = frozenset({"read", "readline", "readlines", "readinto", "seek", "tell", "write", "writelines",
+                            "truncate", "getvalue", "fileno", "flush"})
 METHOD_KINDS = ((STR_METHODS, "str"), (LIST_METHODS, "list"), (DICT_METHODS, "dict"), (SET_METHODS, "set"),
                 (BYTES_METHODS, "bytes"), (SEQ_METHODS, "list"))
 
@@ -47,6 +51,8 @@ CLOCK_METHODS = (
      "date"),
     (frozenset({"hour", "minute", "microsecond", "timestamp", "astimezone", "utctimetuple", "timetz"}), "datetime"),
     (frozenset({"total_seconds"}), "timedelta"))
+#: The kinds a method or attribute x uses suggests besides an object with it (:func:`.hints._attribute_use`).
+USE_KINDS = (*CLOCK_METHODS, (STREAM_METHODS, "stream"))
 
 
 def clock_values(kind: str, years: list[int], rng: Any = None) -> list[Any]:

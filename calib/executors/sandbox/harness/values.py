@@ -12,14 +12,16 @@ node, :mod:`.astnodes`), ``Global('EOF')`` (the object a module-level name of th
 file holds in the input's build: a sentinel, a class, an imported stand-in), ``Arg('node')`` (in ``self``'s
 attributes: the object x gets as its argument ``node``) and ``StandIn('name')`` (a
 recording stand-in; ``StandIn('name', [v1, v2])``: its calls return v1, then v2, then what the
-input's stand-in mode says). Decoding builds fresh objects each time, so a function that mutates its
-arguments cannot change the stored input. Anything else (names, attributes, operators, other calls) is
-a :class:`ValueError`.
+input's stand-in mode says), ``BytesIO(b'...')`` and ``StringIO('...')`` (an open file holding that, for a
+parameter x reads or writes as one: ``fileobj.read(8)``). Decoding builds fresh objects each time, so a
+function that mutates its arguments cannot change the stored input. Anything else (names, attributes,
+operators, other calls) is a :class:`ValueError`.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import math
 import sys
 import types
@@ -89,6 +91,28 @@ class Arg(_Named):
     """
 
 
+class Stream:
+    """An open file x reads or writes (``fileobj.read(8)``, ``out.write(line)``), written ``BytesIO(b'...')`` or
+    ``StringIO('...')``: what it holds. Decoding keeps this placeholder; the harness gives x a fresh
+    ``io.BytesIO``/``io.StringIO`` holding it per run (:meth:`open`, :func:`.placeholders.materialize`), so
+    what x reads, writes and where it leaves the file are that input's alone (its output state shows them)."""
+
+    def __init__(self, content: str | bytes) -> None:
+        self.content = content
+
+    def open(self) -> io.BytesIO | io.StringIO:
+        return io.BytesIO(self.content) if isinstance(self.content, bytes) else io.StringIO(self.content)
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is Stream and type(other.content) is type(self.content) and other.content == self.content
+
+    def __hash__(self) -> int:
+        return hash(("Stream", self.content))
+
+    def __repr__(self) -> str:
+        return f"{'BytesIO' if isinstance(self.content, bytes) else 'StringIO'}({self.content!r})"
+
+
 def encode(value: Any) -> str:
     """The expression source of ``value`` (inverse of :func:`decode`)."""
     if value is None or isinstance(value, bool | int | str | bytes):
@@ -129,7 +153,7 @@ def encode(value: Any) -> str:
         parts = [repr(value.cls), *(encode(a) for a in value.args),
                  *(f"{k}={encode(v)}" for k, v in value.attrs.items())]
         return "New(" + ", ".join(parts) + ")"
-    if isinstance(value, Global | Node | Arg):
+    if isinstance(value, Global | Node | Arg | Stream):
         return repr(value)
     if isinstance(value, Obj):
         return "Obj(" + ", ".join(f"{k}={encode(v)}" for k, v in vars(value).items()) + ")"
@@ -205,7 +229,7 @@ def _build(node: ast.expr, source: str) -> Any:
         return _call(node, source)
     raise ValueError(f"input value {source!r}: only literals, set(), frozenset(), float('nan'), complex(...), "
                      "slice(...), Path(...), date(...), datetime(...), time(...), timedelta(...), Node(...), Obj(...), "
-                     "New(...), Global(...), Arg(...) and StandIn(...) are allowed")
+                     "New(...), Global(...), Arg(...), BytesIO(...), StringIO(...) and StandIn(...) are allowed")
 
 
 def _call(node: ast.Call, source: str) -> Any:
@@ -246,6 +270,9 @@ def _call(node: ast.Call, source: str) -> Any:
         return Global(args[0])
     if name == "Arg" and len(args) == 1 and isinstance(args[0], str) and args[0].isidentifier() and not kwargs:
         return Arg(args[0])  # ``self.head_node is node``
+    if name in ("BytesIO", "StringIO") and len(args) == 1 and type(args[0]) is (bytes if name == "BytesIO" else str) \
+            and not kwargs:
+        return Stream(args[0])  # an open file holding that, made per run
     if name == "StandIn" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
         return CalibStandIn(args[0])
     if name == "StandIn" and len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], list) and not kwargs:
