@@ -237,3 +237,44 @@ def test_code_point_and_length_checks_are_passed() -> None:
     result = _compare(truth, "")
     assert result.conclusive, result.reason
     assert result.coverage == 1.0
+
+
+# fastimport 0.9.14, fastimport/helpers.py ``parse_tz`` (its body, verbatim but for comments): ``tz[1:-2]`` of an input
+# too short to reach it is empty, and ``int(b"")`` refuses it
+PARSE_TZ = (
+    "def parse_tz(tz):\n"
+    "    sign_byte = tz[0:1]\n"
+    "    if sign_byte not in (b'+', b'-'):\n"
+    "        raise ValueError(tz)\n"
+    "    sign = {b'+': +1, b'-': -1}[sign_byte]\n"
+    "    hours = int(tz[1:-2])\n"
+    "    minutes = int(tz[-2:])\n"
+    "    return sign * 60 * (60 * hours + minutes)\n"
+)
+
+
+def test_an_int_of_an_empty_slice_of_a_short_input_wants_digits_where_the_slice_starts() -> None:
+    tree = ast.parse(PARSE_TZ)
+    cmplog.instrument(tree.body[0])
+    recorded: dict = {cmplog.NAME: cmplog.compare}
+    exec(compile(tree, "<t>", "exec"), recorded)  # noqa: S102 - the test's own code
+    cmplog.take_pairs()
+    with pytest.raises(ValueError, match="invalid literal for int"):  # raised on to x as int() raises it
+        recorded["parse_tz"](b"+")
+    pairs = cmplog.take_pairs()
+    assert ("at", b"+", (1, b"1234")) in pairs
+    (found,) = synth.replacements({"tz": b"+"}, [("at", b"+", (1, b"1234"))])
+    assert found == {"tz": b"+1234"}
+    assert recorded["parse_tz"](found["tz"]) == 60 * (60 * 12 + 34)  # the digits reach both fields
+    cmplog.take_pairs()
+    with pytest.raises(ValueError):  # a text the slice reaches, not a number: kept as before, no digits wanted
+        recorded["parse_tz"](b"+abcd")
+    assert not any(kind == "at" and b == (1, b"1234") for kind, _, b in cmplog.take_pairs())
+
+
+@needs_bwrap
+def test_a_timezone_parser_fed_a_short_input_becomes_conclusive() -> None:
+    result = _compare(PARSE_TZ, "")
+    assert result.conclusive, result.reason
+    assert any(i.valid and i.output and '"return":' in i.output and "1234" in i.state["args"]["tz"]
+               for i in result.inputs)

@@ -456,12 +456,16 @@ def code(char: Any) -> int:
 
 
 def number(text: Any) -> Any:
-    """``int(text)``, keeping a text it refused."""
+    """``int(text)``, keeping a text it refused; an empty slice of an input too short to reach it (``int(tz[1:-2])``
+    of ``b"+"``) keeps digits wanted where the slice starts (``at``: ``b"+1234"``)."""
     try:
         return int(text)
     except ValueError:
         if type(text) is str:
             _keep("number", text, "")
+        held = _CUTS.get(id(text)) if not text and type(text) in (str, bytes) and _CUTS else None
+        if held is not None and held[0] is text and len(PAIRS) < PAIR_LIMIT:
+            PAIRS.append(("at", held[1], (held[2], b"1234" if type(text) is bytes else "1234")))
         raise
 
 
