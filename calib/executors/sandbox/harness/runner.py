@@ -33,7 +33,7 @@ import types
 from functools import partial
 from time import process_time as _cpu  # bound before env.freeze(): the batch's phases (its ``done`` event)
 
-from . import ambient, callees, canon, env, fixups, handover, hints, scaffold, standins
+from . import ambient, callees, canon, compat, env, fixups, handover, hints, scaffold, standins
 from .batch import THREADS_EXIT, Channel, drop_class_attributes, explore, replay  # noqa: F401 - THREADS_EXIT: for the host
 from .calls import (
     DEFAULT_NAME,
@@ -536,7 +536,7 @@ def main(lock: Any = None) -> None:
     sys.unraisablehook = lambda unraisable: None
     env.freeze()
     LOG.canon = canon.canonical
-    sys.meta_path.append(standins.StandInFinder)
+    sys.meta_path += [compat.CompatFinder, standins.StandInFinder]  # ``six`` where none is installed, then stand-ins
     try:
         runner = Runner(job, channel)  # parses and analyses the scaffold; runs none of its code
     except (scaffold.ScaffoldError, SyntaxError, ValueError) as exc:

@@ -22,7 +22,7 @@ import builtins
 import textwrap
 import types
 
-from . import fixups, mocks, standins, trees
+from . import compat, fixups, mocks, standins, trees
 from .names import PY3_EQUIVALENTS, raised_names, super_names, unresolved_names, walk  # noqa: F401 - walk: scaffold.walk
 from .standins import FAKE_PACKAGE, CalibStandIn, is_standin, standin_for
 
@@ -249,6 +249,7 @@ class Module:
         ns.update(self.extra_globals)
         self.warnings = []
         _forget_warnings()
+        compat.forget()  # a fresh ``six`` per build, where one is made (.compat)
         body = self.placed.tree.body
         if self.bare:
             body = [s for s in body if s.lineno >= self.placed.first_line
