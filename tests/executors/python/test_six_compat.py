@@ -96,7 +96,8 @@ def test_six_moves_are_the_standard_modules_and_objects_six_names():
 def _run_without_six(code: str) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter without site-packages (so no installed six), the harness loaded and its
     finder on ``sys.meta_path`` as a batch has it."""
-    boot = "import sys\n" + load_harness() + "\nfrom _harness import compat\nsys.meta_path.append(compat.CompatFinder)\n"
+    finder = "\nfrom _harness import compat\nsys.meta_path.append(compat.CompatFinder)\n"
+    boot = "import sys\n" + load_harness() + finder
     return subprocess.run([sys.executable, "-I", "-S", "-c", boot + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=60)
 
