@@ -174,3 +174,22 @@ def test_a_function_using_six_runs_as_on_python_3_in_the_sandbox():
     assert f'"return":{{"bytes":"{expected.hex()}"}}' in output
     same, other = result.candidates
     assert same.sim_func == 1.0 and other.sim_func is not None and other.sim_func < 1.0
+
+
+def test_a_parameter_handed_to_sixs_iteritems_is_a_mapping():
+    import ast
+
+    from calib.executors.sandbox.harness import hints
+
+    # configshell-fb 1.1.28, configshell/shell.py ``_complete_token_kparam``: kparams is read only through six
+    source = ("def complete(text, kparams, other):\n"
+              "    current = {}\n"
+              "    for key, value in six.iteritems(kparams):\n"
+              "        current[key] = value\n"
+              "    for v in itervalues(other):\n"
+              "        current[v] = text\n"
+              "    return current\n")
+    info = hints.analyse(ast.parse(source).body[0], skip_first=False)
+    by_name = {p.name: p for p in info.params}
+    assert "dict" in by_name["kparams"].types and "dict" in by_name["other"].types
+    assert "dict" not in by_name["text"].types

@@ -15,7 +15,7 @@ from .literals import literal as _literal  # noqa: F401 - read as hints._literal
 from .literals import mine as _mine
 from .literals import mine_module  # noqa: F401 - read as hints.mine_module
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
-from .typenames import METHOD_KINDS, SUBCLASSES, TYPE_NAMES, USE_KINDS, annotation_types, class_names  # noqa: F401 - read as hints.*
+from .typenames import METHOD_KINDS, SIX_VIEWS, SUBCLASSES, TYPE_NAMES, USE_KINDS, annotation_types, class_names  # noqa: F401 - read as hints.*
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -333,6 +333,8 @@ def _call_use(node: ast.Call, subject: _Subjects) -> None:
         return
     if isinstance(func, ast.Attribute) and (p := subject(func.value)) is not None:
         _add(p.called, func.attr)
+    if _called(node) in SIX_VIEWS and node.args and (p := subject(node.args[0])) is not None:
+        _attribute_use(p, "items")  # ``six.iteritems(kparams)``: a mapping, as ``kparams.items()`` says
     if not isinstance(func, ast.Name) or not node.args:
         return
     p = subject(node.args[0])

@@ -51,6 +51,9 @@ CLOCK_METHODS = (
      "date"),
     (frozenset({"hour", "minute", "microsecond", "timestamp", "astimezone", "utctimetuple", "timetz"}), "datetime"),
     (frozenset({"total_seconds"}), "timedelta"))
+#: six's functions over a mapping's items (``six.iteritems(kparams)``): their argument is a mapping, as
+#: ``kparams.items()`` says (six has its Python 3 meaning in the sandbox: :mod:`.compat`).
+SIX_VIEWS = frozenset({"iteritems", "iterkeys", "itervalues", "iterlists", "viewitems", "viewkeys", "viewvalues"})
 #: The kinds a method or attribute x uses suggests besides an object with it (:func:`.hints._attribute_use`).
 USE_KINDS = (*CLOCK_METHODS, (STREAM_METHODS, "stream"))
 
