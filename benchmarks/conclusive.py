@@ -107,8 +107,10 @@ the twenty-second round seeds 11-15 stayed the tuning sample and 16-20 the valid
 avro's ``merge``, looked at); seeds 21-25 (``--exclude benchmarks/tuning-functions.jsonl``, all its 7,775 lines, and
 each of seeds 1-10's and 16-20's ``--out`` files) were drawn as a held-out sample, and became a second validation
 sample when one regression there (avro's ``RecordSchema.__init__``) was looked at; seeds 26-30 (seeds 21-25's draws
-excluded too) were then held out, measured at the round's start (its first commit's code) and end only. Seeds 31 and
-up are untouched.
+excluded too) were then held out, measured at the round's start (its first commit's code) and end only. In the
+twenty-third round the roles stayed (11-15 tuning, 16-20 validation with its regressions looked at; 1-5, 6-10 and
+26-30 held out, measured at the end only, the start being the twenty-second round's end rows). Seeds 31 and up are
+untouched.
 """
 
 from __future__ import annotations
