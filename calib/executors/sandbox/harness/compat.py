@@ -176,8 +176,8 @@ class CompatFinder:
 
     @classmethod
     def find_spec(cls, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "six" and not name.startswith("six.moves"):
-            return None
+        if name != "six" and not (name.startswith("six.moves") and "six" in cls.made):  # (an installed six's
+            return None  # own ``six.moves`` serves it)
         import importlib.machinery  # noqa: PLC0415 - loaded already by the import system
 
         return importlib.machinery.ModuleSpec(name, cls, is_package=name in ("six", "six.moves", "six.moves.urllib"))
@@ -188,7 +188,7 @@ class CompatFinder:
         cls.made.append(name)
         if name == "six":
             return make_six()
-        parent = sys.modules.get("six") or make_six()
+        parent = sys.modules["six"]  # made here (find_spec): imported before its submodules
         if name == "six.moves":
             return parent.moves
         rest = name[len("six.moves."):]
