@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import random
+import shutil
 
 import pytest
 
@@ -17,6 +18,8 @@ from calib.executors.sandbox.harness import canon, hints, redqueen
 from calib.executors.sandbox.harness.placeholders import globals_in, materialize
 from calib.executors.sandbox.harness.pools import Pools
 from calib.executors.sandbox.harness.values import Obj, Stream, decode, encode
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 FOOTER = '''\
 def find_footer(fileobj):
@@ -124,6 +127,7 @@ def _compare(x: str, candidates: list[str]):
         ex.close()
 
 
+@needs_bwrap
 def test_a_function_that_reads_an_open_file_is_explored_with_files_and_told_apart_from_a_near_copy():
     near = FOOTER.replace('return "v1"', 'return "v2"')  # the other version's answer
     result = _compare(FOOTER, [FOOTER, near])
@@ -136,6 +140,7 @@ def test_a_function_that_reads_an_open_file_is_explored_with_files_and_told_apar
     assert other.sim_func is not None and other.sim_func < 1.0
 
 
+@needs_bwrap
 def test_what_x_writes_into_its_file_is_part_of_the_output_state():
     # the same return value (the position) with other text written: not a match
     spaced = DUMP.replace('",".join', '", ".join').replace("return out.tell()", "return len(out.getvalue())")

@@ -135,6 +135,7 @@ class Pools:
         sentinels = sentinel_defaults(hints.node)  # x's own parameters only (not the constructor's)
         self.sentinels = {id(p) for p in hints.params if p.name in sentinels}
         self.literals = literal_aliases(hints.tree) if hints.params else {}
+        self._bytes_literals: list[bytes] | None = None  # x's bytes literals (:meth:`_streams`)
         defaults = [p.default for p in hints.params if isinstance(p.default, str) and inputs.looks_like_file(p.default)]
         self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
@@ -452,13 +453,16 @@ class Pools:
         return [rng.choice(BASE_INTS)]
 
     def _streams(self) -> list[Stream]:
-        """Open files for a parameter x reads or writes as one (``fileobj.read(8)``, ``for line in fh``): bytes whose
+        """Open files for a parameter x reads or writes as one (``fileobj.read(8)``, ``out.write(text)``): bytes whose
         every position differs (a comparison on what x read finds where it came from: :mod:`.redqueen`), led by x's
         own bytes literals (``b"APETAGEX"``); lines of text, of x's words and in the shape of a configuration file;
         and empty ones. Bytes first where x writes bytes literals, else text."""
         h = self.hints
-        found = [n for n in walk(h.node) if type(getattr(n, "value", None)) is bytes] if h.node is not None else []
-        literals = [n.value for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))][:4]  # in x's order
+        literals = self._bytes_literals
+        if literals is None:  # x's bytes literals in x's order (once: fresh values ask again and again)
+            found = [n for n in walk(h.node) if type(getattr(n, "value", None)) is bytes] if h.node is not None else []
+            found.sort(key=lambda n: (n.lineno, n.col_offset))
+            literals = self._bytes_literals = [n.value for n in found][:4]
         numbered = bytes(range(1, 65))
         binary = [Stream(b"".join(literals) + numbered[:32]), Stream(numbered), Stream(b"")][0 if literals else 1:]
         words = [w for w in h.strings if "\n" not in w][:4]
