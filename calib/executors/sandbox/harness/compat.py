@@ -67,13 +67,19 @@ def _moved(name: str) -> Any:
     raise AttributeError(f"module 'six.moves' has no attribute {name!r}")
 
 
-def _urllib() -> types.ModuleType:
+def _urllib_part(name: str) -> Any:
+    """``six.moves.urllib.parse`` and the other parts: the standard ``urllib`` module, imported when first read."""
     import importlib  # noqa: PLC0415
 
+    if name in URLLIB_PARTS:
+        return importlib.import_module(f"urllib.{name}")
+    raise AttributeError(f"module 'six.moves.urllib' has no attribute {name!r}")
+
+
+def _urllib() -> types.ModuleType:
     module = types.ModuleType("six.moves.urllib")
     module.__path__ = []  # ``from six.moves.urllib.parse import urlparse``: a package
-    for part in URLLIB_PARTS:
-        setattr(module, part, importlib.import_module(f"urllib.{part}"))
+    module.__getattr__ = _urllib_part  # type: ignore[method-assign] - PEP 562: each part imported when read
     return module
 
 
@@ -193,7 +199,7 @@ class CompatFinder:
             return parent.moves
         rest = name[len("six.moves."):]
         if rest.startswith("urllib.") and rest[len("urllib."):] in URLLIB_PARTS:
-            return getattr(_urllib(), rest[len("urllib."):])  # the standard module itself
+            return _urllib_part(rest[len("urllib."):])  # the standard module itself
         try:
             found = _moved(rest)
         except AttributeError:
