@@ -117,7 +117,7 @@ def test_what_the_pools_read_of_identity_checks_survives_the_search_s_rewriting(
     # the pools are made after x is rewritten for the search: ``this.compatibility is Kind.compatible`` must still
     # give ``Global('Kind.compatible')`` (avro's ``merge``, validation sample: 1.00 -> 0.70 before this was read),
     # and ``node is self.head`` the very object x gets as ``node``
-    from calib.executors.sandbox.harness import globalrefs, inputs
+    from calib.executors.sandbox.harness import globalrefs
 
     tree = ast.parse(
         "_MISSING = object()\n"
@@ -136,12 +136,12 @@ def test_what_the_pools_read_of_identity_checks_survives_the_search_s_rewriting(
     mined, same = globalrefs.mine(node, tree, params, "self"), globalrefs.identities(node, params, "self")
     assert mined == {("arg", "value"): ["_MISSING"], ("attr", "this", "compatibility"): ["Kind.compatible"]}
     assert same == {"head": [globalrefs.Arg("node")]}
-    plain = ast.dump(inputs._Plain().visit(ast.parse(ast.unparse(node)).body[0]))
+    plain = ast.dump(cmplog.Plain().visit(ast.parse(ast.unparse(node)).body[0]))
     cmplog.instrument(node, tree)
     assert not any(isinstance(n, ast.Compare) for n in ast.walk(node))  # all of them the recorder's now
     assert globalrefs.mine(node, tree, params, "self") == mined
     assert globalrefs.identities(node, params, "self") == same
-    assert ast.dump(inputs._Plain().visit(node)) == plain  # the environment scan reads x as written
+    assert ast.dump(cmplog.Plain().visit(node)) == plain  # the environment scan reads x as written
 
 
 def test_a_text_search_that_found_nothing_is_kept_as_containment() -> None:

@@ -19,6 +19,8 @@ a text ``int()`` refused is kept (``number``); ``s.isdigit()`` and the other ``s
 ``("charclass", s, "isdigit")`` (``"!isdigit"`` when it held), ``s.encode("ascii")`` ``"!isascii"``;
 ``isinstance(v, bytes)`` becomes ``__calib_cmp__.isa``, which keeps a text, bytes or number that is not of the
 builtin type asked for with that type's name (``("isa", ":status", "bytes")``: the search writes it as one).
+An input's ``None`` or empty container compared with a number or text (``match["turns"] == 1`` on ``[]``)
+keeps ``("whole", "list", 1)``, and ``len()`` of a number keeps ``("as", 2, "str")`` (:func:`size`).
 """
 
 from __future__ import annotations
@@ -97,6 +99,23 @@ def _pair(kind: str, a: Any, b: Any) -> None:
                     PAIRS.append(("parts" if kind == "eq" else "parts_order", text, (sep, other)))
 
 
+_EMPTY = {list: "list", tuple: "tuple", dict: "dict", set: "set"}  # empty containers a ``whole`` pair names
+
+
+def _whole(kind: str, a: Any, b: Any) -> None:
+    """``match["turns"] == 1`` on an input's ``[]`` (``None`` or another empty container) against a number or
+    text: keep ``("whole", "list", 1)`` (``whole_order`` for ``<``, which raises there), and the search puts
+    the number in the container's place (:func:`.redqueen._rewrite`). Never raises."""
+    for this, other in ((a, b), (b, a)):
+        if type(other) not in _PRIMITIVE or (type(other) in (str, bytes) and len(other) > 80) \
+                or len(PAIRS) >= PAIR_LIMIT:
+            continue
+        if this is None and other is not None:
+            PAIRS.append((kind, None, other))
+        elif type(this) in _EMPTY and not this:
+            PAIRS.append((kind, _EMPTY[type(this)], other))
+
+
 def _keep(kind: str, a: Any, b: Any) -> None:
     if len(PAIRS) < PAIR_LIMIT and type(a) in (str, bytes) and len(a) <= 200:
         PAIRS.append((kind, a, b))
@@ -126,8 +145,12 @@ def compare(left: Any, right: Any, op: str) -> Any:
         _pair("contains", a, b)
     elif op in ("Eq", "NotEq"):
         _pair("eq", a, b)
+        if type(a) not in _PRIMITIVE or type(b) not in _PRIMITIVE:
+            _whole("whole", a, b)
     elif op in ("Lt", "LtE", "Gt", "GtE") and type(a) in (int, float) and type(b) in (int, float):
         _pair("order", a, b)
+    elif op in ("Lt", "LtE", "Gt", "GtE") and (type(a) in (int, float) or type(b) in (int, float)):
+        _whole("whole_order", a, b)  # ``None > 3`` raises: a number there
     elif op in ("Lt", "LtE", "Gt", "GtE"):  # text and bytes: the other side itself is on the boundary
         _pair("eq", a, b)
     elif op in ("Is", "IsNot"):  # ``node[1] is None``, ``flag is True`` on a number or text of the input: the
@@ -423,7 +446,12 @@ def _encode(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def size(value: Any) -> int:
     """``len(value)``, keeping ``value`` (a non-empty text) under its length, and the text and separator of a
     list ``s.split(sep)`` gave (other sequences' lengths vary in the pools already)."""
-    n = len(value)
+    try:
+        n = len(value)
+    except TypeError:  # ``len(match["base_token"])`` of the input's 2: its text ("2") is tried
+        if type(value) in (int, float) and len(PAIRS) < PAIR_LIMIT:
+            PAIRS.append(("as", value, "str"))
+        raise
     if type(value) is list and _SPLITS:
         split = _SPLITS.get(id(value))
         if split is not None and split[0] is value and (n in _PARTS or len(_PARTS) < 16):
@@ -498,6 +526,34 @@ def see(value: Any, position: int, op: str) -> Any:
 # reached as ``__calib_cmp__.method`` ...
 for _recorder in (method, item, see, size, code, cut, number, inner, isa, lookup, has, imports, bare):
     setattr(compare, _recorder.__name__, _recorder)
+
+
+class Plain(ast.NodeTransformer):
+    """Undoes :mod:`.cmplog`'s rewriting (x's body is instrumented by the time the search starts)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func, args = node.func, node.args
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == NAME:
+            if func.attr == "method" and len(args) >= 2 and isinstance(args[1], ast.Constant):
+                return ast.Call(func=ast.Attribute(value=args[0], attr=args[1].value, ctx=ast.Load()), args=args[2:],
+                                keywords=node.keywords)
+            if func.attr == "see" and args:
+                return args[0]
+            if func.attr == "bare" and len(args) >= 2:  # ``match(pattern, s)``
+                return ast.Call(func=args[0], args=args[2:], keywords=node.keywords)
+            if func.attr in _BUILTIN_RECORDERS and len(args) == 1:  # len(e), ord(e), int(e)
+                return ast.Call(func=ast.Name(id=_BUILTIN_RECORDERS[func.attr], ctx=ast.Load()), args=args,
+                                keywords=node.keywords)
+        if isinstance(func, ast.Name) and func.id == NAME and len(args) == 3 \
+                and isinstance(args[2], ast.Constant) and args[2].value in _COMPARE_OPS:
+            return ast.Compare(left=args[0], ops=[_COMPARE_OPS[args[2].value]()], comparators=[args[1]])
+        return node
+
+
+_BUILTIN_RECORDERS = {"size": "len", "code": "ord", "number": "int"}  # cmplog's recorders of builtin calls
+_COMPARE_OPS = {"Eq": ast.Eq, "NotEq": ast.NotEq, "Lt": ast.Lt, "LtE": ast.LtE, "Gt": ast.Gt, "GtE": ast.GtE,
+                "In": ast.In, "NotIn": ast.NotIn, "Is": ast.Is, "IsNot": ast.IsNot}
 
 
 def take_pairs() -> list[tuple[str, Any, Any]]:

@@ -12,7 +12,8 @@
   folders listed by a literal name (``os.listdir``/``scandir``/``walk``, ``Path(...).iterdir()``/``glob``,
   ``glob.glob("data/*.csv")``) and how their contents are parsed: JSON (the keys x subscripts or gets
   on what it loaded, nested), INI (``configparser``: the sections and keys x reads), CSV (the columns it
-  reads), else plain lines.
+  reads), ``key = value`` lines (``line.split("=", 1)`` over an opened file's lines: the keys x reads or
+  tests with ``"quotes" in config``), else plain lines.
 
 :func:`content` writes a small file of that shape (variant 0 the most plausible, then values flipped,
 a key missing, empty); the search (:mod:`.synth`) varies them like arguments. Seeded, small, and
@@ -66,6 +67,8 @@ class Uses:
         self.keys: list[tuple[str, ...]] = []  # key paths subscripted on non-parameters (JSON objects, CSV rows)
         self.ini: dict[str, list[str]] = {}  # section -> keys
         self.ini_reads: list[tuple[str, str]] = []  # (section, key) of two-argument getters
+        self.separator = ""  # ``line.split("=", 1)`` of lines read from a file: ``key = value`` lines ("pairs")
+        self.tested: list[str] = []  # keys x tests with ``"quotes" in config`` (a name, not a parameter)
         self.argv = False
         # the parser's arguments: (option strings or [name], kind: flag int float path str command, choices,
         # required); kept only where x reads the command line
@@ -110,41 +113,13 @@ def _folder(name: str) -> str | None:
     return name
 
 
-class _Plain(ast.NodeTransformer):
-    """Undoes :mod:`.cmplog`'s rewriting (x's body is instrumented by the time the search starts)."""
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        self.generic_visit(node)
-        func, args = node.func, node.args
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == cmplog.NAME:
-            if func.attr == "method" and len(args) >= 2 and isinstance(args[1], ast.Constant):
-                return ast.Call(func=ast.Attribute(value=args[0], attr=args[1].value, ctx=ast.Load()), args=args[2:],
-                                keywords=node.keywords)
-            if func.attr == "see" and args:
-                return args[0]
-            if func.attr == "bare" and len(args) >= 2:  # ``match(pattern, s)``
-                return ast.Call(func=args[0], args=args[2:], keywords=node.keywords)
-            if func.attr in _BUILTIN_RECORDERS and len(args) == 1:  # len(e), ord(e), int(e)
-                return ast.Call(func=ast.Name(id=_BUILTIN_RECORDERS[func.attr], ctx=ast.Load()), args=args,
-                                keywords=node.keywords)
-        if isinstance(func, ast.Name) and func.id == cmplog.NAME and len(args) == 3 \
-                and isinstance(args[2], ast.Constant) and args[2].value in _COMPARE_OPS:
-            return ast.Compare(left=args[0], ops=[_COMPARE_OPS[args[2].value]()], comparators=[args[1]])
-        return node
-
-
-_BUILTIN_RECORDERS = {"size": "len", "code": "ord", "number": "int"}  # cmplog's recorders of builtin calls
-_COMPARE_OPS = {"Eq": ast.Eq, "NotEq": ast.NotEq, "Lt": ast.Lt, "LtE": ast.LtE, "Gt": ast.Gt, "GtE": ast.GtE,
-                "In": ast.In, "NotIn": ast.NotIn, "Is": ast.Is, "IsNot": ast.IsNot}
-
-
 def _bodies(node: ast.AST, tree: ast.Module | None) -> list[ast.AST]:
     """x, then the module's functions it calls by name (two levels down, at most six)."""
     defs = {d.name: d for d in (tree.body if tree is not None else [])
             if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)}
     defs.pop(getattr(node, "name", ""), None)  # x itself (a recursive call is no helper)
     if any(isinstance(n, ast.Name) and n.id == cmplog.NAME for n in ast.walk(node)):
-        node = _Plain().visit(clone(node))
+        node = cmplog.Plain().visit(clone(node))
     found, todo = [node], [node]
     for _ in range(2):
         nxt = []
@@ -194,6 +169,7 @@ def scan(node: ast.AST, tree: ast.Module | None, params: set[str]) -> Uses:
     uses = Uses()
     consts = _constants(tree)
     paths: list[tuple[str, ...]] = []
+    opened = {_callee(n) for body in _bodies(node, tree) for n in ast.walk(body) if isinstance(n, ast.Call)}
     for body in _bodies(node, tree):
         for n in ast.walk(body):
             if isinstance(n, ast.Subscript) and _is_environ(n.value, params):
@@ -209,12 +185,18 @@ def scan(node: ast.AST, tree: ast.Module | None, params: set[str]) -> Uses:
             elif isinstance(n, ast.Attribute) and n.attr == "argv" and isinstance(n.value, ast.Name) \
                     and n.value.id == "sys":
                 uses.argv = True
+            elif isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.In | ast.NotIn) \
+                    and isinstance(n.comparators[0], ast.Name) and n.comparators[0].id not in params \
+                    and (key := _text(n.left, consts)) is not None and key.isidentifier():
+                _add(uses.tested, key)
             elif isinstance(n, ast.Call):
                 _call(n, uses, consts, params)
             if isinstance(n, ast.Subscript | ast.Call) and (path := _key_path(n, consts, params)) is not None:
                 paths.append(path)
             if isinstance(n, ast.Name) and n.id in ("json", "configparser", "ConfigParser", "csv", "DictReader"):
                 uses.formats.add({"json": "json", "csv": "csv", "DictReader": "csv"}.get(n.id, "ini"))
+    if uses.separator and "open" in opened:  # ``key, value = line.split("=", 1)`` over an opened file's lines
+        uses.formats.add("pairs")
     top = [s for s in tree.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)] \
         if tree is not None and uses.argv else []  # a parser built at the module's top level
     for n in (c for s in top for c in ast.walk(s) if isinstance(c, ast.Call) and _callee(c) == "add_argument"):
@@ -282,6 +264,8 @@ def _call(n: ast.Call, uses: Uses, consts: dict[str, str], params: set[str]) -> 
         uses.argv = True
     elif name == "add_argument" and isinstance(func, ast.Attribute):
         _option(n, uses, consts)
+    elif name in ("split", "partition") and first in ("=", ":") and isinstance(func, ast.Attribute):
+        uses.separator = uses.separator or first
     elif name == "add_parser" and first is not None and len(uses.options) < 2 * MAX_KEYS:
         uses.options.append(([first], "command", [], False))
     if name in _OPENERS and first is not None and looks_like_file(first) and len(uses.files) < MAX_FILES:
@@ -389,6 +373,12 @@ def content(name: str, uses: Uses, variant: int, strings: list[str], ints: list[
                 lines.append(f"{key} = {str(value).lower() if isinstance(value, bool) else value}")
             lines.append("")
         return "\n".join(lines)
+    if kind == "pairs":  # ``name = value`` lines: the keys x reads or tests for, in its order
+        keys = list(dict.fromkeys([*(p[0] for p in uses.keys if len(p) == 1), *uses.tested]))[:MAX_KEYS]
+        keys = (keys[1:] if drop and len(keys) > 1 else keys) or ["name", "value"]
+        values = (_value(k, variant, strings, ints, rng) for k in keys)
+        sep = " = " if uses.separator == "=" else ": "
+        return "".join(f"{k}{sep}{str(v).lower() if isinstance(v, bool) else v}\n" for k, v in zip(keys, values))
     if kind == "csv":
         columns = [p[-1] for p in uses.keys if len(p) == 1][:6] or ["id", "name", "value"]
         rows = [",".join(columns)]

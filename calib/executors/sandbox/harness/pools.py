@@ -199,7 +199,7 @@ class Pools:
             self.by_param[STDIN] = inputs.stdin_pool(uses, self.values, h.ints)
         files = list(uses.files)
         if uses.formats and self.path_typed():  # ``load(path)`` that parses what it opens
-            suffixes = {"json": (".json",), "ini": (".ini", ".cfg", ".conf"), "csv": (".csv",)}
+            suffixes = {"json": (".json",), "ini": (".ini", ".cfg", ".conf"), "csv": (".csv",), "pairs": (".txt",)}
             files += [f for f in self.files if f not in files and f.lower().endswith(
                 tuple(x for kind in uses.formats for x in suffixes.get(kind, ())))][:2]
         for name in files[:inputs.MAX_FILES]:
