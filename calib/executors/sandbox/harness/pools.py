@@ -190,7 +190,7 @@ class Pools:
         variable, stdin, each literal file (and, for a path parameter, the candidate files of the format
         x parses), each listed folder and the command line (:func:`.ambient.argv_pool`)."""
         uses = inputs.scan(h.node, h.tree, set(self.params)) if h.node is not None else inputs.Uses()
-        names = {*uses.env, *uses.files, *uses.dirs, *(k for path in uses.keys for k in path), *uses.ini,
+        names = {*uses.env, *uses.files, *uses.dirs, *(k for path in uses.keys for k in path), *uses.ini, *uses.tested,
                  *(k for keys in uses.ini.values() for k in keys)}  # names, not values
         self.uses, self.values = uses, [s for s in h.strings if s not in names]
         for name in uses.env:
