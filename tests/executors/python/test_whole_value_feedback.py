@@ -3,6 +3,7 @@
 - an input's ``None`` or empty container compared with a number or text (``match["turns"] == 1`` on ``[]``,
   ``opts["count"] > 3`` on ``None``): the search puts that number or text in its place;
 - ``len()`` of a number (``len(match["base_token"])`` on ``2``): the search tries the number's text;
+- a number or text looked for in an input's empty container (``mark in blobs["used"]`` on ``set()``): put there;
 - a file whose lines x (or a function of its module it calls) splits on ``=`` or ``:`` gets ``key = value``
   lines of the keys x reads or tests for (``if "quotes" in config``).
 
@@ -97,6 +98,30 @@ def test_len_of_a_number_tries_its_text() -> None:
     assert ("as", 2, "str") in pairs
     assert {"match": {**given, "token": "2"}} in synth.replacements({"match": given}, pairs)
     assert f({**given, "token": "2"}) == "one character repeated"
+
+
+def test_a_value_looked_for_in_an_empty_container_is_put_there() -> None:
+    # fastimport's ``_track_blob``: ``mark in self.blobs['used']`` on an empty set took only the last branch
+    f = _instrumented(
+        "def track(blobs, counts, mark):\n"
+        "    if mark in counts:\n"
+        "        counts[mark] += 1\n"
+        "        return 'counted'\n"
+        "    if mark in blobs['used']:\n"
+        "        return 'used'\n"
+        "    if mark in blobs['new']:\n"
+        "        return 'new'\n"
+        "    return 'unknown'\n")["track"]
+    given = {"blobs": {"used": set(), "new": []}, "counts": {}, "mark": 3}
+    assert f(**given) == "unknown"
+    pairs = cmplog.take_pairs()
+    assert {("member", "dict", 3), ("member", "set", 3), ("member", "list", 3)} <= set(pairs)
+    made = synth.replacements(given, pairs)
+    assert {**given, "counts": {3: 1}} in made
+    assert {**given, "blobs": {"used": {3}, "new": []}} in made
+    assert {**given, "blobs": {"used": set(), "new": [3]}} in made
+    assert sorted(f(**m) for m in made) == ["counted", "new", "used"]  # each branch, as Python takes it
+    assert synth.replacements({"items": [1]}, [("member", "list", 3)]) == []  # a filled one: its items are tried
 
 
 def test_whole_pairs_leave_filled_values_and_bools_alone() -> None:

@@ -20,7 +20,8 @@ a text ``int()`` refused is kept (``number``); ``s.isdigit()`` and the other ``s
 ``isinstance(v, bytes)`` becomes ``__calib_cmp__.isa``, which keeps a text, bytes or number that is not of the
 builtin type asked for with that type's name (``("isa", ":status", "bytes")``: the search writes it as one).
 An input's ``None`` or empty container compared with a number or text (``match["turns"] == 1`` on ``[]``)
-keeps ``("whole", "list", 1)``, and ``len()`` of a number keeps ``("as", 2, "str")`` (:func:`size`).
+keeps ``("whole", "list", 1)``, a number or text looked for in an empty one (``mark in used`` on ``set()``)
+``("member", "set", mark)``, and ``len()`` of a number ``("as", 2, "str")`` (:func:`size`).
 """
 
 from __future__ import annotations
@@ -141,6 +142,9 @@ def compare(left: Any, right: Any, op: str) -> Any:
         for item in list(right)[:8]:
             _note(item := _plain(item))
             _pair("eq", a, item)
+        if not right and type(right) in _EMPTY and type(a) in _PRIMITIVE and len(PAIRS) < PAIR_LIMIT \
+                and (type(a) not in (str, bytes) or len(a) <= 80):  # ``mark in blobs["used"]`` on the input's set()
+            PAIRS.append(("member", _EMPTY[type(right)], a))
     elif op in ("In", "NotIn") and type(b) in (str, bytes) and type(a) is type(b):
         _pair("contains", a, b)
     elif op in ("Eq", "NotEq"):

@@ -48,6 +48,8 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
     if kind in ("whole", "whole_order") and (v is None if a is None else (type(v).__name__ == a and not v)):
         # ``match["turns"] == 1`` on ``[]`` (or ``None``): the number there
         return [b] if kind == "whole" or type(b) not in (int, float) else [b, b + 1, b - 1]
+    if kind == "member" and type(v).__name__ == a and not v:  # ``mark in used`` on ``set()``: the mark there
+        return [{b}] if t is set else [{b: 1}] if t is dict else [t([b])]
     if kind == "at" and t in (str, bytes) and v == a:  # ``buf[0:8] == MAGIC``: MAGIC there
         return [shapes.put(v, *b)]
     if kind in ("ord", "charclass", "number") and t is str and type(a) is str:
