@@ -126,6 +126,9 @@ class CallLog:
         if choice is _STANDIN_DEFAULT:
             if len(args) > 1 and self.draw(key + "?echo", 2, spread=True) == 0:
                 return args
+            typed = _TYPED_RETURNS.get(name.rpartition(".")[2])
+            if typed is not None and self.draw(key + "?typed", 2, spread=True) == 0:
+                return list(typed) if isinstance(typed, list) else typed  # ``key.encode(...).decode("utf-8")``
             return CalibStandIn(name + "()")
         if choice is RAISE:
             raise FAILURE[0](f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
@@ -296,6 +299,18 @@ _MIXED_RETURNS: tuple[Any, ...] = (_STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_
                                    True, 0, 1, "", [], RAISE)
 
 
+#: What a mixed mode may answer for a method whose name says the builtin type it returns, where it would answer
+#: another stand-in: a withheld key's ``.encode(encoder=...)`` bytes, then a text of their ``.decode("utf-8")``.
+_TYPED_RETURNS: dict[str, Any] = {
+    **dict.fromkeys(("decode", "lower", "upper", "strip", "lstrip", "rstrip", "format", "join", "replace", "title",
+                     "isoformat", "as_posix"), "text"),
+    "hexdigest": "0123abcd", "strftime": "2024-01-31", "encode": b"bytes", "digest": b"\x01\x02",
+    "split": ["a", "b"], "splitlines": ["a", "b"]}
+#: Those a stand-in's call answers so in the default mode too: conversions, whose callers hand the result on to
+#: builtins (``file.write``, ``bytes.fromhex``) rather than call it further.
+_CONVERSIONS = frozenset({"decode", "encode", "hexdigest", "digest", "strftime", "isoformat"})
+
+
 #: Compatibility names of builtin types (six, ``compat`` modules): a withheld one is the type it names, as an
 #: ``isinstance`` hint (:func:`.globalrefs.type_aliases`) and as a base class (``class V(compat.unicode_type)``).
 COMPAT_TYPES = {"string_types": ["str"], "text_type": ["str"], "binary_type": ["bytes"], "integer_types": ["int"],
@@ -428,6 +443,9 @@ class CalibStandIn:
             return args[0]
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
+        last = name.rpartition(".")[2]
+        if last in _CONVERSIONS:  # ``priv_key.encode(encoder=...).decode("utf-8")`` written to a file: a text
+            return _TYPED_RETURNS[last]
         return CalibStandIn(name + "()")
 
     def __getitem__(self, key: Any, *args: Any) -> Any:
