@@ -244,3 +244,46 @@ def test_withheld_month_constants_take_valid_numbers_in_some_inputs() -> None:
     assert len(returned) >= 2  # dates were made: the months were valid
     (candidate,) = result.candidates
     assert candidate.sim_func is not None  # compared on the same inputs (1937 itself may not be drawn)
+
+
+# --- conversions answer their builtin type (issue 24's twenty-fourth round) -------------------------------
+
+# dkim's ``GenEd25519Keys`` (tuning sample, coverage 0.79 before): a withheld key's ``encode(...)`` then
+# ``.decode("utf-8")`` is written to a file; a stand-in there made ``pkf.write`` raise on every input
+KEYGEN = (
+    "def gen_keys(private_key_file):\n"
+    "    skg = signing.SigningKey(seed=b'0' * 32)\n"
+    "    priv_key = skg.generate()\n"
+    "    with open(private_key_file, 'w') as pkf:\n"
+    "        pkf.write(priv_key.encode(encoder=encoding.Base64Encoder).decode('utf-8'))\n"
+    "    with open(private_key_file) as pkf:\n"
+    "        return pkf.read()\n"
+)
+
+
+@needs_bwrap
+def test_a_conversion_of_a_withheld_object_is_written_as_a_text() -> None:
+    result = _compare(KEYGEN, [], context="from nacl import signing, encoding\n")
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+    assert any(i.valid and '"return":"bytes"' in (i.output or "") for i in result.inputs)  # b"bytes".decode()
+
+
+def test_conversions_answer_their_builtin_type_and_other_calls_a_stand_in() -> None:
+    _in_mode("standin")
+    key = CalibStandIn("key")
+    encoded = key.encode(encoder=None)
+    assert type(encoded) is bytes and type(encoded.decode("utf-8")) is str  # what Python's bytes.decode gives
+    assert type(key.hexdigest()) is str and type(key.digest()) is bytes and type(key.strftime("%Y")) is str
+    assert bytes.fromhex(key.hexdigest()) == b"\x01\x23\xab\xcd"
+    assert standins.is_standin(key.generate()) and standins.is_standin(key.strip())  # not a conversion
+    _in_mode("none")
+    assert key.decode() is None  # another mode's default stays the default
+    typed = set()
+    for variant in range(1, 80):  # the mixed modes: a text method's answer is sometimes a text
+        _in_mode(f"mixed{variant}")
+        try:
+            typed.add(type(CalibStandIn("name").strip()))
+        except standins.CalibStandInError:  # a mixed mode may make the call fail
+            continue
+    assert str in typed and any(t is not str for t in typed)
