@@ -11,7 +11,8 @@
 - ``type(p) is DateTuple`` with a named tuple of the file builds it with all its fields;
 - a withheld compatibility type as a base class (``class V(compat.unicode_type)``) is the builtin;
 - a file named in ``self`` (``New('Config', 'input.txt')``) is written like one named in an argument;
-- an import in x of a module of Python 2 only raises ``ImportError``, as Python 3 does.
+- an import in x of a module of Python 2 only raises ``ImportError``, as Python 3 does;
+- (twenty-fourth round) a parameter handed to a function x defines in its own body takes that function's uses.
 Each sandboxed case's figure before these changes (5f329d3) is in its comment."""
 
 from __future__ import annotations
@@ -381,3 +382,41 @@ def test_unhashable_items_reach_the_type_error_handler() -> None:
     result = _run(ALL_UNIQUE)
     assert result.conclusive, result.reason  # (before: 0.73, every item hashable)
     assert result.coverage == 1.0
+
+
+# knack's ``CLIHelp._print_header`` (tuning sample of issue 24's twenty-fourth round, coverage 0.57 before):
+# what x's own nested function does with the parameter x hands it describes that parameter too
+HEADER = (
+    "def print_header(cli_name, help_file):\n"
+    "    lines = [('Command' if help_file.type == 'command' else 'Group') + ' ' + cli_name]\n"
+    "    if help_file.short_summary:\n"
+    "        lines.append(help_file.short_summary)\n"
+    "\n"
+    "    def build_long_summary(item):\n"
+    "        out = []\n"
+    "        if item.long_summary:\n"
+    "            out.append(item.long_summary)\n"
+    "        if item.deprecate_info:\n"
+    "            out.append(str(item.deprecate_info.message))\n"
+    "        return '\\n'.join(out)\n"
+    "\n"
+    "    lines.append(build_long_summary(help_file))\n"
+    "    return '\\n'.join(lines)\n"
+)
+
+
+def test_a_parameter_handed_to_a_nested_function_takes_its_attributes() -> None:
+    placed = scaffold.place("", HEADER)
+    info = hints.analyse(placed.node, skip_first=False)
+    help_file = info.params[1]
+    assert "long_summary" not in help_file.children
+    callees.add_forwarded(info, placed)
+    assert {"type", "short_summary", "long_summary", "deprecate_info"} <= set(help_file.children)
+    assert "message" in help_file.children["deprecate_info"].children  # two levels, as in x's own body
+
+
+@needs_bwrap
+def test_a_parameter_handed_to_a_nested_function_reaches_its_lines() -> None:
+    result = _run(HEADER)
+    assert result.conclusive, result.reason
+    assert result.coverage >= 0.8

@@ -102,7 +102,7 @@ def _decorator(node: ast.expr) -> str:
 
 
 def add_forwarded(info: hints.Hints, placed: Any) -> None:
-    """x's parameters handed on to a function of the file (``helper(p)``), a method of x's class
+    """x's parameters handed on to a function of the file (``helper(p)``) or one x defines itself, a method of x's class
     (``self.parse(p)``), a base's (``super().__init__(subcon)``) or a file class's constructor
     (``Item(p)``): what that callee's body does with its parameter describes x's too (``if not
     isinstance(subcon, Construct): raise TypeError`` in the base's ``__init__``). Each callee's body is
@@ -112,6 +112,8 @@ def add_forwarded(info: hints.Hints, placed: Any) -> None:
     if not params:
         return
     functions = {s.name: s for s in placed.tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    functions.update({s.name: s for s in ast.walk(node) if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+                      and s is not node})  # x's own nested functions (``def _build_long_summary(item):``)
     known: dict[str, Any] = {}  # what :func:`_callee` looked up, once each
     seen: list[Any] = []
     for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
