@@ -278,3 +278,58 @@ def test_a_timezone_parser_fed_a_short_input_becomes_conclusive() -> None:
     assert result.conclusive, result.reason
     assert any(i.valid and i.output and '"return":' in i.output and "1234" in i.state["args"]["tz"]
                for i in result.inputs)
+
+
+# kconfiglib's ``_string_special_search = re.compile(...).search`` called as ``_string_special_search(s, i)``
+# (``Kconfig._expand_str``, tuning sample of issue 24's twenty-fourth round: 0.71 of its lines before)
+SPECIAL = "import re\n_special_search = re.compile(''.join(['\"', '|', \"'\", r'|\\\\'])).search\n"
+EXPAND = (
+    "def expand(s, i):\n"
+    "    match = _special_search(s, i)\n"
+    "    if not match:\n"
+    "        return 'unterminated'\n"
+    "    if match.group() == '\\\\':\n"
+    "        return 'escape at %d' % match.start()\n"
+    "    return 'quote at %d' % match.start()\n"
+)
+
+
+def test_a_module_name_bound_to_a_pattern_s_method_is_recorded_as_that_method() -> None:
+    tree = ast.parse(SPECIAL + EXPAND)
+    cmplog.instrument(tree.body[-1], tree)
+    namespace: dict = {cmplog.NAME: cmplog.compare}
+    exec(compile(tree, "<t>", "exec"), namespace)  # noqa: S102
+    cmplog.take_pairs()
+    pattern = namespace["_special_search"].__self__
+    assert namespace["expand"]("abc", 0) == "unterminated"
+    pairs = cmplog.take_pairs()
+    assert ("regex", "abc", (pattern.pattern, int(pattern.flags))) in pairs
+    made = synth.replacements({"s": "abc", "i": 0}, pairs, rng=random.Random(0))
+    assert made and all(pattern.search(m["s"]) for m in made)  # Python's re is the reference
+    assert {namespace["expand"](m["s"], 0)[:5] for m in made} <= {"escap", "quote"}
+    # the instrumented body reads back as written, and a name bound otherwise is called as it is
+    assert "__calib_cmp__.bare(_special_search" in ast.unparse(tree.body[-1])
+    assert ast.unparse(cmplog.Plain().visit(tree.body[-1])) == ast.unparse(ast.parse(EXPAND).body[0])
+    other = ast.parse("def search(s, i):\n    return s\n_special_search = search\n" + EXPAND)
+    cmplog.instrument(other.body[-1], other)
+    assert "bare" not in ast.unparse(other.body[-1])
+
+
+# a macro call ``$(name)``: no literal of the file spells one (the pattern is joined at run time)
+MACRO = "import re\n_macro_search = re.compile(''.join([r'\\$', r'\\(', r'\\w+', r'\\)'])).search\n"
+MACROS = (
+    "def macros(s, i=0):\n"
+    "    found = _macro_search(s, i)\n"
+    "    if not found:\n"
+    "        return None\n"
+    "    return found.start(), found.group()[2:-1]\n"
+)
+
+
+@needs_bwrap
+def test_a_function_searching_with_a_bound_pattern_method_becomes_conclusive() -> None:
+    result = _compare(MACROS, MACRO)
+    assert result.conclusive, result.reason
+    texts = [ast.literal_eval(i.state["args"]["s"]) for i in result.inputs if i.valid
+             and i.state["args"]["s"].startswith("'")]
+    assert any(re.search(r"\$\(\w+\)", t) for t in texts), texts

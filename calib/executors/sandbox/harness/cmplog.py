@@ -414,6 +414,7 @@ def _find(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 _REGEX_FUNCTIONS = ("match", "search", "fullmatch", "finditer", "findall")
+_BOUND = type(_re.compile("").match)  # a builtin's bound method (a compiled pattern's ``search``)
 
 
 def bare(func: Any, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -421,6 +422,8 @@ def bare(func: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     name is bound to ``re``'s own function, else the call as written."""
     if func is getattr(_re, name, None):
         return _regex(_re, name, args, kwargs)
+    if type(func) is _BOUND and type(func.__self__) is _re.Pattern and func.__name__ in _REGEX_FUNCTIONS:
+        return _regex(func.__self__, func.__name__, args, kwargs)  # ``_search = re.compile(p).search``
     return func(*args, **kwargs)
 
 
@@ -581,10 +584,12 @@ def take() -> list[Any]:
 
 
 class _Instrument(ast.NodeTransformer):
-    def __init__(self, bound: set[str], helper: bool, params: frozenset[str] = frozenset()) -> None:
+    def __init__(self, bound: set[str], helper: bool, params: frozenset[str] = frozenset(),
+                 patterns: frozenset[str] = frozenset()) -> None:
         self.bound = bound  # names x binds itself: a parameter called ``len`` is not the builtin
         self.compare = "inner" if helper else None
         self.params = params  # x's parameters (see visit_Compare)
+        self.patterns = patterns  # module names bound to a pattern's method (``_search = re.compile(p).search``)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
@@ -655,8 +660,9 @@ class _Instrument(ast.NodeTransformer):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=_LOOKUPS[func.id], ctx=ast.Load())
             args = [func, *node.args] if func.id == "import_module" else node.args
             return ast.copy_location(ast.Call(func=recorder, args=args, keywords=[]), node)
-        if (isinstance(func, ast.Name) and func.id in _REGEX_FUNCTIONS and func.id not in self.bound
-                and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args)
+        if (isinstance(func, ast.Name) and func.id not in self.bound
+                and len(node.args) >= (1 if func.id in self.patterns else 2 if func.id in _REGEX_FUNCTIONS else 99)
+                and not any(isinstance(a, ast.Starred) for a in node.args)
                 and not any(k.arg is None for k in node.keywords)):  # ``match('y(?:es)?', answer, I)``: :func:`bare`
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="bare", ctx=ast.Load())
             call = ast.Call(func=recorder, args=[func, ast.Constant(func.id), *node.args], keywords=node.keywords)
@@ -688,17 +694,24 @@ def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | 
     found = helpers(node, tree) if tree is not None else []
     for helper, owner in found:  # their code as written, for outputs that hold them (canon.PINNED)
         _pin(helper, owner)
-    _rewrite(node, False)
+    # module names that may hold a pattern's method: ``re.compile(p).search``, ``_re_search(p)`` (kconfiglib's helper
+    # returning one); :func:`bare` checks at run time
+    patterns = frozenset(t.id for s in (tree.body if tree is not None else []) if isinstance(s, ast.Assign)
+                         and (isinstance(s.value, ast.Attribute) and s.value.attr in _REGEX_FUNCTIONS
+                              and isinstance(s.value.value, ast.Call) or isinstance(s.value, ast.Call))
+                         for t in s.targets if isinstance(t, ast.Name))
+    _rewrite(node, False, patterns)
     for helper, _ in found:
-        _rewrite(helper, True)
+        _rewrite(helper, True, patterns)
     return [node, *(helper for helper, _ in found)]
 
 
-def _rewrite(node: ast.FunctionDef | ast.AsyncFunctionDef, helper: bool) -> None:
+def _rewrite(node: ast.FunctionDef | ast.AsyncFunctionDef, helper: bool,
+             patterns: frozenset[str] = frozenset()) -> None:
     params = frozenset(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg))
     bound = set(params) | {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name)
                            and not isinstance(n.ctx, ast.Load)}
-    transformer = _Instrument(bound, helper, params)
+    transformer = _Instrument(bound, helper, params, patterns)
     node.body = [transformer.visit(stmt) for stmt in node.body]
     ast.fix_missing_locations(node)
 
