@@ -95,7 +95,7 @@ def test_len_of_a_number_tries_its_text() -> None:
     with pytest.raises(TypeError):  # ``len(2)``: the recorder re-raises what Python raised
         f(given)
     pairs = cmplog.take_pairs()
-    assert ("as", 2, "str") in pairs
+    assert ("as_text", 2, "str") in pairs
     assert {"match": {**given, "token": "2"}} in synth.replacements({"match": given}, pairs)
     assert f({**given, "token": "2"}) == "one character repeated"
 

@@ -21,7 +21,7 @@ a text ``int()`` refused is kept (``number``); ``s.isdigit()`` and the other ``s
 builtin type asked for with that type's name (``("isa", ":status", "bytes")``: the search writes it as one).
 An input's ``None`` or empty container compared with a number or text (``match["turns"] == 1`` on ``[]``)
 keeps ``("whole", "list", 1)``, a number or text looked for in an empty one (``mark in used`` on ``set()``)
-``("member", "set", mark)``, and ``len()`` of a number ``("as", 2, "str")`` (:func:`size`).
+``("member", "set", mark)``, and ``len()`` of a number ``("as_text", 2, "str")`` (:func:`size`).
 """
 
 from __future__ import annotations
@@ -456,8 +456,8 @@ def size(value: Any) -> int:
     try:
         n = len(value)
     except TypeError:  # ``len(match["base_token"])`` of the input's 2: its text ("2") is tried
-        if type(value) in (int, float) and len(PAIRS) < PAIR_LIMIT:
-            PAIRS.append(("as", value, "str"))
+        if type(value) in (int, float) and len(PAIRS) < PAIR_LIMIT:  # (not ``as``: no rewrite at first sight)
+            PAIRS.append(("as_text", value, "str"))
         raise
     if type(value) is list and _SPLITS:
         split = _SPLITS.get(id(value))
