@@ -43,7 +43,7 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
             return [regexes.splice(v, a, new) if inside else new for n in counts for new in regexes.parts(a, b[0], n)]
     if kind == "is" and t is type(a) and v == a:  # ``node[1] is None`` on ``[5, -4]``: ``[5, None]``
         return [b]
-    if kind in ("isa", "as", "as_text") and t is type(a) and v == a:  # ``isinstance(n, bytes)`` on ``":status"``: ``b":status"``
+    if kind in ("isa", "as", "as_text") and t is type(a) and v == a:  # ``isinstance(n, bytes)`` on ``":status"``
         return _converted(v, b)
     if kind in ("whole", "whole_order") and (v is None if a is None else (type(v).__name__ == a and not v)):
         # ``match["turns"] == 1`` on ``[]`` (or ``None``): the number there
