@@ -128,7 +128,7 @@ class CallLog:
                 return args
             typed = _TYPED_RETURNS.get(name.rpartition(".")[2])
             if typed is not None and self.draw(key + "?typed", 2, spread=True) == 0:
-                return list(typed) if isinstance(typed, list) else typed  # ``key.encode(...).decode("utf-8")``
+                return typed  # ``key.encode(...).decode("utf-8")``
             return CalibStandIn(name + "()")
         if choice is RAISE:
             raise FAILURE[0](f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
@@ -299,16 +299,13 @@ _MIXED_RETURNS: tuple[Any, ...] = (_STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_
                                    True, 0, 1, "", [], RAISE)
 
 
-#: What a mixed mode may answer for a method whose name says the builtin type it returns, where it would answer
-#: another stand-in: a withheld key's ``.encode(encoder=...)`` bytes, then a text of their ``.decode("utf-8")``.
-_TYPED_RETURNS: dict[str, Any] = {
-    **dict.fromkeys(("decode", "lower", "upper", "strip", "lstrip", "rstrip", "format", "join", "replace", "title",
-                     "isoformat", "as_posix"), "text"),
-    "hexdigest": "0123abcd", "strftime": "2024-01-31", "encode": b"bytes", "digest": b"\x01\x02",
-    "split": ["a", "b"], "splitlines": ["a", "b"]}
-#: Those a stand-in's call answers so in the default mode too: conversions, whose callers hand the result on to
-#: builtins (``file.write``, ``bytes.fromhex``) rather than call it further.
-_CONVERSIONS = frozenset({"decode", "encode", "hexdigest", "digest", "strftime", "isoformat"})
+#: What a stand-in's conversion method answers (``decode``, ``encode``, ``hexdigest`` ...), where it would answer
+#: another stand-in: its callers hand the result on to builtins (``file.write``, ``bytes.fromhex``) rather than call it
+#: further. A withheld key's ``.encode(encoder=...)`` gives bytes, and their ``.decode("utf-8")`` a text. (Not a
+#: text method's answer, ``strip``, ``split`` ...: ``result["info"].split("(")[1]`` of a stand-in input flows on
+#: as stand-ins, which ``int()`` reads as a number, where ``["a", "b"]`` ended every run.)
+_TYPED_RETURNS: dict[str, Any] = {"decode": "text", "isoformat": "2024-01-31T00:00:00", "strftime": "2024-01-31",
+                                  "hexdigest": "0123abcd", "encode": b"bytes", "digest": b"\x01\x02"}
 
 
 #: Compatibility names of builtin types (six, ``compat`` modules): a withheld one is the type it names, as an
@@ -444,7 +441,7 @@ class CalibStandIn:
         if LOG.default is not _STANDIN_DEFAULT:
             return LOG.default
         last = name.rpartition(".")[2]
-        if last in _CONVERSIONS:  # ``priv_key.encode(encoder=...).decode("utf-8")`` written to a file: a text
+        if last in _TYPED_RETURNS:  # ``priv_key.encode(encoder=...).decode("utf-8")`` written to a file: a text
             return _TYPED_RETURNS[last]
         return CalibStandIn(name + "()")
 
