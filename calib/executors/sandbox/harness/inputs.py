@@ -169,8 +169,9 @@ def scan(node: ast.AST, tree: ast.Module | None, params: set[str]) -> Uses:
     uses = Uses()
     consts = _constants(tree)
     paths: list[tuple[str, ...]] = []
-    opened = {_callee(n) for body in _bodies(node, tree) for n in ast.walk(body) if isinstance(n, ast.Call)}
-    for body in _bodies(node, tree):
+    bodies = _bodies(node, tree)
+    opened = {_callee(n) for body in bodies for n in ast.walk(body) if isinstance(n, ast.Call)}
+    for body in bodies:
         for n in ast.walk(body):
             if isinstance(n, ast.Subscript) and _is_environ(n.value, params):
                 _add(uses.env, _text(n.slice, consts))
