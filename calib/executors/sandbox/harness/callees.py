@@ -58,6 +58,28 @@ def add_callees(info: hints.Hints, placed: Any) -> None:
                 _alias(info, name, kept)
 
 
+def add_guards(info: hints.Hints, placed: Any) -> None:
+    """``self`` attributes a decorator of the file reads before x runs: ``@authentication_required`` wraps x in
+    ``check(cls, *args)``, which runs x only ``if cls.authenticated``. The wrapper, a function defined in the
+    decorator that hands its first parameter on to the decorated function (``meth(cls, *args, **kwargs)``), is
+    described as x's callees on ``self`` are: ``authenticated`` becomes an attribute of the input's ``self``."""
+    node = placed.node
+    if not placed.classes or placed.kind not in ("method", "property") or not node.decorator_list:
+        return
+    functions = {s.name: s for s in placed.tree.body if isinstance(s, ast.FunctionDef)}
+    for decorator in node.decorator_list:
+        outer = functions.get(_decorator(decorator.func if isinstance(decorator, ast.Call) else decorator))
+        if outer is None or not outer.args.args:
+            continue
+        defs = [f for f in ast.walk(outer) if isinstance(f, ast.FunctionDef)]
+        for wrapper in (w for w in defs if w is not outer and w.args.args):
+            first = wrapper.args.args[0].arg  # the decorated function: a parameter of an enclosing def
+            wrapped = {a.arg for f in defs if f is not wrapper for a in f.args.args}
+            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in wrapped and c.args
+                   and isinstance(c.args[0], ast.Name) and c.args[0].id == first for c in ast.walk(wrapper)):
+                hints.describe(wrapper, {}, info, first)
+
+
 def _returned(func: Any) -> str | None:
     """``Q`` of a property whose every ``return`` gives ``self.Q`` (ruamel.yaml's ``Scanner.reader`` returns
     ``self._scanner_reader``, set from the loader in an ``except AttributeError`` the first time), else None."""

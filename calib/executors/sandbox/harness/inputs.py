@@ -143,6 +143,20 @@ def _constants(tree: ast.Module | None) -> dict[str, str]:
     return out
 
 
+def _input_names(tree: ast.Module | None) -> set[str]:
+    """``input`` and the module's other names for it: ``raw_input = input`` (Python 2 compatibility, often in a
+    ``try``), ``from six.moves import input as ask``."""
+    names, body = {"input"}, list(tree.body if tree is not None else [])
+    for stmt in body:
+        if isinstance(stmt, ast.Try | ast.If):
+            body += [*stmt.body, *stmt.orelse, *(s for h in getattr(stmt, "handlers", []) for s in h.body)]
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id == "input":
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module in ("builtins", "six.moves", "future.builtins"):
+            names.update(a.asname or a.name for a in stmt.names if a.name in ("input", "raw_input"))
+    return names
+
+
 def _key_path(node: ast.AST, consts: dict[str, str], params: set[str]) -> tuple[str, ...] | None:
     """``cfg["db"]["host"]`` / ``cfg.get("db", {}).get("host")`` on a local name -> ("db", "host")."""
     path: list[str] = []
@@ -171,6 +185,7 @@ def scan(node: ast.AST, tree: ast.Module | None, params: set[str]) -> Uses:
     paths: list[tuple[str, ...]] = []
     bodies = _bodies(node, tree)
     opened = {_callee(n) for body in bodies for n in ast.walk(body) if isinstance(n, ast.Call)}
+    asks = _input_names(tree)
     for body in bodies:
         for n in ast.walk(body):
             if isinstance(n, ast.Subscript) and _is_environ(n.value, params):
@@ -191,7 +206,7 @@ def scan(node: ast.AST, tree: ast.Module | None, params: set[str]) -> Uses:
                     and (key := _text(n.left, consts)) is not None and key.isidentifier():
                 _add(uses.tested, key)
             elif isinstance(n, ast.Call):
-                _call(n, uses, consts, params)
+                _call(n, uses, consts, params, asks)
             if isinstance(n, ast.Subscript | ast.Call) and (path := _key_path(n, consts, params)) is not None:
                 paths.append(path)
             if isinstance(n, ast.Name) and n.id in ("json", "configparser", "ConfigParser", "csv", "DictReader"):
@@ -240,7 +255,7 @@ def stdin_fresh(rng: random.Random, uses: Uses, strings: list[str], ints: list[i
     return "".join(rng.choice(rng.choice((words, numbers))) + "\n" for _ in range(count))
 
 
-def _call(n: ast.Call, uses: Uses, consts: dict[str, str], params: set[str]) -> None:
+def _call(n: ast.Call, uses: Uses, consts: dict[str, str], params: set[str], asks: set[str]) -> None:
     name = _callee(n)
     func = n.func
     first = _text(n.args[0], consts) if n.args else None
@@ -249,7 +264,7 @@ def _call(n: ast.Call, uses: Uses, consts: dict[str, str], params: set[str]) -> 
     elif name == "getenv" and (isinstance(func, ast.Name) or isinstance(func.value, ast.Name)
                                and func.value.id == "os"):
         _add(uses.env, first)
-    elif name == "input" and isinstance(func, ast.Name):
+    elif name in asks and isinstance(func, ast.Name) and name not in params:
         uses.stdin = True
         uses.stdin_lines += 1
     elif name in _INI_GETTERS and len(n.args) >= 2 and isinstance(func, ast.Attribute) \

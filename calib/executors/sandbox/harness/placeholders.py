@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 
-from . import mutators, standins
+from . import funcs, mutators, standins
 from .astnodes import Node, build
 from .calls import make_instance, set_attributes
 from .standins import CalibStandIn
@@ -52,6 +52,8 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
         return value.open()
     if isinstance(value, Node):
         return build(value)
+    if isinstance(value, funcs.Func):
+        return funcs.build(value)
     if depth < 3 and isinstance(value, list | tuple):
         return type(value)(materialize(v, ns, depth + 1) for v in value)
     if depth < 3 and isinstance(value, dict):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from . import astnodes, cmplog, globalrefs, inputs, mutators
+from . import astnodes, cmplog, funcs, globalrefs, inputs, mutators
 from .astnodes import examples
 from .calls import DEFAULT_NAME, closure_params, literal_aliases, sentinel_defaults
 from .hints import Hints, Param, type_of
@@ -140,6 +140,7 @@ class Pools:
         self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
         astnodes.hint(hints)  # an AST visitor's node parameter
+        funcs.hint(hints)  # a function x inspects (``inspect.signature(operation)``)
         names = [p.name for p in hints.params]  # module-level objects x compares inputs with (.globalrefs)
         globalrefs.alias_hints(hints, hints.tree, first := globalrefs.self_name(hints.node, names))
         globalrefs.class_hints(hints)
@@ -397,6 +398,10 @@ class Pools:
             return [b"abc", b"", b"\x00\xff", b"Hello World"] + [s.encode() for s in h.strings[:4]]
         if kind == "stream":  # ``fileobj.read(8)``: open files (in memory) holding bytes or text
             return self._streams()
+        if kind == "function":  # ``inspect.getdoc(operation)``: functions of several signatures and docstrings
+            return funcs.examples()
+        if kind == "source":  # ``ast.parse(function_source)``: Python source texts
+            return funcs.sources()
         if kind.startswith("ast:"):  # ``visit_With(self, node)``: With nodes
             return examples(kind[4:])
         if kind in ("date", "datetime", "time", "timedelta"):  # ``isinstance(day, date)``, ``day.weekday()``

@@ -132,6 +132,7 @@ class Runner:
         self.executable, self.owner = statement_lines(self.placed)
         self.params = hints.analyse(node, skip_first=self.placed.kind in ("method", "classmethod", "property"))
         callees.add_callees(self.params, self.placed)  # ``self`` attributes x's own methods read
+        callees.add_guards(self.params, self.placed)  # and the file's decorators of x, before x runs
         callees.add_forwarded(self.params, self.placed)  # what the file's callees do with x's parameters
         # the constructor's parameters (None: self is not built by its constructor)
         self.init = callees.constructor(self.placed, self.params) if self.placed.kind in ("method", "property") and \
