@@ -1,13 +1,15 @@
-"""Functions as input values, for code that inspects a function it is given (runs inside the sandbox; stdlib only).
+"""Functions, classes and type hints as input values, for code that inspects what it is given (runs inside the
+sandbox; stdlib only).
 
 A command framework reads a handler's signature and docstring (``inspect.signature(operation)``,
-``inspect.getdoc(operation)``), a decorator reads ``func.__name__``, a linter reads ``inspect.getsource(fn)``.
-Such a parameter rarely gets far with a stand-in or a lambda: the body turns on the parameters' names and
-defaults and on the docstring's ``:param`` lines. The input value ``Func('def fetch(url, timeout=10): ...')`` is the
-function (or, for a ``class`` source, the bound method of an instance of its class, or for a ``lambda`` source,
-that lambda) that source defines, built afresh for each run (:func:`build`) with its source in :mod:`linecache`
-so that ``inspect.getsource`` finds it. :data:`SOURCES`: signatures of each kind of parameter and the three
-common docstring styles (reStructuredText fields, Google and NumPy sections).
+``inspect.getdoc(operation)``), a linter reads ``inspect.getsource(fn)``, a loader of typed data reads a dataclass's
+fields, an enum's members or a type hint's ``__origin__`` and ``__args__``. Such a parameter rarely gets far with a
+stand-in, a lambda or an object with those attributes: the body turns on the parameters' names and defaults, the
+docstring's ``:param`` lines, the fields' types. The input value ``Code('def fetch(url, timeout=10): ...')`` is what
+that source gives, built afresh for each run (:func:`build`) with its source in :mod:`linecache` so that
+``inspect.getsource`` finds it. :data:`SOURCES`: functions with signatures of each kind of parameter and the three
+common docstring styles (reStructuredText fields, Google and NumPy sections); :data:`TYPES`: a dataclass, an enum,
+a ``TypedDict``, a ``NamedTuple`` and the common type hints.
 """
 
 from __future__ import annotations
@@ -32,9 +34,23 @@ SOURCES = (
     '        """Merge two tables.\n\n        Parameters\n        ----------\n'
     '        left : list\n            The first.\n'
     '        right : list\n            The second.\n\n        Returns\n        -------\n        list\n        """\n'
-    '        return left\n',
+    '        return left\n\n\nTable().merge\n',
     "def bare(a, b):\n    return a\n",
     "lambda value, default=None: value\n",
+)
+TYPES = (
+    "from dataclasses import dataclass, field\n\n\n@dataclass\nclass Point:\n    x: int\n    y: float = 0.0\n"
+    "    label: str = field(default='', metadata={'name': 'Label'})\n",
+    "from enum import Enum\n\n\nclass Color(Enum):\n    RED = 1\n    GREEN = 'green'\n",
+    "from typing import TypedDict\n\n\nclass Movie(TypedDict, total=False):\n    title: str\n    year: int\n",
+    "from typing import NamedTuple\n\n\nclass Pair(NamedTuple):\n    left: int\n    right: str = ''\n",
+    "from typing import List\nList[int]\n",
+    "from typing import Dict\nDict[str, int]\n",
+    "from typing import Optional\nOptional[str]\n",
+    "from typing import Union\nUnion[int, str]\n",
+    "from typing import Tuple\nTuple[int, str]\n",
+    "from typing import Literal\nLiteral['a', 1]\n",
+    "int\n",
 )
 
 #: What marks a parameter as a function x inspects: ``inspect``'s functions given it first (``inspect.signature(p)``,
@@ -44,65 +60,75 @@ INSPECTORS = frozenset({
     "signature", "getdoc", "getfullargspec", "getargspec", "getsource", "getsourcelines", "ismethod", "isfunction",
     "iscoroutinefunction", "isgeneratorfunction", "isbuiltin", "isroutine", "unwrap", "getcallargs", "getmodule"})
 FUNCTION_ATTRS = frozenset({"__code__", "__func__", "__wrapped__", "__defaults__", "__kwdefaults__", "__self__"})
+#: What marks a parameter as a type x loads data into: the attributes of dataclasses, enums, ``TypedDict``\ s, named
+#: tuples and type hints, and the functions that read them (``typing.get_origin(tp)``, ``dataclasses.fields(cls)``).
+TYPE_ATTRS = frozenset({"__dataclass_fields__", "__members__", "__origin__", "__args__", "__total__",
+                        "__required_keys__", "__optional_keys__", "_fields", "_field_defaults", "__supertype__"})
+TYPE_READERS = frozenset({"get_origin", "get_args", "get_type_hints", "is_dataclass", "fields", "is_typeddict"})
 
 
-class Func:
-    """``Func(source)``: the function ``source`` defines (:func:`build`)."""
+class Code:
+    """``Code(source)``: the object ``source`` gives (:func:`build`)."""
 
     def __init__(self, source: str) -> None:
         self.source = source
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, Func) and self.source == other.source
+        return isinstance(other, Code) and self.source == other.source
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Func({self.source!r})"
+        return f"Code({self.source!r})"
 
 
-def build(func: Func) -> Any:
-    """The function ``func``'s source defines, made afresh (x may set its attributes); None for a source that
-    defines none."""
-    import linecache  # noqa: PLC0415 - only where an input holds a function
+def build(code: Code) -> Any:
+    """What ``code``'s source gives, made afresh (x may set its attributes): the value of its last statement if that
+    is an expression (``lambda value: value``, ``Table().merge``, ``Optional[int]``), else the function or class that
+    statement defines (None for any other statement)."""
+    import linecache  # noqa: PLC0415 - only where an input holds code
     import zlib  # noqa: PLC0415
 
-    filename = f"<input function {zlib.crc32(func.source.encode()):08x}>"  # the same in every process
-    linecache.cache[filename] = (len(func.source), None, func.source.splitlines(True), filename)
-    tree = ast.parse(func.source)
+    filename = f"<input {zlib.crc32(code.source.encode()):08x}>"  # the same in every process
+    linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
+    tree = ast.parse(code.source)
     namespace: dict[str, Any] = {"__name__": "calib_input"}
-    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Lambda):
-        return eval(compile(ast.Expression(tree.body[0].value), filename, "eval"), namespace)  # noqa: S307
-    exec(compile(tree, filename, "exec"), namespace)  # noqa: S102 - the harness's own sources, in the sandbox
-    first = tree.body[0] if tree.body else None
-    made = namespace.get(getattr(first, "name", ""))
-    if isinstance(first, ast.ClassDef):  # the bound method of an instance (``inspect.ismethod``: ``p.__func__``)
-        method = next((s.name for s in first.body if isinstance(s, ast.FunctionDef)), None)
-        return getattr(made(), method) if method else made
-    return made
+    last = tree.body.pop() if tree.body else None
+    exec(compile(tree, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - in the sandbox, as all input code is
+    if isinstance(last, ast.Expr):
+        return eval(compile(ast.Expression(last.value), filename, "eval", dont_inherit=True), namespace)  # noqa: S307
+    if last is None:
+        return None
+    exec(compile(ast.Module(body=[last], type_ignores=[]), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
+    return namespace.get(getattr(last, "name", ""))
 
 
 def hint(info: Any) -> None:
     """A parameter x inspects as a function (:data:`INSPECTORS`, :data:`FUNCTION_ATTRS`) takes functions first; one it
-    parses as Python source (:func:`_parses`), source texts (:func:`sources`)."""
+    reads as a type (:data:`TYPE_ATTRS`, :data:`TYPE_READERS`), classes and type hints (:data:`TYPES`); one it parses
+    as Python source (:func:`_parses`), source texts (:func:`sources`)."""
     func = info.node
     names = {p.name: p for p in info.params if p.kind in ("positional", "keyword")}
     if func is None or not names:
         return
-    inspected: list[str] = []
-    parsed: list[str] = []  # parameters x parses as Python source
+    found: dict[str, list[str]] = {"function": [], "type": [], "source": []}
     for n in ast.walk(func):
         if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in names:
             called = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
             if called in INSPECTORS:
-                inspected.append(n.args[0].id)
-        elif isinstance(n, ast.Attribute) and n.attr in FUNCTION_ATTRS and isinstance(n.value, ast.Name) \
-                and n.value.id in names:
-            inspected.append(n.value.id)
+                found["function"].append(n.args[0].id)
+            elif called in TYPE_READERS and (called != "fields" or getattr(n.func, "value", None) is not None
+                                             and getattr(n.func.value, "id", "") == "dataclasses"):
+                found["type"].append(n.args[0].id)  # (a bare ``fields(record)`` is as likely the file's own)
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in names:
+            if n.attr in FUNCTION_ATTRS:
+                found["function"].append(n.value.id)
+            elif n.attr in TYPE_ATTRS:
+                found["type"].append(n.value.id)
         if isinstance(n, ast.Call) and n.args and _parses(n.func):  # ``ast.parse(function_source.lstrip())``
-            parsed.extend(m.id for m in ast.walk(n.args[0]) if isinstance(m, ast.Name) and m.id in names)
-    for kind, found in (("function", inspected), ("source", parsed)):
-        for name in dict.fromkeys(found):
+            found["source"].extend(m.id for m in ast.walk(n.args[0]) if isinstance(m, ast.Name) and m.id in names)
+    for kind, params in found.items():
+        for name in dict.fromkeys(params):
             if kind not in names[name].types:
                 names[name].types.insert(0, kind)
 
@@ -114,8 +140,12 @@ def _parses(func: ast.expr) -> bool:
     return isinstance(func, ast.Name) and func.id in ("compile", "generate_tokens")
 
 
-def examples() -> list[Func]:
-    return [Func(s) for s in SOURCES]
+def examples() -> list[Code]:
+    return [Code(s) for s in SOURCES]
+
+
+def types() -> list[Code]:
+    return [Code(s) for s in TYPES]
 
 
 def sources() -> list[str]:

@@ -52,7 +52,7 @@ def materialize(value: Any, ns: dict[str, Any], depth: int = 0) -> Any:
         return value.open()
     if isinstance(value, Node):
         return build(value)
-    if isinstance(value, funcs.Func):
+    if isinstance(value, funcs.Code):
         return funcs.build(value)
     if depth < 3 and isinstance(value, list | tuple):
         return type(value)(materialize(v, ns, depth + 1) for v in value)

@@ -402,6 +402,8 @@ class Pools:
             return funcs.examples()
         if kind == "source":  # ``ast.parse(function_source)``: Python source texts
             return funcs.sources()
+        if kind == "type":  # ``type_.__dataclass_fields__``, ``get_origin(tp)``: classes and type hints
+            return funcs.types()
         if kind.startswith("ast:"):  # ``visit_With(self, node)``: With nodes
             return examples(kind[4:])
         if kind in ("date", "datetime", "time", "timedelta"):  # ``isinstance(day, date)``, ``day.weekday()``

@@ -8,8 +8,8 @@ booleans, lists, tuples, dicts, sets), ``float('nan')``/``float('inf')``, ``set(
 ``timedelta(days=…)`` (integer arguments; naive values, built with the frozen clock's classes), ``Obj(attr=…)``
 (an object with those attributes, for parameters the body uses as ``p.attr``), ``New('Cls', …)`` (an instance of
 a class of the function's module, built in the sandbox), ``Node('With', 'with a:\\n    pass')`` (a syntax-tree
-node, :mod:`.astnodes`), ``Func('def f(a, b=1): ...')`` (the function that source defines, built per run,
-:mod:`.funcs`), ``Global('EOF')`` (the object a module-level name of the function's
+node, :mod:`.astnodes`), ``Code('def f(a, b=1): ...')`` (the function, class or value that source gives, built
+per run, :mod:`.funcs`), ``Global('EOF')`` (the object a module-level name of the function's
 file holds in the input's build: a sentinel, a class, an imported stand-in), ``Arg('node')`` (in ``self``'s
 attributes: the object x gets as its argument ``node``) and ``StandIn('name')`` (a
 recording stand-in; ``StandIn('name', [v1, v2])``: its calls return v1, then v2, then what the
@@ -28,7 +28,7 @@ import sys
 import types
 
 from .astnodes import Node
-from .funcs import Func
+from .funcs import Code
 from .standins import CalibStandIn, is_standin, standin_name, standin_script
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -155,7 +155,7 @@ def encode(value: Any) -> str:
         parts = [repr(value.cls), *(encode(a) for a in value.args),
                  *(f"{k}={encode(v)}" for k, v in value.attrs.items())]
         return "New(" + ", ".join(parts) + ")"
-    if isinstance(value, Global | Node | Arg | Stream | Func):
+    if isinstance(value, Global | Node | Arg | Stream | Code):
         return repr(value)
     if isinstance(value, Obj):
         return "Obj(" + ", ".join(f"{k}={encode(v)}" for k, v in vars(value).items()) + ")"
@@ -267,8 +267,8 @@ def _call(node: ast.Call, source: str) -> Any:
         return New(*args, **kwargs)
     if name == "Node" and len(args) == 2 and all(isinstance(a, str) for a in args) and not kwargs:
         return Node(*args)  # a syntax-tree node, built per run (.astnodes)
-    if name == "Func" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
-        return Func(args[0])  # a function of that source, built per run (.funcs)
+    if name == "Code" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
+        return Code(args[0])  # what that source gives, built per run (.funcs)
     if name == "Global" and len(args) == 1 and isinstance(args[0], str) and not kwargs \
             and all(part.isidentifier() for part in args[0].split(".")):  # ``Global('OperatingSystem.LINUX')``
         return Global(args[0])

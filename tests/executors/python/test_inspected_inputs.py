@@ -1,0 +1,295 @@
+"""Inputs that are code, and what x's file reads before x runs (issue 24 §2, twenty-fifth round).
+
+- a parameter x inspects as a function (``inspect.getdoc(operation)``, ``inspect.signature(fn)``, ``fn.__func__``)
+  takes functions of several signatures and docstring styles, built per run from their source
+  (``Code('def fetch(url, timeout=10): ...')``, :mod:`.funcs`);
+- a parameter x reads as a type (``type_.__dataclass_fields__``, ``get_origin(tp)``) takes a dataclass, an enum, a
+  ``TypedDict``, a ``NamedTuple`` and type hints, built the same way;
+- a parameter x parses as Python source (``ast.parse(function_source)``) takes source texts;
+- ``input()`` under another module-level name (``raw_input = input`` in a ``try``) reads stdin like ``input()``;
+- ``self`` attributes a decorator of the file reads before x runs (``if cls.authenticated: return meth(cls, ...)``)
+  are attributes of the input's ``self``.
+Each sandboxed case's figure before these changes (01284c0) is in its comment."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import inspect
+import json
+import random
+import shutil
+import typing
+
+import pytest
+
+from calib.executors.base import ExecutorConfig
+from calib.executors.python import SandboxExecutor
+from calib.executors.sandbox.harness import callees, funcs, hints, inputs, pools, scaffold
+from calib.executors.sandbox.harness.values import decode, encode
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def _compare(truth: str, candidates: list[str], context: str = "") -> object:
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0))
+    try:
+        return asyncio.run(executor.compare(truth, candidates, context=context))
+    finally:
+        executor.close()
+
+
+def _pools(source: str, name: str) -> pools.Pools:
+    tree = ast.parse(source)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    info = hints.analyse(node, skip_first=False)
+    hints.mine_module(tree, info)
+    return pools.Pools(info, random.Random(0))
+
+
+# knack's ``option_descriptions`` (introspection.py), shortened: the ``:param`` lines of a command's docstring
+DESCRIPTIONS = '''\
+def option_descriptions(operation):
+    lines = inspect.getdoc(operation)
+    if not lines:
+        return {}
+    breaks = [":param", ":type", ":return", ":rtype"]
+    found = {}
+    lines = lines.splitlines()
+    index = 0
+    while index < len(lines):
+        match = re.search(r"\\s*(:param)\\s+(.+?)\\s*:(.*)", lines[index])
+        if not match:
+            index += 1
+            continue
+        name = match.group(2).split()[-1]
+        text = match.group(3).strip()
+        index += 1
+        while index < len(lines):
+            more = lines[index].strip()
+            if any(more.startswith(b) for b in breaks):
+                break
+            if more:
+                text += " " + more
+            index += 1
+        found[name] = text
+    return found
+'''
+FIRST_LINE_ONLY = DESCRIPTIONS.replace('            if more:\n                text += " " + more\n', "")
+
+
+@needs_bwrap
+def test_a_function_x_reads_the_docstring_of_is_an_input() -> None:
+    # at 01284c0: coverage 0.54, one output state (no value of the pool had a docstring with :param lines)
+    result = _compare(DESCRIPTIONS, [DESCRIPTIONS, FIRST_LINE_ONLY], context="import inspect\nimport re\n")
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+    assert any(str(i.state["args"]["operation"]).startswith("Code(") for i in result.inputs)
+    returned = [json.loads(i.output).get("return") for i in result.inputs if i.valid]
+    assert any(r != {"dict": []} for r in returned)  # some input's docstring had parameters
+    same, first_line = result.candidates
+    assert same.sim_func == 1.0
+    assert first_line.sim_func is not None and first_line.sim_func < 1.0  # the continued :param line tells it
+
+
+SIGNATURE = '''\
+def parameters(function):
+    if inspect.ismethod(function):
+        function = function.__func__
+    found = []
+    for name, p in inspect.signature(function).parameters.items():
+        if p.kind == p.VAR_POSITIONAL:
+            found.append("*" + name)
+        elif p.kind == p.VAR_KEYWORD:
+            found.append("**" + name)
+        elif p.default is not p.empty:
+            found.append(name + "=")
+        else:
+            found.append(name)
+    return found
+'''
+
+
+@needs_bwrap
+def test_a_function_whose_signature_x_reads_is_an_input() -> None:
+    # at 01284c0: coverage 0.67 (``inspect.signature`` of every pooled value raised or had no parameters)
+    result = _compare(SIGNATURE, [], context="import inspect\n")
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+
+
+GET_ARGS = '''\
+def get_function_args(function_source):
+    try:
+        node = ast.parse(function_source.lstrip()).body[0].args
+    except SyntaxError:
+        return []
+    return [a.arg for a in chain(node.args, node.kwonlyargs)]
+'''
+
+
+@needs_bwrap
+def test_a_text_x_parses_as_python_source_is_an_input() -> None:
+    # pydocstyle's ``get_function_args``; at 01284c0: coverage 0.75 (no pooled text held a function)
+    result = _compare(GET_ARGS, [], context="import ast\nfrom itertools import chain\n")
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+    returned = [json.loads(i.output).get("return") for i in result.inputs if i.valid]
+    assert any(isinstance(r, dict) and len(r.get("list", [])) >= 2 for r in returned)  # a def's parameters
+
+
+def test_functions_are_built_per_run_with_their_source() -> None:
+    values = funcs.examples()
+    assert [decode(encode(v)) for v in values] == values  # they travel as text, like every input value
+    made = [funcs.build(v) for v in values]
+    assert made[0] is not funcs.build(values[0])  # a fresh function each run: x may set its attributes
+    assert inspect.getdoc(made[0]).startswith("Compute a value.") and ":param first:" in inspect.getdoc(made[0])
+    assert inspect.getsource(made[1]).startswith("def fetch(url, timeout=10):")
+    assert inspect.ismethod(made[2]) and list(inspect.signature(made[2]).parameters) == ["left", "right", "how"]
+    assert made[4](3) == 3  # a lambda source gives the lambda
+    point, color, movie, pair, *hints_ = [funcs.build(v) for v in funcs.types()]
+    assert dataclasses.is_dataclass(point) and [f.name for f in dataclasses.fields(point)] == ["x", "y", "label"]
+    assert typing.get_type_hints(point) == {"x": int, "y": float, "label": str}  # types, not texts
+    assert [m.value for m in color] == [1, "green"] and movie.__total__ is False and pair._fields == ("left", "right")
+    assert hints_[:3] == [typing.List[int], typing.Dict[str, int], typing.Optional[str]]
+    assert typing.get_args(hints_[5]) == ("a", 1) and hints_[-1] is int
+    assert all(ast.parse(s) for s in funcs.sources()[:-1])
+    with pytest.raises(SyntaxError):  # and one text that does not parse (``except SyntaxError``)
+        ast.parse(funcs.sources()[-1])
+
+
+def test_only_parameters_inspected_as_functions_take_functions() -> None:
+    source = (
+        "def x(operation, cls, text, other, tp, record):\n"
+        "    doc = inspect.getdoc(operation)\n"
+        "    name = cls.__name__\n"  # classes have names and docstrings too: not a sign of a function
+        "    tree = ast.parse(textwrap.dedent(text))\n"
+        "    origin = typing.get_origin(tp)\n"
+        "    return doc, name, tree, other.__func__, fields(record)\n"  # a bare ``fields``: maybe the file's own
+    )
+    p = _pools(source, "x")
+    kinds = {q.name: q.types for q in p.hints.params}
+    assert kinds["operation"][0] == "function" and kinds["other"][0] == "function"
+    assert not {"function", "source", "type"} & set(kinds["cls"] + kinds["record"])
+    assert kinds["text"][0] == "source" and kinds["tp"][0] == "type"
+    assert p.by_param["tp"][0] == funcs.Code(funcs.TYPES[0])
+    assert isinstance(p.by_param["operation"][0], funcs.Code)
+    assert p.by_param["text"][0] == funcs.SOURCES[0]
+
+
+YES_NO = '''\
+def yn(prompt, default="y"):
+    if default not in ["y", "n"]:
+        default = "y"
+    while True:
+        answer = raw_input(prompt + " [y/n] ").strip()
+        if answer == "":
+            return True
+        if re.match("y(?:es)?", answer, re.I):
+            return default == "y"
+        elif re.match("n(?:o)?", answer, re.I):
+            return default == "n"
+'''
+YES_NO_CONTEXT = "import re\ntry:\n    raw_input\nexcept NameError:\n    raw_input = input\n"
+
+
+@needs_bwrap
+def test_input_under_another_module_name_reads_stdin() -> None:
+    # clint's ``yn``; at 01284c0: coverage 0.40 (no input state had stdin: every ``raw_input`` met its end)
+    result = _compare(YES_NO, [], context=YES_NO_CONTEXT)
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+    assert all(isinstance(i.state.get("stdin"), str) for i in result.inputs)
+
+
+def test_scan_knows_the_module_names_of_input() -> None:
+    tree = ast.parse(YES_NO_CONTEXT + "from six.moves import input as ask\n" + YES_NO)
+    node = tree.body[-1]
+    uses = inputs.scan(node, tree, {"prompt", "default"})
+    assert uses.stdin and uses.stdin_lines == 1
+    shadowed = ast.parse("def x(raw_input):\n    return raw_input('?')\n")  # a parameter of that name: not stdin
+    assert not inputs.scan(shadowed.body[0], ast.parse(YES_NO_CONTEXT), {"raw_input"}).stdin
+
+
+# typedload's ``_enumload``, shortened: an enum class and the value to load into it
+ENUM_LOAD = '''\
+def enumload(value, type_):
+    try:
+        return type_(value)
+    except Exception:
+        pass
+    names = list(type_.__members__)
+    for name, member in type_.__members__.items():
+        if str(member.value) == str(value):
+            return member
+    if len(names) <= 10:
+        raise ValueError("%r not between %s" % (value, ", ".join(names)))
+    raise ValueError("%r not a member" % (value,))
+'''
+
+
+@needs_bwrap
+def test_a_class_x_loads_data_into_is_an_input() -> None:
+    # at 01284c0: coverage 0.80 (``type_`` was an object with ``__members__``, never a class to call)
+    result = _compare(ENUM_LOAD, [])
+    assert result.conclusive, result.reason
+    assert result.coverage >= 0.9
+    assert any("class Color(Enum)" in str(i.state["args"]["type_"]) for i in result.inputs)
+
+
+GUARD_CONTEXT = '''\
+class Error(Exception):
+    pass
+
+
+def authentication_required(meth):
+    def check(cls, *args, **kwargs):
+        if cls.authenticated:
+            return meth(cls, *args, **kwargs)
+        raise Error("Authentication required")
+    return check
+
+
+class Client:
+    def __init__(self, host):
+        self.host = host
+        self.authenticated = False
+        self.scripts = {}
+
+'''
+RENAME = '''\
+    @authentication_required
+    def rename(self, old, new):
+        if old not in self.scripts:
+            return "no such script"
+        if new in self.scripts:
+            return "exists"
+        self.scripts[new] = self.scripts.pop(old)
+        return "renamed"
+'''
+
+
+@needs_bwrap
+def test_self_attributes_a_decorator_reads_are_inputs() -> None:
+    # sievelib's ``@authentication_required``; at 01284c0: 0 valid inputs (call_failed: x's body never ran)
+    result = _compare(RENAME, [], context=GUARD_CONTEXT)
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+    assert all("authenticated=" in i.state["self"] for i in result.inputs)
+    returned = {json.loads(i.output).get("return") for i in result.inputs if i.valid}
+    assert {"renamed", "exists", "no such script"} <= returned
+
+
+def test_the_wrapper_that_hands_self_on_is_described() -> None:
+    placed = scaffold.place(GUARD_CONTEXT, RENAME)
+    info = hints.analyse(placed.node, skip_first=True)
+    callees.add_guards(info, placed)
+    assert "authenticated" in [p.name for p in info.self_params]
+    # a decorator factory whose inner function only marks the method reads nothing of self
+    marking = ("def check_for(kind):\n    def decorator(f):\n        f._check_for = kind\n        return f\n"
+               "    return decorator\n\n\nclass Checker:\n    pass\n\n")
+    placed = scaffold.place(marking, "    @check_for(1)\n    def check(self, node):\n        return self.seen\n")
+    info = hints.analyse(placed.node, skip_first=True)
+    callees.add_guards(info, placed)
+    assert [p.name for p in info.self_params] == ["seen"]
