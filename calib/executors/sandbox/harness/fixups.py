@@ -22,7 +22,9 @@ stdlib only). Helpers of :mod:`.scaffold` and :mod:`.runner`:
   ``AssertionError`` in the output state's ``calls`` (``["failed", "AssertionError", message]``) and
   go on: the test's output is every check it made, in order, with the calls between them.
 - **Methods read before they are defined.** ``__init__`` reading ``self._pass`` (a method that stands
-  after it in the file, so outside its context) gets a stand-in there, as a call to such a method does.
+  after it in the file, so outside its context) gets a stand-in there, as a call to such a method does. So does a
+  method that a method of x's class calls (``self.parse_header()``, ``LocationParser._is_loclist(attr)``) when it
+  stands after x in the file.
 """
 
 from __future__ import annotations
@@ -208,6 +210,49 @@ def missing_methods(node: Any, owner: type, method: Any) -> None:
         try:
             setattr(owner, attr, method("self." + attr) if attr in called else CalibStandIn("self." + attr))
         except Exception:  # noqa: BLE001 - a class that refuses new attributes keeps failing
+            pass
+
+
+def callees_missing(methods: list[Any], node: Any, cls_name: str) -> list[tuple[str, bool]]:
+    """What the methods of x's class present in its context (``methods``: each x may reach) call on ``self`` or on
+    the class by name (``LocationParser._attribute_is_loclistptr_class(attr)``) that is defined after x in the file,
+    so outside the context: ``(name, on the class)`` pairs, for :func:`install_missing`. x's own calls on ``self``
+    are left out (they are attributes of the input's ``self``), and so are the names x expects missing."""
+    skip = guarded_reads(node)
+    me = node.args.args[0].arg if node.args.args else None
+    own = {sub.attr for sub in ast.walk(node) if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+           and sub.value.id == me}
+    found: dict[str, bool] = {}
+    for method in [node, *methods]:
+        first = method.args.args[0].arg if method.args.args and not _static(method) else None
+        for sub in ast.walk(method):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                    and isinstance(sub.func.value, ast.Name) and sub.func.value.id in (first, cls_name):
+                name = sub.func.attr
+                if name in skip or name.startswith("__") and name.endswith("__") or method is node and name in own:
+                    continue
+                found[name] = found.get(name, True) and (sub.func.value.id == cls_name or _static(method, "class"))
+    return list(found.items())
+
+
+def _static(method: Any, kinds: str = "static") -> bool:
+    """Whether ``method`` is a ``@staticmethod`` (with ``kinds`` "class", also a ``@classmethod``)."""
+    wanted = ("staticmethod", "classmethod") if kinds == "class" else ("staticmethod",)
+    return any(getattr(d, "id", None) in wanted for d in method.decorator_list)
+
+
+def install_missing(owner: type, missing: list[tuple[str, bool]], method: Any) -> None:
+    """Stand-ins on ``owner`` for the ``missing`` names it lacks (:func:`callees_missing`): a method (``self.name()``),
+    or for a name called on the class, a static method, so its arguments are logged as given (under the class's
+    name: ``LocationParser._is_loclistptr``)."""
+    for name, on_class in missing:
+        if hasattr(owner, name):
+            continue
+        made = method(f"{owner.__name__ if on_class else 'self'}.{name}")
+        try:
+            setattr(owner, name, staticmethod(lambda *args, _m=made, **kwargs: _m(None, *args, **kwargs))
+                    if on_class else made)
+        except Exception:  # noqa: BLE001, S110 - a class that refuses new attributes keeps failing
             pass
 
 

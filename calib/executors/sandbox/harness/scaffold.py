@@ -216,6 +216,7 @@ class Module:
         self.warnings: list[str] = []
         self.extra_globals: dict[str, Any] = {}  # names the harness adds (the comparison recorder)
         self.rewrite: Any = None  # what a statement is compiled as (x with coverage probes: .probes)
+        self._callees_missing: list[tuple[str, bool]] | None = None  # (.fixups.callees_missing), found once
         if self.fixups and fixups.is_test(placed.node, placed.classes, placed.tree):  # checks go on after a failure
             fixups.soften_assertions(placed.node)
             self.extra_globals[fixups.FAILED] = fixups.assertion_failed
@@ -269,15 +270,26 @@ class Module:
     def _missing_methods(self, ns: dict[str, Any]) -> None:
         """An initialiser (``__init__``) that calls ``self.parse(...)`` or reads ``self._pass``, methods
         defined after it in the file (so not in its context), gets stand-ins for them
-        (:func:`.fixups.missing_methods`). (Other methods get such attributes as stand-ins on the instance.)"""
+        (:func:`.fixups.missing_methods`). (Other methods get such attributes as stand-ins on the instance.)
+        Any method x: what the class's methods in its context call that stands after x (:func:`.fixups.
+        callees_missing`), found once per module."""
         placed = self.placed
-        if not placed.classes or placed.node.name not in ("__init__", "__post_init__") or not placed.node.args.args:
+        if not placed.classes or not placed.node.args.args:
             return
         owner = ns.get(placed.classes[0])
         for name in placed.classes[1:]:
             owner = getattr(owner, name, None)
-        if isinstance(owner, type):
+        if not isinstance(owner, type):
+            return
+        if placed.node.name in ("__init__", "__post_init__"):
             fixups.missing_methods(placed.node, owner, _standin_method)
+        if self._callees_missing is None:
+            from .mutators import file_classes  # noqa: PLC0415
+
+            methods = [m for cls in file_classes(placed.tree, placed.classes[-1]) for m in cls.body
+                       if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m is not placed.node]
+            self._callees_missing = fixups.callees_missing(methods, placed.node, placed.classes[-1])
+        fixups.install_missing(owner, self._callees_missing, _standin_method)
 
     def _run(self, stmt: ast.stmt, ns: dict[str, Any]) -> None:
         if isinstance(stmt, ast.Import | ast.ImportFrom) and self._mocked(stmt):
