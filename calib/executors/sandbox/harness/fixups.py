@@ -214,7 +214,7 @@ def missing_methods(node: Any, owner: type, method: Any) -> None:
 
 
 def callees_missing(methods: list[Any], node: Any, cls_name: str) -> list[tuple[str, bool]]:
-    """What the methods of x's class present in its context (``methods``: each x may reach) call on ``self`` or on
+    """What the methods of x's class present in its context (``methods``), those x reaches, call on ``self`` or on
     the class by name (``LocationParser._attribute_is_loclistptr_class(attr)``) that is defined after x in the file,
     so outside the context: ``(name, on the class)`` pairs, for :func:`install_missing`. x's own calls on ``self``
     are left out (they are attributes of the input's ``self``), and so are the names x expects missing."""
@@ -222,13 +222,21 @@ def callees_missing(methods: list[Any], node: Any, cls_name: str) -> list[tuple[
     me = node.args.args[0].arg if node.args.args else None
     own = {sub.attr for sub in ast.walk(node) if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
            and sub.value.id == me}
+    present = {m.name: m for m in methods}
     found: dict[str, bool] = {}
-    for method in [node, *methods]:
+    todo, reached = [node], {id(node)}
+    while todo:  # x, then the methods it reaches through calls on ``self`` or on the class (not ``__del__``)
+        method = todo.pop(0)
         first = method.args.args[0].arg if method.args.args and not _static(method) else None
         for sub in ast.walk(method):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
                     and isinstance(sub.func.value, ast.Name) and sub.func.value.id in (first, cls_name):
                 name = sub.func.attr
+                if name in present:
+                    if id(present[name]) not in reached:
+                        reached.add(id(present[name]))
+                        todo.append(present[name])
+                    continue
                 if name in skip or name.startswith("__") and name.endswith("__") or method is node and name in own:
                     continue
                 found[name] = found.get(name, True) and (sub.func.value.id == cls_name or _static(method, "class"))
