@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from . import hints
+from . import globalrefs, hints
 from .mutators import file_classes
 from .trees import last_class
 
@@ -263,7 +263,8 @@ def constructor(placed: Any, into: hints.Hints | None = None) -> list[hints.Para
     # ``__new__(cls, pack_uri_str)`` of a ``str`` subclass: its parameters. (Not of other classes: ``Decimal(value)``
     # rarely gets a value its ``__new__`` takes, and a bare instance with the attributes x reads serves better.)
     base = _base_kind(placed.tree, name)
-    for method in ("__init__", "__new__") if base is not None else ("__init__",):
+    fields = _tuple_fields(placed.tree, name)  # ``class Term(namedtuple("Term", "tag data args"))``: built from them
+    for method in ("__init__", "__new__") if base is not None or fields else ("__init__",):
         if method in made:
             found = hints.analyse(made[method], skip_first=True)
             params = [p for p in found.params if p.kind == "positional"]
@@ -271,7 +272,9 @@ def constructor(placed: Any, into: hints.Hints | None = None) -> list[hints.Para
                 params[0].types.insert(0, base)  # ``str.__new__(cls, pack_uri_str)``: a text first
             if method == "__new__" and into is not None:  # ``text[:1] == "/"``: the value it must hold
                 into.strings += [t for t in found.strings if t not in into.strings][:max(0, 40 - len(into.strings))]
-            return params
+            return _fields_read(params, fields, into)
+    if fields:
+        return _fields_read([hints.Param(name=f, kind="positional") for f in fields], fields, into)
     fields = [stmt for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
     if not fields:
         kind = _builtin_base(placed.tree, name)  # ``class FrozenDict(dict)``: built from a mapping
@@ -283,6 +286,35 @@ def constructor(placed: Any, into: hints.Hints | None = None) -> list[hints.Para
         out.append(hints.Param(name=stmt.target.id, kind="positional", types=types, element=element,
                                default=value, has_default=has and stmt.value is not None))
     return out
+
+
+def _tuple_fields(tree: Any, name: str) -> list[str]:
+    """The fields of the named tuple the class ``name`` (or a base of it in the file) derives from: a named tuple of
+    the file (``_Term = namedtuple(...)``, ``class Term(_Term)``) or one made in the class statement; else []."""
+    for cls in file_classes(tree, name):
+        for base in cls.bases:
+            found = globalrefs.tuple_fields(tree, base.id) if isinstance(base, ast.Name) else \
+                globalrefs.namedtuple_fields(base)
+            if found:
+                return found
+    return []
+
+
+def _fields_read(params: list[hints.Param], fields: list[str], into: hints.Hints | None) -> list[hints.Param]:
+    """A named tuple's ``self.tag`` is its field, set only by its constructor: what x does with ``self.tag``
+    (``self.tag.name == '.bag.'``) describes the constructor's parameter of that name (the ``self`` attribute
+    itself is the class's, so never an input: :func:`.batch.drop_class_attributes`)."""
+    shown = {p.name: p for p in into.self_params} if into is not None and fields else {}
+    for p in params:
+        used = shown.get(p.name)
+        if used is not None and p.name in fields:
+            for field in ("types", "attrs", "called", "optional", "keys", "classes"):
+                target = getattr(p, field)
+                target += [v for v in getattr(used, field) if v not in target]
+            for attr, child in used.children.items():
+                p.children.setdefault(attr, child)
+            p.item, p.result = p.item or used.item, p.result or used.result
+    return params
 
 
 #: Builtin bases whose constructor takes one value of a kind the search draws (``class FrozenDict(dict)``).

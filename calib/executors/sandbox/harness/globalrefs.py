@@ -301,16 +301,28 @@ def subclasses(tree: ast.Module | None, bases: list[str]) -> list[str]:
 def tuple_width(tree: ast.Module | None, name: str) -> int:
     """How many fields the file's named tuple ``name`` has (``DateTuple = namedtuple("Date", ["YYYY", "MM",
     ...])``, also ``collections.namedtuple`` with a text of names); 0 when ``name`` is no such tuple."""
+    return len(tuple_fields(tree, name))
+
+
+def tuple_fields(tree: ast.Module | None, name: str) -> list[str]:
+    """The field names of the file's named tuple ``name`` (:func:`tuple_width`); [] when ``name`` is no such tuple."""
     for stmt in _top_level(tree) if tree is not None else ():
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and stmt.targets[0].id == name and isinstance(call := stmt.value, ast.Call) and len(call.args) >= 2):
-            continue
-        func = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
-        fields = call.args[1]
-        if func != "namedtuple":
-            return 0
-        if isinstance(fields, ast.List | ast.Tuple):
-            return len(fields.elts)
-        if isinstance(fields, ast.Constant) and isinstance(fields.value, str):
-            return len(fields.value.replace(",", " ").split())
-    return 0
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id == name and isinstance(stmt.value, ast.Call) and len(stmt.value.args) >= 2:
+            return namedtuple_fields(stmt.value)
+    return []
+
+
+def namedtuple_fields(call: ast.AST) -> list[str]:
+    """The field names a ``namedtuple("Term", "tag data args")`` call gives (a list or tuple of texts too), else []."""
+    if not isinstance(call, ast.Call) or len(call.args) < 2:
+        return []
+    func = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
+    fields = call.args[1]
+    if func != "namedtuple":
+        return []
+    if isinstance(fields, ast.List | ast.Tuple):
+        return [e.value for e in fields.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    if isinstance(fields, ast.Constant) and isinstance(fields.value, str):
+        return fields.value.replace(",", " ").split()
+    return []
