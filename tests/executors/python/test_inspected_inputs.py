@@ -27,7 +27,7 @@ import typing
 import pytest
 
 from calib.executors.base import ExecutorConfig
-from calib.executors.python import SandboxExecutor
+from calib.executors.python import SandboxExecutor, _well_formed_state
 from calib.executors.sandbox.harness import callees, fixups, funcs, hints, inputs, pools, scaffold
 from calib.executors.sandbox.harness.values import decode, encode
 
@@ -385,3 +385,12 @@ def test_a_named_tuples_fields_are_its_constructors_parameters() -> None:
     inline = scaffold.place("from collections import namedtuple\n\n\nclass P(namedtuple('P', ['x', 'y'])):\n"
                             "    pass\n\n", "    def norm(self):\n        return self.x.real + self.y\n")
     assert [p.name for p in callees.constructor(inline, hints.analyse(inline.node, skip_first=True))] == ["x", "y"]
+
+
+def test_a_code_values_source_never_runs_on_the_host(tmp_path) -> None:
+    marker = tmp_path / "ran"
+    source = f"open({str(marker)!r}, 'w').write('host')\nlambda: 0\n"
+    state = {"args": {"operation": encode(funcs.Code(source))}}
+    assert _well_formed_state(state)  # checked as text: a well-formed value
+    assert decode(state["args"]["operation"]) == funcs.Code(source)
+    assert not marker.exists()  # decoding made the placeholder only; its source runs in the sandbox, per run
