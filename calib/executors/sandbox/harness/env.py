@@ -264,11 +264,40 @@ class Capture(io.TextIOBase):
         self.size += len(text)
         return len(text)
 
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    @property
+    def buffer(self) -> _CaptureBuffer:
+        """The binary stream beneath, as ``sys.stdout.buffer`` is: the bytes written to it are kept with the text,
+        decoded as UTF-8 (other bytes written as ``\\xff``: they stay distinct)."""
+        return _CaptureBuffer(self)
+
+    def detach(self) -> _CaptureBuffer:
+        """``sys.stdout = sys.stdout.detach()`` (dkim's ``dkimsign``): the binary stream, as a ``TextIOWrapper``'s."""
+        return self.buffer
+
     def value(self) -> str:
         text = "".join(self.parts)
         if self.size <= MAX_CAPTURE:
             return text
         return text + f"<... {self.size - MAX_CAPTURE} more characters, sha256 {self.rest.hexdigest()}>"
+
+
+class _CaptureBuffer(io.RawIOBase):
+    """The binary side of a :class:`Capture`: what is written to it goes to the capture."""
+
+    def __init__(self, capture: Capture) -> None:
+        self.capture = capture
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        held = bytes(data)  # (a ``str`` raises, as a binary stream's write does)
+        self.capture.write(held.decode("utf-8", "backslashreplace"))
+        return len(held)
 
 
 class FdCapture:
