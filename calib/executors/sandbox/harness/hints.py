@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from .copies import copies
 from .literals import literal as _literal  # noqa: F401 - read as hints._literal
 from .literals import mine as _mine
 from .literals import mine_module  # noqa: F401 - read as hints.mine_module
@@ -54,30 +55,6 @@ class Param:
 
     def __repr__(self) -> str:
         return f"Param({self.name!r}, {self.kind!r}, types={self.types!r})"
-
-
-def _copies(body_nodes: list[ast.AST], subject: Any, params: dict[str, Param], self_name: str | None) -> None:
-    """A local that only ever takes a parameter's value (``result = data``; each name of ``(longtext, shorttext) =
-    (text1, text2)`` and ``(shorttext, longtext) = (text1, text2)``) describes that parameter by its use. Not a local
-    bound to anything else anywhere in x (``name = s`` in one branch, ``name = match.group(1)`` in another)."""
-    copied: dict[str, list[Param]] = {}
-    stores: dict[str, int] = {}
-    for n in body_nodes:
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            stores[n.id] = stores.get(n.id, 0) + 1
-        if not isinstance(n, ast.Assign) or len(n.targets) != 1:
-            continue
-        target, value = n.targets[0], n.value
-        pairs = [(target, value)] if isinstance(target, ast.Name) else []
-        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
-            pairs = list(zip(target.elts, value.elts))
-        for t, v in pairs:
-            if isinstance(t, ast.Name) and isinstance(v, ast.Name) and t.id not in params and t.id != self_name \
-                    and (p := subject(v)) is not None:
-                copied.setdefault(t.id, []).append(p)
-    for name, sources in copied.items():
-        if len(sources) == stores.get(name):
-            subject.aliases.setdefault(name, sources[0])
 
 
 class Hints:
@@ -162,6 +139,10 @@ class _Subjects:
                 p = Param(name=node.attr, kind="attribute")
                 self.hints.self_params.append(p)
             return self.stored.get(node.attr, p)
+        if isinstance(node, ast.Subscript) and type(_literal(node.slice)[1]) is int \
+                and (owner := self(node.value)) is not None and owner.depth < 2:  # ``tokens[3].split("=")``: what
+            owner.item = owner.item or Param(name=owner.name + "[]", kind="item", depth=owner.depth + 1)  # the
+            return owner.item  # body does with an item at a position describes the items, as in a loop over them
         if isinstance(node, ast.Attribute) and _plain_attribute(node.attr):
             owner = self(node.value)  # ``item.content``: what the body does with it describes that attribute
             if owner is not None and owner.depth < 2:
@@ -206,7 +187,7 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
         subject.stored.update({t.attr: params[n.value.id] for n in body_nodes if isinstance(n, ast.Assign)
                                and isinstance(n.value, ast.Name) and n.value.id in params for t in n.targets
                                if isinstance(t, ast.Attribute) and getattr(t.value, "id", None) == self_name})
-    _copies(body_nodes, subject, params, self_name)  # (first: ``i = longtext.find(...)`` reads through one)
+    copies(body_nodes, subject, params, self_name)  # (first: ``i = longtext.find(...)`` reads through one)
     for n in body_nodes:  # a local bound to an attribute of a parameter or of self, or to what calling one
         # returns (``token = tokens.current()``: the body's use of token describes the call's answers)
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
