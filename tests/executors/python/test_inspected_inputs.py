@@ -12,6 +12,7 @@
 - a method that a method of x's class calls, defined after x in the file (outside its context), is a stand-in.
 - the ``self`` of a method of a named tuple's subclass is built by its constructor, from its fields.
 - bytes x writes to ``sys.stdout.buffer`` (or to what ``sys.stdout.detach()`` gives) are its output, as text is.
+- what x does with an item at a position (``tag.contents[0].strip()``) describes the items, as a loop over them does.
 Each sandboxed case's figure before these changes (01284c0) is in its comment."""
 
 from __future__ import annotations
@@ -431,3 +432,37 @@ def test_the_capture_keeps_bytes_as_text() -> None:
     assert capture.value() == "ab\\xffc" and capture.encoding == "utf-8"  # undecodable bytes stay distinct
     with pytest.raises(TypeError):
         capture.buffer.write("text")  # a binary stream takes bytes, as ``sys.stdout.buffer`` does
+
+
+# ofxparse's ``OfxParser.toDecimal``, shortened: the first item of an attribute is a text
+TO_DECIMAL = '''\
+def to_decimal(tag):
+    d = tag.contents[0].strip()
+    if re.search(r".*\\..*,", d):
+        d = d.replace(".", "")
+    if re.search(r".*,.*\\.", d):
+        d = d.replace(",", "")
+    if "." not in d and "," in d:
+        d = d.replace(",", ".")
+    return decimal.Decimal(d.replace(" ", ""))
+'''
+
+
+@needs_bwrap
+def test_what_x_does_with_an_item_at_a_position_describes_the_items() -> None:
+    # at 01284c0: coverage 0.12 (``tag.contents`` held numbers: ``strip`` of its first item raised on every input)
+    result = _compare(TO_DECIMAL, [], context="import decimal\nimport re\n")
+    assert result.conclusive, result.reason
+    assert result.coverage >= 7 / 8
+    assert any(i.state["args"]["tag"].startswith("Obj(contents=['") for i in result.inputs)  # texts in it
+
+
+def test_an_item_read_at_a_position_is_described() -> None:
+    source = "def x(tokens, tag, name):\n    fmt = tokens[3].split('=')\n    first = tag.contents[-1].strip()\n" \
+             "    return fmt, first, name['key'].lower()\n"
+    info = hints.analyse(ast.parse(source).body[0], skip_first=False)
+    tokens, tag, name = info.params
+    assert tokens.item is not None and tokens.item.seps == ["="] and "str" in tokens.item.types
+    contents = tag.children["contents"]
+    assert contents.item is not None and "str" in contents.item.types  # ``strip``: a text, at any depth below 2
+    assert name.item is None and name.keys == ["key"]  # a key is not a position: what mappings hold stays as it was
