@@ -13,6 +13,8 @@
 - the ``self`` of a method of a named tuple's subclass is built by its constructor, from its fields.
 - bytes x writes to ``sys.stdout.buffer`` (or to what ``sys.stdout.detach()`` gives) are its output, as text is.
 - what x does with an item at a position (``tag.contents[0].strip()``) describes the items, as a loop over them does.
+- an item at a position checked with ``isinstance`` (``root = doc.children[0]``; ``isinstance(root, Division)``) is an
+  instance of that class of the file, first.
 Each sandboxed case's figure before these changes (01284c0) is in its comment."""
 
 from __future__ import annotations
@@ -466,3 +468,15 @@ def test_an_item_read_at_a_position_is_described() -> None:
     contents = tag.children["contents"]
     assert contents.item is not None and "str" in contents.item.types  # ``strip``: a text, at any depth below 2
     assert name.item is None and name.keys == ["key"]  # a key is not a position: what mappings hold stays as it was
+
+
+def test_items_checked_against_a_class_after_indexing_are_instances() -> None:
+    source = ("class Division:\n    attributes = None\n\n\n"
+              "def x_finish(document):\n    root = document.children[0]\n    if isinstance(root, Division):\n"
+              "        return root.attributes\n    return None\n")
+    tree = ast.parse(source)
+    info = hints.analyse(tree.body[1], skip_first=False)
+    hints.mine_module(tree, info)
+    p = pools.Pools(info, random.Random(0))
+    first = p.by_param["document"][0]
+    assert [type(v).__name__ for v in first.children] == ["New"] and first.children[0].cls == "Division"

@@ -443,6 +443,9 @@ class Pools:
                 by_part = [self._pool(part) for part in p.item.parts]
                 rows = [tuple(pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)) for i in range(6)]
                 seqs = [rows[:1], rows[:2], rows[2:5], rows[3:6], *seqs]
+            if p.item is not None and p.item.classes and not element.startswith(("class:", "tuple", "unpack")):
+                made = [v for v in self._instances(p.item) if isinstance(v, New)][:3]  # ``root = doc.children[0]``,
+                seqs = [made[:1], made[:2], *seqs] if made else seqs  # ``isinstance(root, Division)``: instances first
             if kind == "tuple":
                 return [tuple(s) for s in seqs]
             if kind == "set":
