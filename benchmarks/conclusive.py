@@ -113,6 +113,9 @@ twenty-third round the roles stayed (11-15 tuning, 16-20 validation with its reg
 twenty-fourth round too, except that seeds 26-30 lost one function's verdict (drawn five times) to a change of the
 round, which was found by bisecting that function's verdict over the round's commits without its name or code being
 looked at, and mended: seeds 26-30 count as a validation sample from then on. Seeds 31 and up are untouched.
+In the twenty-fifth round the roles stayed: 11-15 tuning, 16-20 and 26-30 validation (only the names of functions
+whose verdict changed seen), 1-5 and 6-10 held out, measured at the round's end only (the start: the twenty-fourth
+round's end rows).
 """
 
 from __future__ import annotations
