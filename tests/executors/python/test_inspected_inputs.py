@@ -468,6 +468,9 @@ def test_an_item_read_at_a_position_is_described() -> None:
     contents = tag.children["contents"]
     assert contents.item is not None and "str" in contents.item.types  # ``strip``: a text, at any depth below 2
     assert name.item is None and name.keys == ["key"]  # a key is not a position: what mappings hold stays as it was
+    loop = hints.analyse(ast.parse("def x(tokens):\n    for t in tokens:\n        if t[0] == 4 and t[4]:\n"
+                                   "            return t[2][0]\n").body[0], skip_first=False).params[0]
+    assert loop.item is not None and loop.item.item is None  # an item's positions are fields, each of its own kind
 
 
 def test_items_checked_against_a_class_after_indexing_are_instances() -> None:

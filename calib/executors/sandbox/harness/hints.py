@@ -139,10 +139,11 @@ class _Subjects:
                 p = Param(name=node.attr, kind="attribute")
                 self.hints.self_params.append(p)
             return self.stored.get(node.attr, p)
-        if isinstance(node, ast.Subscript) and type(_literal(node.slice)[1]) is int \
-                and (owner := self(node.value)) is not None and owner.depth < 2:  # ``tokens[3].split("=")``: what
-            owner.item = owner.item or Param(name=owner.name + "[]", kind="item", depth=owner.depth + 1)  # the
-            return owner.item  # body does with an item at a position describes the items, as in a loop over them
+        if isinstance(node, ast.Subscript) and type(_literal(node.slice)[1]) is int and (owner := self(
+                node.value)) is not None and owner.depth < 2 and owner.kind != "item":  # ``tokens[3].split("=")``:
+            owner.item = owner.item or Param(name=owner.name + "[]", kind="item", depth=owner.depth + 1)  # what the
+            return owner.item  # body does with an item at a position describes the items (not an item's positions:
+            # ``t[0]``, ``t[4]`` of ``for t in tokens`` are a record's fields, each of its own kind)
         if isinstance(node, ast.Attribute) and _plain_attribute(node.attr):
             owner = self(node.value)  # ``item.content``: what the body does with it describes that attribute
             if owner is not None and owner.depth < 2:
