@@ -85,25 +85,40 @@ class Code:
         return f"Code({self.source!r})"
 
 
+_COMPILED: dict[str, tuple[Any, Any, Any]] = {}  # by source: its first statements, its last, the name it defines
+
+
 def build(code: Code) -> Any:
     """What ``code``'s source gives, made afresh (x may set its attributes): the value of its last statement if that
     is an expression (``lambda value: value``, ``Table().merge``, ``Optional[int]``), else the function or class that
-    statement defines (None for any other statement)."""
-    import linecache  # noqa: PLC0415 - only where an input holds code
-    import zlib  # noqa: PLC0415
+    statement defines (None for any other statement). Parsed and compiled once per source; run anew each time."""
+    compiled = _COMPILED.get(code.source)
+    if compiled is None:
+        import linecache  # noqa: PLC0415 - only where an input holds code
+        import zlib  # noqa: PLC0415
 
-    filename = f"<input {zlib.crc32(code.source.encode()):08x}>"  # the same in every process
-    linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
-    tree = ast.parse(code.source)
+        filename = f"<input {zlib.crc32(code.source.encode()):08x}>"  # the same in every process
+        linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
+        tree = ast.parse(code.source)
+        last = tree.body.pop() if tree.body else None
+        head = compile(tree, filename, "exec", dont_inherit=True)
+        if isinstance(last, ast.Expr):
+            compiled = head, compile(ast.Expression(last.value), filename, "eval", dont_inherit=True), None
+        elif last is None:
+            compiled = head, None, None
+        else:
+            body = ast.Module(body=[last], type_ignores=[])
+            compiled = head, compile(body, filename, "exec", dont_inherit=True), getattr(last, "name", "")
+        _COMPILED[code.source] = compiled
+    head, tail, name = compiled
     namespace: dict[str, Any] = {"__name__": "calib_input"}
-    last = tree.body.pop() if tree.body else None
-    exec(compile(tree, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - in the sandbox, as all input code is
-    if isinstance(last, ast.Expr):
-        return eval(compile(ast.Expression(last.value), filename, "eval", dont_inherit=True), namespace)  # noqa: S307
-    if last is None:
+    exec(head, namespace)  # noqa: S102 - in the sandbox, as all input code is
+    if tail is None:
         return None
-    exec(compile(ast.Module(body=[last], type_ignores=[]), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
-    return namespace.get(getattr(last, "name", ""))
+    if name is None:  # an expression: its value
+        return eval(tail, namespace)  # noqa: S307
+    exec(tail, namespace)  # noqa: S102
+    return namespace.get(name)
 
 
 def hint(info: Any) -> None:
