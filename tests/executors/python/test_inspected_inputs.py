@@ -431,6 +431,7 @@ def test_the_capture_keeps_bytes_as_text() -> None:
     capture.write("a")
     capture.buffer.write(b"b\xff")
     capture.detach().write(bytearray(b"c"))
+    assert capture.buffer is capture.detach()  # one binary stream beneath, as ``sys.stdout``'s
     assert capture.value() == "ab\\xffc" and capture.encoding == "utf-8"  # undecodable bytes stay distinct
     with pytest.raises(TypeError):
         capture.buffer.write("text")  # a binary stream takes bytes, as ``sys.stdout.buffer`` does

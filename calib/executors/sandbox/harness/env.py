@@ -247,6 +247,7 @@ class Capture(io.TextIOBase):
         self.parts: list[str] = []
         self.size = 0
         self.rest: Any = None  # the digest of what comes past the cap
+        self._buffer: _CaptureBuffer | None = None  # (:attr:`buffer`, made when first asked for)
 
     def writable(self) -> bool:
         return True
@@ -270,9 +271,11 @@ class Capture(io.TextIOBase):
 
     @property
     def buffer(self) -> _CaptureBuffer:
-        """The binary stream beneath, as ``sys.stdout.buffer`` is: the bytes written to it are kept with the text,
-        decoded as UTF-8 (other bytes written as ``\\xff``: they stay distinct)."""
-        return _CaptureBuffer(self)
+        """The binary stream beneath, as ``sys.stdout.buffer`` is (one per capture): the bytes written to it are kept
+        with the text, decoded as UTF-8 (other bytes written as ``\\xff``: they stay distinct)."""
+        if self._buffer is None:
+            self._buffer = _CaptureBuffer(self)
+        return self._buffer
 
     def detach(self) -> _CaptureBuffer:
         """``sys.stdout = sys.stdout.detach()`` (dkim's ``dkimsign``): the binary stream, as a ``TextIOWrapper``'s."""
