@@ -318,6 +318,8 @@ class FdCapture:
     def take(self) -> str:
         try:
             size = os.lseek(self.fd, 0, os.SEEK_END)
+            if size == 0:  # nothing written (most inputs): the file is empty and the offset at 0 already
+                return ""
             os.lseek(self.fd, 0, os.SEEK_SET)
             data = os.read(self.fd, min(size, MAX_CAPTURE))
             rest = None

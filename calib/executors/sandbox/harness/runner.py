@@ -53,6 +53,10 @@ from .values import New, Obj, decode
 from .workdir import files_written, own_workdir, prepare_workdir, tidy_tmp
 
 _PLAIN = (int, float, str, bytes)  # module-level values the comparison recorder notes itself (enum members too)
+#: Types whose values no call can change (exact types: a subclass may carry attributes)
+_IMMUTABLE = frozenset((int, float, complex, str, bytes, bool, type(None)))
+#: ``before`` of arguments that are all of :data:`_IMMUTABLE`: the call cannot change them (nothing to compare)
+_UNCHANGEABLE = "<unchangeable>"
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
@@ -249,7 +253,8 @@ class Runner:
                 alias(instance, state["self"], self.positional, args, kwargs)
             texts = state.get("probe") or []  # a returned closure's first arguments (calls.closure_params)
             given = [materialize(decode(text), ns) for text in texts]
-            before = canon.dumps(canon.canonical([args, kwargs]))
+            before = _UNCHANGEABLE if all(type(v) in _IMMUTABLE for v in (*args, *kwargs.values())) \
+                else canon.dumps(canon.canonical([args, kwargs]))
             self_before = canon.dumps(canon.canonical(instance)) if instance is not None else None
             LOG.reset(*mode)  # what building them did with stand-ins is not x's
             self.lines.clear()  # nor the lines building them ran (a constructor calling x)
@@ -301,9 +306,10 @@ class Runner:
             out["calls"] = [*LOG.entries, ["truncated", len(LOG.overflow), rest]]
         # Mutable arguments and self enter the output state when the call changed them: their
         # unchanged state is the input itself and would make every input a "distinct output".
-        after = canon.canonical([args, kwargs])
-        if before is not None and canon.dumps(after) != before:
-            out["args"] = after
+        if before is not _UNCHANGEABLE:
+            after = canon.canonical([args, kwargs])
+            if before is not None and canon.dumps(after) != before:
+                out["args"] = after
         if instance is not None:
             self_after = canon.canonical(instance)
             if canon.dumps(self_after) != self_before:

@@ -115,6 +115,8 @@ def _freeze_times(path: str) -> None:
 def files_written(root: str, files: dict[str, str]) -> dict[str, Any]:
     """Files created, changed or deleted in the working directory, relative to the input's files."""
     out: dict[str, Any] = {}
+    if not files and _is_empty(root):  # most inputs: none given, none written (what the walk would find)
+        return out
     now = _walk(root)
     for rel, (data, whole) in now.items():
         before = files.get(rel)
