@@ -3,8 +3,8 @@
 - a parameter x inspects as a function (``inspect.getdoc(operation)``, ``inspect.signature(fn)``, ``fn.__func__``)
   takes functions of several signatures and docstring styles, built per run from their source
   (``Code('def fetch(url, timeout=10): ...')``, :mod:`.funcs`);
-- a parameter x reads as a type (``type_.__dataclass_fields__``, ``get_origin(tp)``) takes a dataclass, an enum, a
-  ``TypedDict``, a ``NamedTuple`` and type hints, built the same way;
+- a parameter x reads as a type (``type_.__dataclass_fields__``, ``cls.__annotations__``, ``get_origin(tp)``) takes a
+  dataclass, an enum, a ``TypedDict`` (with a ``Literal`` field), a ``NamedTuple`` and type hints, built the same way;
 - a parameter x parses as Python source (``ast.parse(function_source)``) takes source texts;
 - ``input()`` under another module-level name (``raw_input = input`` in a ``try``) reads stdin like ``input()``;
 - ``self`` attributes a decorator of the file reads before x runs (``if cls.authenticated: return meth(cls, ...)``)
@@ -238,6 +238,34 @@ def test_a_class_x_loads_data_into_is_an_input() -> None:
     result = _compare(ENUM_LOAD, [])
     assert result.conclusive, result.reason
     assert any("class Color(Enum)" in str(i.state["args"]["type_"]) for i in result.inputs)
+
+
+# the shape of a typed loader's look at a class's fields (typedload's ``discriminatorliterals``, written anew): which
+# fields take a ``Literal``, and its values
+LITERAL_FIELDS = '''\
+def literal_fields(cls):
+    try:
+        fields = cls.__annotations__.items()
+    except AttributeError:
+        return {}
+    found = {}
+    for name, hint in fields:
+        if getattr(hint, "__origin__", None) is not Literal:
+            continue
+        found[name] = sorted(map(str, hint.__args__))
+    return found
+'''
+
+
+@needs_bwrap
+def test_a_class_whose_annotations_x_reads_is_an_input() -> None:
+    # at 8b42715: inconclusive, distinct_outputs 1 < 2 (``cls`` was an object with ``__annotations__`` of plain values:
+    # every input gave ``{}``)
+    result = _compare(LITERAL_FIELDS, [], context="from typing import Literal\n")
+    assert result.conclusive, result.reason
+    assert any("kind: Literal['film', 'series']" in str(i.state["args"]["cls"]) for i in result.inputs)
+    assert any(json.loads(i.output)["return"] == {"dict": [["kind", {"list": ["film", "series"]}]]}
+               for i in result.inputs)
 
 
 GUARD_CONTEXT = '''\

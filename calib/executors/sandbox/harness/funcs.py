@@ -9,7 +9,8 @@ docstring's ``:param`` lines, the fields' types. The input value ``Code('def fet
 that source gives, built afresh for each run (:func:`build`) with its source in :mod:`linecache` so that
 ``inspect.getsource`` finds it. :data:`SOURCES`: functions with signatures of each kind of parameter and the three
 common docstring styles (reStructuredText fields, Google and NumPy sections); :data:`TYPES`: a dataclass, an enum,
-a ``TypedDict``, a ``NamedTuple``, plain classes (for a class decorator) and the common type hints.
+a ``TypedDict`` (one of whose fields is a ``Literal``), a ``NamedTuple``, plain classes (for a class decorator) and the
+common type hints.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ TYPES = (
     "from dataclasses import dataclass, field\n\n\n@dataclass\nclass Point:\n    x: int\n    y: float = 0.0\n"
     "    label: str = field(default='', metadata={'name': 'Label'})\n",
     "from enum import Enum\n\n\nclass Color(Enum):\n    RED = 1\n    GREEN = 'green'\n",
-    "from typing import TypedDict\n\n\nclass Movie(TypedDict, total=False):\n    title: str\n    year: int\n",
+    "from typing import Literal, TypedDict\n\n\nclass Movie(TypedDict, total=False):\n    title: str\n    year: int\n"
+    "    kind: Literal['film', 'series']\n",
     "from typing import NamedTuple\n\n\nclass Pair(NamedTuple):\n    left: int\n    right: str = ''\n",
     "class Flags:\n    READ = 1\n    WRITE = 2\n    EXECUTE = 4\n\n    def describe(self):\n        return 'flags'\n",
     "class Base:\n    pass\n\n\nclass Child(Base):\n    LIMIT = 3\n",
@@ -63,8 +65,9 @@ INSPECTORS = frozenset({
     "iscoroutinefunction", "isgeneratorfunction", "isbuiltin", "isroutine", "unwrap", "getcallargs", "getmodule"})
 FUNCTION_ATTRS = frozenset({"__code__", "__func__", "__wrapped__", "__defaults__", "__kwdefaults__", "__self__"})
 #: What marks a parameter as a type x loads data into: the attributes of dataclasses, enums, ``TypedDict``\ s, named
-#: tuples and type hints, and the functions that read them (``typing.get_origin(tp)``, ``dataclasses.fields(cls)``).
-TYPE_ATTRS = frozenset({"__dataclass_fields__", "__members__", "__origin__", "__args__", "__total__",
+#: tuples and type hints (a class's ``__annotations__`` too: its fields' types), and the functions that read them
+#: (``typing.get_origin(tp)``, ``dataclasses.fields(cls)``).
+TYPE_ATTRS = frozenset({"__dataclass_fields__", "__annotations__", "__members__", "__origin__", "__args__", "__total__",
                         "__required_keys__", "__optional_keys__", "_fields", "_field_defaults", "__supertype__",
                         "__bases__", "__mro__", "__subclasses__"})
 TYPE_READERS = frozenset({"get_origin", "get_args", "get_type_hints", "is_dataclass", "fields", "is_typeddict"})
