@@ -235,3 +235,59 @@ def test_the_item_method_of_a_builtin_container_base() -> None:
         found[owner] = mutators.container_mutator(tree, owner, mutators.find(tree, owner, x))
     # a base the file defines is followed; a file mutator that stores items (Cache.put) is preferred
     assert found == {"Patch": "append", "Table": "__setitem__", "Tags": "add", "Cache": None, "Plain": None}
+
+
+# A node whose ``add`` turns a child into a list of two when the name is there already (ofxparse's ``OfxData.add_tag``
+# does this; written anew): ``collect``'s walk of such lists runs only on a node that had a name added twice.
+NODES = (
+    "class Node:\n"
+    "    def __init__(self, tag):\n"
+    "        self.children = {}\n"
+    "        self.tag = tag\n"
+    "\n"
+    "    def add(self, name):\n"
+    "        if name not in self.children:\n"
+    "            self.children[name] = Node(name)\n"
+    "        elif not isinstance(self.children[name], list):\n"
+    "            self.children[name] = [self.children[name], Node(name)]\n"
+    "        else:\n"
+    "            self.children[name].append(Node(name))\n"
+    "\n"
+)
+COLLECT = (
+    "    def collect(self, name, found):\n"
+    "        for child in self.children.values():\n"
+    "            if isinstance(child, Node):\n"
+    "                if child.tag == name:\n"
+    "                    found.append(child.tag)\n"
+    "            elif isinstance(child, list):\n"
+    "                for each in child:\n"
+    "                    if each.tag == name:\n"
+    "                        found.append(each.tag + '*')\n"
+    "        return found\n"
+)
+
+
+@needs_bwrap
+def test_a_mutator_called_twice_with_the_same_arguments_is_an_input() -> None:
+    # at 6e79801: coverage 0.89 (no list of calls repeated one: ``add`` never met a name already there, and the
+    # append under the list walk was never reached)
+    result = _compare(COLLECT, NODES)
+    assert result.conclusive, result.reason
+    assert result.coverage == 1.0
+    specs = [decode(i.state["self"]) for i in result.inputs]
+    calls = [s.attrs.get(mutators.CALLS) or [] for s in specs]
+    assert any(len(c) >= 2 and c[0] == c[1] for c in calls), calls
+    namespace: dict[str, object] = {}
+    exec(NODES + COLLECT, namespace)  # noqa: S102 - the test's own class, the independent reference
+    for item, spec in zip(result.inputs, specs):
+        output = json.loads(item.output)
+        if "return" not in output:
+            continue
+        obj = namespace["Node"](*spec.args)  # type: ignore[operator]
+        mutators.apply(obj, spec.attrs.get(mutators.CALLS))
+        for name, value in spec.attrs.items():
+            if name != mutators.CALLS:
+                setattr(obj, name, value)
+        args = [decode(v) for v in item.state["args"].values()]
+        assert output["return"] == _canonical(obj.collect(*args))
