@@ -8,10 +8,14 @@ the search's run) on the third package list's seeds 1-5:
   also those that end a text's default ``repr`` (``<Node object at 0x…>``), never other hex digits;
 - ``/tmp`` shared by a batch's inputs: ``tempfile.mkdtemp()`` draws another name past one an earlier input
   left (diskcache's ``FanoutCache.index``, 6 inputs of 10); in the sandbox, what an input leaves in ``/tmp``
-  is removed before the next.
+  is removed before the next;
+- the module's names (``globals()``, read by x): in the search, the comparison recorder was one of them, and not in
+  the replay (since the twenty-sixth round it is a builtin of the exploring process).
 """
 
 from __future__ import annotations
+
+import json
 
 from calib.executors.sandbox.harness import canon
 from tests.executors.python.test_clock_values import _compare
@@ -49,3 +53,29 @@ def test_temporary_names_do_not_depend_on_earlier_inputs() -> None:
     assert result.conclusive, result.reason
     names = {i.output.split('"tuple":["')[1].split('"')[0] for i in result.inputs if i.valid and '"tuple"' in i.output}
     assert len(names) == 1 and next(iter(names)).startswith("job-")
+
+
+# The module's own names, as x sees them (dpkt's ``__load_protos`` hands ``globals()`` to a dependency): the search's
+# comparison recorder was one of them, and the replay (uninstrumented) has none, so every input differed.
+NAMES_CONTEXT = "LIMIT_LOW = 1\nLIMIT_HIGH = 2\nMODE = 'fast'\n\n"
+NAMES_WITH = (
+    "def names_with(prefix):\n"
+    "    names = sorted(k for k in globals() if k.startswith(prefix))\n"
+    "    if not names:\n"
+    "        return None\n"
+    "    return len(globals()), names\n"
+)
+
+
+@needs_bwrap
+def test_a_function_reading_its_modules_globals_is_deterministic() -> None:
+    # at 1a28006: coverage 0.75 (every input that returned the names was nondeterministic: len(globals()) counted the
+    # recorder in the search only)
+    result = _compare(NAMES_WITH, NAMES_CONTEXT)
+    assert result.conclusive, result.reason
+    assert all(i.reason != "nondeterministic" for i in result.inputs)
+    outputs = [json.loads(i.output).get("return") for i in result.inputs if i.valid]  # (a list prefix raises)
+    named = [o for o in outputs if o is not None]
+    assert named and all("__calib_cmp__" not in json.dumps(o) for o in named)
+    # the count is the module's names and the harness's own (its line probes, ``id``), the same in every input
+    assert len({o["tuple"][0] for o in named}) == 1

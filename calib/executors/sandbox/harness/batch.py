@@ -8,6 +8,7 @@ can forge*: this keeps ordinary rewiring out, and is no boundary against code th
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import types
@@ -120,7 +121,10 @@ def explore(runner: Runner, job: dict[str, Any]) -> list[Any]:
         # comparison feedback while searching (the chosen inputs are measured again, uninstrumented,
         # in the replay batch)
         rewritten = cmplog.instrument(placed.node, placed.tree)
-        runner.module.extra_globals[cmplog.NAME] = cmplog.compare
+        # the recorder is a builtin of this process, not a name of the module: x that reads its module's
+        # ``globals()`` (dpkt's ``__load_protos`` hands them to a dependency) sees the same names as in the replay,
+        # which has no recorder (as one of the module's names, every search run's output differed from the replay's)
+        builtins.__dict__[cmplog.NAME] = cmplog.compare
         runner.module.recompile(rewritten)  # the statements holding them
 
         from .reuse import Reuse, verify  # noqa: PLC0415
