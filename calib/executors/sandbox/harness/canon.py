@@ -374,6 +374,9 @@ def _builtin(value: Any) -> Any:
 
 #: A logger's memo of ``isEnabledFor`` answers and the registry of every logger: the process's history fills them.
 _LOGGER_MEMOS = frozenset({"_cache", "manager"})
+#: A started thread's identifiers: the process's (the thread's handle and the kernel's task id, which counts the
+#: threads and processes the batch made before), never the code's behaviour.
+_THREAD_IDS = frozenset({"_ident", "_native_id"})
 
 
 def _object(value: Any, depth: int, seen: set[int]) -> Any:
@@ -384,6 +387,8 @@ def _object(value: Any, depth: int, seen: set[int]) -> Any:
         attrs = {}
     if (logging := sys.modules.get("logging")) is not None and isinstance(value, logging.Logger):
         attrs = {k: v for k, v in attrs.items() if k not in _LOGGER_MEMOS}
+    if (threading := sys.modules.get("threading")) is not None and isinstance(value, threading.Thread):
+        attrs = {k: v for k, v in attrs.items() if k not in _THREAD_IDS}
     mro, walk = type(value).__mro__, not by_repr and type(type(value)) is not type
     for c in () if walk or by_repr else mro:  # metaclass type: ``getattr(c, "__slots__", ())`` is () unless set
         walk = walk or type(c) is not type or "__slots__" in c.__dict__
