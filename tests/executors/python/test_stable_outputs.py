@@ -11,12 +11,16 @@ the search's run) on the third package list's seeds 1-5:
   is removed before the next;
 - the module's names (``globals()``, read by x): in the search, the comparison recorder was one of them, and not in
   the replay (since the twenty-sixth round it is a builtin of the exploring process);
-- a thread x keeps: its identifiers (``_ident``, ``_native_id``) are the process's, left out of its state.
+- a thread x keeps: its identifiers (``_ident``, ``_native_id``) are the process's, left out of its state;
+- ``id()`` numbered addresses, so an object made where a dead one was took that one's number, as the process's
+  allocator decided: it numbers objects now.
 """
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from calib.executors.sandbox.harness import canon
 from tests.executors.python.test_clock_values import _compare
@@ -118,3 +122,39 @@ def test_a_method_keeping_its_thread_is_deterministic() -> None:
     result = _compare(WORKER_START, WORKER_CONTEXT)
     assert result.conclusive, result.reason
     assert all(i.reason != "nondeterministic" for i in result.inputs)
+
+
+class Token:
+    pass
+
+
+def _new_input(env) -> None:
+    """What ``env.reset`` does to the ids at each input (without reseeding this process's random sources)."""
+    env._ids.clear()
+    env._numbered.clear()
+
+
+def test_an_id_numbers_the_object_not_its_address() -> None:
+    from calib.executors.sandbox.harness import env
+
+    _new_input(env)
+    first = Token()
+    number = env.stable_id(first)
+    assert number == env.ID_BASE and env.stable_id(first) == number  # the same object: the same number
+    address = id(first)
+    del first
+    second = None
+    for _ in range(100):  # another object where the dead one was (CPython reuses a freed object's memory)
+        made = Token()
+        if id(made) == address:
+            second = made
+            break
+        del made
+    if second is None:
+        pytest.skip("the allocator did not reuse the address")
+    # before: the number of the dead object, so that x's output depended on where the process's allocator put it
+    assert env.stable_id(second) == env.ID_BASE + 16
+    items = [[], {}, (1, 2)]  # objects without weak references are held until the next input
+    assert [env.stable_id(v) for v in items] == [env.ID_BASE + 16 * k for k in (2, 3, 4)]
+    _new_input(env)
+    assert env.stable_id(second) == env.ID_BASE  # numbered afresh for each input

@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import time
+from _weakref import ref as _weak
 from functools import partial
 
 from . import canon
@@ -207,18 +208,30 @@ def freeze() -> None:
 
 #: What ``id()`` returns to the code under test: objects numbered in the order the code first asks,
 #: from a base that looks like an address. Real addresses differ from process to process, so an id the
-#: code passes on (``memo.get(id(obj))``, a key, a log line) would make x's replay differ from x.
+#: code passes on (``memo.get(id(obj))``, a key, a log line) would make x's replay differ from x. Each
+#: object asked about is held (weakly where it can be): an object made where a dead one was (at the same
+#: address, as the process's allocator decides) is another object, with a number of its own (igor's
+#: ``Field.__repr__`` shows ``id(self)``, and its ``self`` took the number of a freed one in one process only).
 ID_BASE = 0x7F0000000000
-_ids: dict[int, int] = {}
+_ids: dict[int, tuple[int, Any, Any]] = {}  # by address: (number, a weak reference or None, the object or None)
 _real_id = id
 
 
 def _stable_id(obj: object) -> int:
     real = _real_id(obj)
-    number = _ids.get(real)
-    if number is None:
-        number = _ids[real] = ID_BASE + 16 * len(_ids)
+    held = _ids.get(real)
+    if held is not None and (held[2] if held[1] is None else held[1]()) is obj:
+        return held[0]
+    number = ID_BASE + 16 * len(_numbered)
+    try:
+        _ids[real] = (number, _weak(obj), None)
+    except TypeError:  # no weak reference to a list, a dict, a tuple: held until the next input
+        _ids[real] = (number, None, obj)
+    _numbered.append(number)
     return number
+
+
+_numbered: list[int] = []  # the numbers given this input
 
 
 stable_id = partial(_stable_id)
@@ -235,6 +248,7 @@ def reset(seed: int) -> None:
     random.seed(seed)
     _rng.seed(seed + 1)
     _ids.clear()
+    _numbered.clear()
 
 
 # --- captured output --------------------------------------------------------------------------------

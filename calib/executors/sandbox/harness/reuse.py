@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 def _process_state() -> tuple[Any, ...]:
     """What a build could change outside its namespace that later runs would read: the random sources,
     the frozen clock and the object ids handed out."""
-    return random.getstate(), env._rng.getstate(), tuple(env._clock.values()), len(env._ids)
+    return random.getstate(), env._rng.getstate(), tuple(env._clock.values()), len(env._numbered)
 
 
 class Reuse:
