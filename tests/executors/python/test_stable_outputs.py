@@ -13,7 +13,8 @@ the search's run) on the third package list's seeds 1-5:
   the replay (since the twenty-sixth round it is a builtin of the exploring process);
 - a thread x keeps: its identifiers (``_ident``, ``_native_id``) are the process's, left out of its state;
 - ``id()`` numbered addresses, so an object made where a dead one was took that one's number, as the process's
-  allocator decided: it numbers objects now.
+  allocator decided: it numbers objects now;
+- a profile x prints: ``cProfile`` reads its own clock, the frozen one now.
 """
 
 from __future__ import annotations
@@ -158,3 +159,26 @@ def test_an_id_numbers_the_object_not_its_address() -> None:
     assert [env.stable_id(v) for v in items] == [env.ID_BASE + 16 * k for k in (2, 3, 4)]
     _new_input(env)
     assert env.stable_id(second) == env.ID_BASE  # numbered afresh for each input
+
+
+# A profile x prints (monty's ``prof_main``): cProfile reads its own clock in C.
+PROFILED = (
+    "def profiled(n):\n"
+    "    profiler = cProfile.Profile()\n"
+    "    profiler.enable()\n"
+    "    total = sum(i * i for i in range(n))\n"
+    "    profiler.disable()\n"
+    "    out = io.StringIO()\n"
+    "    pstats.Stats(profiler, stream=out).sort_stats('tottime').print_stats()\n"
+    "    return total, out.getvalue()\n"
+)
+
+
+@needs_bwrap
+def test_a_profile_x_prints_is_deterministic() -> None:
+    # at a27c51b: valid_inputs 7 < 8, the others nondeterministic (the profile's times, and the order of functions
+    # sorted by them)
+    result = _compare(PROFILED, "import cProfile\nimport io\nimport pstats\n\n")
+    assert result.conclusive, result.reason
+    texts = [json.loads(i.output)["return"]["tuple"][1] for i in result.inputs if i.valid and '"return"' in i.output]
+    assert texts and all(" in 0.000 seconds" in t for t in texts)  # the frozen clock does not move

@@ -204,6 +204,16 @@ def freeze() -> None:
     # the module's ``random.seed`` was bound to the shared generator at import, before the patch above
     random.seed = partial(_seeded, random._inst)  # type: ignore[attr-defined]
     random._urandom = os.urandom  # type: ignore[attr-defined]
+    # cProfile's clock, read in C: the frozen one too, so that a profile x prints (monty's ``prof_main``) has the
+    # same times in every run, and the same order of functions sorted by them (ties, in the order first called)
+    import _lsprof  # noqa: PLC0415 - a builtin module; ``cProfile.Profile`` subclasses its Profiler when imported
+
+    class Profiler(_lsprof.Profiler):  # type: ignore[misc,name-defined]
+        def __init__(self, timer: Any = None, timeunit: float = 0.0, subcalls: bool = True,
+                     builtins: bool = True) -> None:
+            super().__init__(timer or time.perf_counter, timeunit, subcalls, builtins)
+
+    _lsprof.Profiler = Profiler
 
 
 #: What ``id()`` returns to the code under test: objects numbered in the order the code first asks,
