@@ -115,7 +115,8 @@ round, which was found by bisecting that function's verdict over the round's com
 looked at, and mended: seeds 26-30 count as a validation sample from then on. Seeds 31 and up are untouched.
 In the twenty-fifth round the roles stayed: 11-15 tuning, 16-20 and 26-30 validation (only the names of functions
 whose verdict changed seen), 1-5 and 6-10 held out, measured at the round's end only (the start: the twenty-fourth
-round's end rows).
+round's end rows). So in the twenty-sixth, the start being the twenty-fifth round's end rows; it also measured all
+five samples once mid-round (after its first two commits: the held-out samples' totals only, no function looked at).
 """
 
 from __future__ import annotations

@@ -277,7 +277,7 @@ def test_a_mutator_called_twice_with_the_same_arguments_is_an_input() -> None:
     assert result.coverage == 1.0
     specs = [decode(i.state["self"]) for i in result.inputs]
     calls = [s.attrs.get(mutators.CALLS) or [] for s in specs]
-    assert any(len(c) >= 2 and c[0] == c[1] for c in calls), calls
+    assert any(len(c) == 3 and c[0] == c[1] == c[2] for c in calls), calls
     namespace: dict[str, object] = {}
     exec(NODES + COLLECT, namespace)  # noqa: S102 - the test's own class, the independent reference
     for item, spec in zip(result.inputs, specs):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 CALLS = "__calls__"
 MAX_METHODS = 4  # mutators used, best first
 MAX_CALLS = 8  # calls one input state may list (a longer list is cut, also when a user wrote it)
-POOL = 12  # lists of calls in the pool, besides "no calls" (and the repeated call, :func:`pool`)
+POOL = 12  # lists of calls in the pool, besides "no calls" (the last one: a call repeated, :func:`pool`)
 MAX_VALUES = 8  # values per mutator parameter
 #: Methods of containers and of the language's collections that change their object.
 _MUTATING = frozenset({"append", "add", "extend", "insert", "update", "setdefault", "appendleft", "extendleft",
@@ -284,9 +284,11 @@ def pool(pools: Any, owner: str) -> list[Any]:
             name, values = signatures[(j // 3 + c) % len(signatures)]
             calls.append([name, *(v[(j // 3 + c + k) % len(v)] for k, v in enumerate(values))])
         out.append(calls)
-    # the best mutator's call made twice with the same arguments: what it does when the name or key is there already
-    # (``add_tag('abc')`` again turns that node into a list of two; the lists above never repeat a call)
+    # the best mutator's call made three times with the same arguments, in place of the last list (the pool keeps its
+    # length: a longer one changed the course of searches it did not help): what it does when the name or key is
+    # there already (``add_tag('abc')`` again turns that node into a list of two, then appends to it; the other
+    # lists never repeat a call)
     name, values = signatures[0]
     again = [name, *(v[0] for v in values)]
-    out.append([again, list(again)])
+    out[-1] = [again, list(again), list(again)]
     return out
