@@ -173,10 +173,12 @@ def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limi
     ``scheme == "data"`` failed becomes ``"data:x"``; ``value[0] in "(["`` turns ``"abc"`` into ``"(bc"``;
     ``DATE.match(text)`` that failed on ``"abc"`` turns it into ``"2024-01-31"``. ``rng`` draws the strings
     a pattern matches (the search's; without one, a generator seeded by the pattern and the value)."""
-    out: list[dict[str, Any]] = []
+    per_pair: list[list[tuple[dict[str, Any], str]]] = []  # each comparison's rewrites (and the value's name), in the
+    # order x made the comparisons
     seen: set[str] = set()
     for kind, a, b in pairs:
         kind = "eq" if kind == "key" else kind  # a key or name looked up and not found (:func:`.cmplog._missing`)
+        mine: list[tuple[dict[str, Any], str]] = []
         for name, v in values.items():
             if name in (SEED, STANDINS):
                 continue
@@ -190,7 +192,19 @@ def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limi
                     continue
                 if key not in seen:
                     seen.add(key)
-                    out.append({**values, name: new})
-                    if len(out) >= limit:
-                        return out
-    return out
+                    mine.append(({**values, name: new}, name))
+        if mine:
+            per_pair.append(mine)
+            if len(per_pair) >= limit:
+                break
+    # each comparison's first rewrite of each input value first, then the others: a loop's first comparison
+    # (``i < len(text)`` with ``i`` 0) rewrote every input value that happened to be 0 three ways (to 13, 14 and 12),
+    # and filled the limit before ``c == exit`` was reached
+    first: list[dict[str, Any]] = []
+    rest: list[dict[str, Any]] = []
+    for mine in per_pair:
+        named: set[str] = set()
+        for rewrite, name in mine:
+            (rest if name in named else first).append(rewrite)
+            named.add(name)
+    return (first + rest)[:limit]
