@@ -240,6 +240,21 @@ def test_replacements_rewrite_the_input_value_a_comparison_was_made_on() -> None
     assert synth.replacements(values, [("eq", "zzz", "data")]) == []
 
 
+def test_each_comparison_gets_its_turn_before_one_fills_the_limit() -> None:
+    # ``while i < len(text): c = text[i]; if c == enter: ... elif c == exit: ...`` on ("expecting end", 0, 0): the
+    # loop's first comparison ``0 < 13`` matches both zeros; before, its three rewrites of each (13, 14, 12) and the
+    # text's took the 8 places, and ``exit = "e"``, which makes the ``elif`` branch run, was never queued
+    values = {"text": "expecting end", "enter": 0, "exit": 0}
+    pairs = [("order", 0, 13), ("len_order", "expecting end", 0), ("eq", "e", 0), ("order", 1, 13),
+             ("len_order", "expecting end", 1), ("eq", "x", 0)]
+    found = synth.replacements(values, pairs)
+    changed = [{k: v for k, v in r.items() if v != values[k]} for r in found]
+    assert len(found) == 8 and {"exit": "e"} in changed and {"enter": "e"} in changed
+    assert changed[:2] == [{"enter": 13}, {"exit": 13}]  # each value's first rewrite, in the order of comparisons
+    every = [{k: v for k, v in r.items() if v != values[k]} for r in synth.replacements(values, pairs, limit=100)]
+    assert every.index({"exit": 12}) > every.index({"exit": "e"})  # a value's other rewrites after the first ones
+
+
 def test_replacements_rewrite_what_a_scripted_stand_in_returns() -> None:
     values = {"self.peek": CalibStandIn("peek", ["Z", None])}
     found = synth.replacements(values, [("eq", "0", "Z")])
