@@ -182,3 +182,7 @@ def test_a_profile_x_prints_is_deterministic() -> None:
     assert result.conclusive, result.reason
     texts = [json.loads(i.output)["return"]["tuple"][1] for i in result.inputs if i.valid and '"return"' in i.output]
     assert texts and all(" in 0.000 seconds" in t for t in texts)  # the frozen clock does not move
+    for text in texts:  # every time 0: the functions in the order of their places, the builtins ('~') last, as
+        rows = [line for line in text.splitlines() if line.split()[1:2] == ["0.000"]]  # in every process (the C
+        places = [row.split(None, 5)[5] for row in rows]  # profiler lists them by address)
+        assert places == sorted(places, key=lambda place: (place.startswith("{"), place))

@@ -205,7 +205,8 @@ def freeze() -> None:
     random.seed = partial(_seeded, random._inst)  # type: ignore[attr-defined]
     random._urandom = os.urandom  # type: ignore[attr-defined]
     # cProfile's clock, read in C: the frozen one too, so that a profile x prints (monty's ``prof_main``) has the
-    # same times in every run, and the same order of functions sorted by them (ties, in the order first called)
+    # same times in every run; and its functions in one order (the C profiler lists them by their addresses, the
+    # order ties of a sort by time keep), so that it lists them the same way in every process
     import _lsprof  # noqa: PLC0415 - a builtin module; ``cProfile.Profile`` subclasses its Profiler when imported
 
     class Profiler(_lsprof.Profiler):  # type: ignore[misc,name-defined]
@@ -213,7 +214,17 @@ def freeze() -> None:
                      builtins: bool = True) -> None:
             super().__init__(timer or time.perf_counter, timeunit, subcalls, builtins)
 
+        def getstats(self) -> list[Any]:
+            entries = sorted(super().getstats(), key=_profiled)
+            return [type(e)((*e[:5], sorted(e.calls, key=_profiled) if e.calls else e.calls)) for e in entries]
+
     _lsprof.Profiler = Profiler
+
+
+def _profiled(entry: Any) -> tuple[str, int, str]:
+    """A profiled function's place, as ``cProfile``'s ``label`` gives it: a builtin's text, else file, line, name."""
+    code = entry.code
+    return ("~", 0, code) if isinstance(code, str) else (code.co_filename, code.co_firstlineno, code.co_name)
 
 
 #: What ``id()`` returns to the code under test: objects numbered in the order the code first asks,
