@@ -62,6 +62,16 @@ def _host_tally() -> type:
     return namespace["Tally"]  # type: ignore[return-value]
 
 
+def _rebuilt(cls: object, spec: New) -> object:
+    """The input's ``self`` made on the host as the harness makes it: the constructor, the calls, the attributes."""
+    obj = cls(*spec.args)  # type: ignore[operator]
+    mutators.apply(obj, spec.attrs.get(mutators.CALLS))
+    for name, value in spec.attrs.items():
+        if name != mutators.CALLS:
+            setattr(obj, name, value)
+    return obj
+
+
 def _canonical(value: object) -> object:
     """The output state's form of the plain values ``summary`` returns (docs/executors.md, "Output states")."""
     return {"list": [_canonical(v) for v in value]} if isinstance(value, list) else value
@@ -209,12 +219,7 @@ def test_a_method_of_a_list_subclass_is_explored_with_items_appended() -> None:
     namespace: dict[str, object] = {}
     exec(PATCHED + RENDER, namespace)  # noqa: S102 - the test's own class, the independent reference
     for item, spec in zip(result.inputs, specs):
-        obj = namespace["PatchedFile"](*spec.args)  # type: ignore[operator]
-        for name, value in spec.attrs.items():
-            if name != mutators.CALLS:
-                setattr(obj, name, value)
-        mutators.apply(obj, spec.attrs.get(mutators.CALLS))
-        assert json.loads(item.output)["return"] == obj.render()
+        assert json.loads(item.output)["return"] == _rebuilt(namespace["PatchedFile"], spec).render()
 
 
 def test_the_item_method_of_a_builtin_container_base() -> None:
@@ -284,10 +289,5 @@ def test_a_mutator_called_twice_with_the_same_arguments_is_an_input() -> None:
         output = json.loads(item.output)
         if "return" not in output:
             continue
-        obj = namespace["Node"](*spec.args)  # type: ignore[operator]
-        mutators.apply(obj, spec.attrs.get(mutators.CALLS))
-        for name, value in spec.attrs.items():
-            if name != mutators.CALLS:
-                setattr(obj, name, value)
         args = [decode(v) for v in item.state["args"].values()]
-        assert output["return"] == _canonical(obj.collect(*args))
+        assert output["return"] == _canonical(_rebuilt(namespace["Node"], spec).collect(*args))
