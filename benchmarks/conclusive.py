@@ -116,7 +116,8 @@ looked at, and mended: seeds 26-30 count as a validation sample from then on. Se
 In the twenty-fifth round the roles stayed: 11-15 tuning, 16-20 and 26-30 validation (only the names of functions
 whose verdict changed seen), 1-5 and 6-10 held out, measured at the round's end only (the start: the twenty-fourth
 round's end rows). So in the twenty-sixth, the start being the twenty-fifth round's end rows; it also measured all
-five samples once mid-round (after its first two commits: the held-out samples' totals only, no function looked at).
+five samples three times before its end rows (at 6e79801, a446c69 and 3dd58dd; of the held-out samples only the
+totals and the numbers of functions up and down were read, no function looked at).
 """
 
 from __future__ import annotations
