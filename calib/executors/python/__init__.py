@@ -110,6 +110,16 @@ def _well_formed_state(state: Any) -> bool:
     return not _state_problem(state)
 
 
+def _trimmed(whole: str, chars: Any, truth: str) -> str:
+    """The suffix of ``whole`` x ran after, ``chars`` long as its explore batch reported (``context_chars``);
+    trimmed here when the report has no such length. A batch that lies about it changes only the context its
+    candidates run in, as one that forges its own outputs changes what x is taken to do (docs/executors.md,
+    *What a batch can forge*)."""
+    if isinstance(chars, int) and not isinstance(chars, bool) and 0 <= chars <= len(whole):
+        return whole[len(whole) - chars:] if chars else ""
+    return scaffold.trim_context(whole, truth)
+
+
 def _explore_problem(event: dict[str, Any], n_inputs: int, given: list[dict[str, Any]] | None) -> str:
     """Why an ``explore`` event cannot be x's report ('' when it can): the host checks what it can
     by itself, whatever the batch claims: its shape, at most ``n_inputs`` inputs (exactly the given
@@ -204,7 +214,7 @@ class SandboxExecutor:
         extra: dict[str, Any] = {"n_inputs": c.n_inputs, "min_valid": c.min_valid, "coverage": c.coverage,
                                  "min_distinct": c.min_distinct, "budget_runs": c.budget_runs,
                                  "budget_seconds": c.budget_seconds}
-        extra.update({"verify": False} if reuse else {"reuse": False})
+        extra.update({"verify": False} if reuse else {"reuse": False}, trim=True)
         if inputs is not None:
             for i, state in enumerate(inputs):
                 if problem := _state_problem(dict(state) if isinstance(state, Mapping) else state):
@@ -318,7 +328,9 @@ class SandboxExecutor:
         """Choose input states on ``truth``, run it and every candidate on them, and compare."""
         c = self.config
         names = list(names) if names is not None else [f"candidate {i + 1}" for i in range(len(candidates))]
-        ctx = "" if c.bare else scaffold.trim_context(context, truth)
+        # x's explore batch trims the context (job key ``trim``: the longest suffix x parses after) and says how
+        # long the suffix is; the candidates run after that same suffix (the host no longer parses the module)
+        whole = ctx = "" if c.bare else scaffold.joined_context(context)
         indent = scaffold.indentation(truth)
         settings = {k: v for k, v in asdict(c).items() if k not in ("workers", "unsafe_no_sandbox")}
         settings["sandbox"] = "bubblewrap" if self.sandbox.isolated else "none (--unsafe-no-sandbox)"
@@ -330,7 +342,7 @@ class SandboxExecutor:
         first: dict[str, int] = {}
         owner = [first.setdefault(variant, i) for i, variant in enumerate(variants)]
         unique = [variants[i] for i in sorted(set(owner))]
-        exploring = asyncio.ensure_future(self._explore(ctx, truth, inputs))
+        exploring = asyncio.ensure_future(self._explore(whole, truth, inputs))
         ahead: list[Batch | None] = []
         try:
             for i, variant in enumerate(unique):  # x's replay first: it is the one every sample needs
@@ -338,6 +350,11 @@ class SandboxExecutor:
                 ahead.append(None if i == 0 and self._then_replay else await self._start_ahead(ctx, variant))
             explored, why, replayed = await exploring
             if explored is not None:
+                ctx = _trimmed(whole, explored.get("context_chars"), truth)
+                if ctx != whole:  # batches started ahead hold the whole context: started again when needed
+                    for batch in ahead:
+                        await self._release(batch)
+                    ahead = [None] * len(ahead)
                 replays, skip = await self._replays(ctx, unique, explored, ahead, replayed)
                 if explored.get("unverified") is True and replays and replays[0].differs(explored["chosen"]):
                     # the search's one build kept state between its runs (a module-level cache, a class

@@ -311,3 +311,27 @@ def test_the_host_drops_events_without_the_batch_nonce():
                                      stderr=b"", timed_out=False, output_exceeded=False, seconds=0.0)
     assert python_executor._ours(python_executor._events(run), "n1") == [
         {"event": "start", "index": 1, "nonce": "n1"}, {"event": "done", "nonce": "n1"}]
+
+
+SCALED = "def f(n):\n    if n < 0:\n        return 'neg'\n    return n * SCALE\n"
+CUT = '    "b": 2,\n}\nSCALE = 7\n'  # the context's first lines end a statement cut off above: trimmed
+
+
+@pytest.mark.parametrize(("claimed", "candidate_sim"), [("'many'", 1.0), ("-1", 1.0), ("10 ** 6", 1.0), ("0", 0.2)])
+def test_a_truth_that_misreports_its_context_length_only_changes_where_its_candidates_run(claimed: str,
+                                                                                            candidate_sim: float):
+    # x's explore batch trims the context and reports the suffix's length (``context_chars``); the candidates
+    # run after that suffix. A length that is no length of the context (a text, below 0, past its end) is not
+    # taken: the host trims the context itself, and the candidate sees SCALE as x did. A length that is one
+    # (0: no context) is taken, and the candidate runs without SCALE (a stand-in: it matches on the two negative
+    # inputs only): x can make its candidates differ, as it can by forging its own outputs, never make one match
+    # (docs/executors.md, "What a batch can forge").
+    forger = "def f(n):\n" + body(FIND_RUNNER) + f"    runner.placed.context_chars = {claimed}\n" + \
+        SCALED.split("\n", 1)[1]
+    candidate = SCALED.replace("n * SCALE", "SCALE * n")
+    result = compare(forger, candidate, context=CUT)
+    assert result.conclusive, result.reason
+    assert [out["return"] for out in outputs(result)] == ["neg" if v < 0 else v * 7 for v in VALUES]
+    assert sims(result) == [candidate_sim]
+    honest = compare(SCALED, candidate, context=CUT)  # the same context, trimmed the same way, reported honestly
+    assert honest.conclusive and sims(honest) == [1.0]

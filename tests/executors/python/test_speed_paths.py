@@ -65,6 +65,35 @@ def test_an_input_with_files_after_an_empty_one_gets_exactly_its_files(tmp_path,
         assert os.stat(root / path).st_mtime == FROZEN, path
 
 
+
+def test_files_written_with_descriptors_are_what_open_writes(tmp_path, monkeypatch):
+    # The input's files are written with os.open/os.write (no file object per file, issue 24 §3): the same
+    # bytes, mode bits and frozen times as ``open(path, "w", encoding="utf-8")`` and ``os.makedirs`` gave,
+    # after an input that left nested files and folders; an empty folder inside a file's folder is one folder.
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "work"
+    (root / "old" / "deeper").mkdir(parents=True)
+    (root / "old" / "deeper" / "left.txt").write_text("by the last input")
+    files = {"a.txt": "één\nline\r\n", "sub/dir/b.txt": "two", "sub/dir/": "", "sub/empty/": "", "c.bin": ""}
+    workdir.prepare_workdir(str(root), files)
+    for path in ("", "a.txt", "sub", "sub/dir", "sub/dir/b.txt", "sub/empty", "c.bin"):  # before reading them
+        assert os.stat(root / path).st_mtime == FROZEN and os.stat(root / path).st_atime == FROZEN, path
+    assert _tree(str(root)) == {"a.txt": "één\nline\n", "sub/": "", "sub/dir/": "", "sub/dir/b.txt": "two",
+                                "sub/empty/": "", "c.bin": ""}  # (_tree reads in text mode: \r\n -> \n)
+    assert (root / "a.txt").read_bytes() == "één\nline\r\n".encode()
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    with open(reference / "f", "w", encoding="utf-8") as fh:
+        fh.write("x")
+    os.makedirs(reference / "d")
+    assert os.stat(root / "a.txt").st_mode == os.stat(reference / "f").st_mode
+    assert os.stat(root / "sub" / "dir").st_mode == os.stat(reference / "d").st_mode
+    assert os.getcwd() == str(root)
+    workdir.prepare_workdir(str(root), {"sub": "a file where a folder was"})
+    assert _tree(str(root)) == {"sub": "a file where a folder was"}
+    with pytest.raises(IsADirectoryError):  # a file named like a folder the state also holds: as open() refused
+        workdir.prepare_workdir(str(root), {"x/": "", "x": "text"})
+
 LISTS_AND_WRITES = (
     "def f(n):\n"
     "    before = sorted(os.listdir('.'))\n"

@@ -370,6 +370,20 @@ def test_trim_context_gives_up_when_nothing_after_a_line_start_parses():
     assert scaffold.trim_context("def broken(:\n", FUNCTION) == ""
 
 
+@pytest.mark.parametrize("context", [CUT_CONTEXT, "import os\nX = 1\n", "def broken(:\n", ""])
+def test_placing_with_trim_is_placing_after_the_trimmed_context(context: str):
+    # x's explore batch trims the whole context itself (job key trim) and reports the suffix's length, which the
+    # host takes for the candidates: the same module as the host's trim_context gave, and that suffix's length
+    trimmed = scaffold.trim_context(context, FUNCTION)
+    here, there = scaffold.place(context, FUNCTION, trim=True), scaffold.place(trimmed, FUNCTION)
+    assert (here.source, here.first_line, here.qualname) == (there.source, there.first_line, there.qualname)
+    assert here.context_chars == there.context_chars == len(trimmed)
+    assert context.endswith(trimmed) or trimmed == ""
+    # without trim, a context the function does not parse after is dropped whole (a candidate's replay)
+    untrimmed = scaffold.place(context, FUNCTION)
+    assert untrimmed.context_chars == (len(context) if trimmed == context else 0)
+
+
 CLASS_CONTEXT = '''import math
 
 class Account:

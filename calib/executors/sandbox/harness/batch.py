@@ -171,6 +171,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> list[Any]:
                  "executable": sorted(runner.executable),
                  "unverified": unverified,
                  "first_line": placed.first_line,
+                 "context_chars": placed.context_chars,  # the suffix of the job's context x ran after (job key trim)
                  "reached": sorted(frozenset().union(*(r.lines for r in records if r.valid))),
                  "warnings": runner.module.warnings,
                  "chosen": [{"state": r.state, "valid": r.valid, "status": r.status, "output": r.output,

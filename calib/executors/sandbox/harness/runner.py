@@ -126,7 +126,7 @@ class Runner:
         self.timeout = float(job.get("input_timeout", 2.0))
         self.workdir = workdir()
         self.sandboxed = not os.environ.get("CALIB_WORKDIR")
-        self.placed = scaffold.place(job.get("context", ""), job["function"])
+        self.placed = scaffold.place(job.get("context", ""), job["function"], trim=job.get("trim") is True)
         self.module = scaffold.Module(self.placed, module_name=job.get("module_name") or "calib_scaffold",
                                       bare=bool(job.get("bare")), fix_ups=job.get("fixups") is not False)
         self.module.extra_globals["id"] = env.stable_id  # the module's id(): see env.ID_BASE
@@ -556,6 +556,8 @@ def main(lock: Any = None) -> None:
             return  # the host needed no batch after all
         job.update(rest)
     source.close()
+    if then_replay:  # compiled once, before the fork: x's replay builds from the same code objects
+        runner.module.precompile()
     handing: Any = handover.fork(lock, high_fd, [runner.workdir, *(["/tmp"] if runner.sandboxed else [])]) \
         if then_replay else None
     if isinstance(handing, dict):  # x's replay (a fresh process: nothing of the code has run in it)

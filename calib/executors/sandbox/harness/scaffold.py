@@ -74,9 +74,19 @@ def trim_context(context: str, function: str) -> str:
     Returns ``""`` when even the function alone does not parse at its indentation (then it is run
     dedented, as a module-level function).
     """
-    joined = context if not context or context.endswith("\n") else context + "\n"
+    joined = joined_context(context)
     if _parses(joined + function):
         return joined
+    return _parsing_suffix(joined, function)
+
+
+def joined_context(context: str) -> str:
+    """``context`` ending with a newline (as :func:`trim_context` returns it when the function parses after it)."""
+    return context if not context or context.endswith("\n") else context + "\n"
+
+
+def _parsing_suffix(joined: str, function: str) -> str:
+    """:func:`trim_context` once the whole context is known not to parse before ``function``."""
     lines = joined.splitlines(keepends=True)
     for i, line in enumerate(lines):
         if i and line[:1] not in ("", " ", "\t", "\n", "#", ")", "]", "}") and _parses("".join(lines[i:]) + function):
@@ -96,6 +106,7 @@ class Placed:
         self.first_line = first_line  # first line of the function text in ``source``
         self.warnings: list[str] = []
         self.nested: Any = None  # x or its outermost class, when in a block of the module (:func:`place`)
+        self.context_chars = 0  # how long the context before the function is (set by :func:`place`)
 
     @property
     def qualname(self) -> str:
@@ -123,14 +134,22 @@ class Placed:
         return "method"
 
 
-def place(context: str, function: str) -> Placed:
-    """Put ``function`` after ``context`` (already trimmed) and find its definition node."""
+def place(context: str, function: str, *, trim: bool = False) -> Placed:
+    """Put ``function`` after ``context`` and find its definition node. The context is already trimmed
+    (:func:`trim_context`), or with ``trim`` it is trimmed here when the function does not parse after it
+    (x's explore batch: the host then takes the same suffix for the candidates, docs/executors.md,
+    "Scaffolding"); without, a function that does not parse after it runs without it."""
     tree = None
     if context:  # parsed once: the module's tree is the check that context and function fit together
         try:
             tree = ast.parse(context + function)
         except (SyntaxError, ValueError):
-            context = ""
+            context = _parsing_suffix(joined_context(context), function) if trim else ""
+        if tree is None and context:
+            try:
+                tree = ast.parse(context + function)
+            except (SyntaxError, ValueError):
+                context = ""
     if not context:
         function = reindent(function, "")
     source = context + function
@@ -146,6 +165,7 @@ def place(context: str, function: str) -> Placed:
         raise ScaffoldError("no function definition starts on the function's first line")
     node, classes, top = found
     placed = Placed(source=source, tree=tree, node=node, classes=classes, first_line=first_line)
+    placed.context_chars = len(context)
     # in a block (``try: ... except ImportError: def x``) whose branch defining x the module may not take
     placed.nested = None if any(stmt is top for stmt in tree.body) else top
     return placed
@@ -240,6 +260,24 @@ class Module:
                                           stmt.lineno, stmt.end_lineno or stmt.lineno)
         return held[0]
 
+    def _body(self) -> list[ast.stmt]:
+        """The module's statements a build runs (in a bare build, x's own and those after it)."""
+        body = self.placed.tree.body
+        if self.bare:
+            body = [s for s in body if s.lineno >= self.placed.first_line
+                    or any(d.lineno >= self.placed.first_line for d in getattr(s, "decorator_list", []))]
+        return body
+
+    def precompile(self) -> None:
+        """Compile the statements a build runs, running none of them: a process forked after this (x's replay,
+        :mod:`.handover`) builds from the same code objects instead of compiling each statement again. A
+        statement that does not compile is left to the build, which handles it as before."""
+        for stmt in self._body():
+            try:
+                self._code(stmt)
+            except Exception:  # noqa: BLE001, S112 - ``return`` outside a function: the build reports it
+                continue
+
     def build(self) -> dict[str, Any]:
         """Execute the module into a new namespace; records why statements were replaced in ``warnings``."""
         package = self.module_name.rpartition(".")[0] if "." in self.module_name else FAKE_PACKAGE
@@ -251,11 +289,7 @@ class Module:
         self.warnings = []
         _forget_warnings()
         compat.forget()  # a fresh ``six`` per build, where one is made (.compat)
-        body = self.placed.tree.body
-        if self.bare:
-            body = [s for s in body if s.lineno >= self.placed.first_line
-                    or any(d.lineno >= self.placed.first_line for d in getattr(s, "decorator_list", []))]
-        for stmt in body:
+        for stmt in self._body():
             self._run(stmt, ns)
         nested = self.placed.nested  # in a branch not taken (or a block the bare build skipped): defined after it
         if nested is not None and not _defined_by(ns.get(nested.name), nested):

@@ -81,28 +81,59 @@ def prepare_workdir(root: str, files: dict[str, str]) -> None:
     """Empty the working directory and write the input state's files.
 
     Most inputs have no files and leave the folder empty: then only the folder's own times are reset
-    (the same end state as the full reset, without walking it twice)."""
+    (the same end state as the full reset, without walking it twice). The files are written with plain
+    descriptors (no file object per file), and the folders and files made get the frozen clock's time;
+    the folder is walked for that only when something the emptying could not remove is left there."""
     if not files and _is_empty(root):
         _freeze_times(root)
         os.chdir(root)
         return
-    _clear(root)
+    emptied = _clear(root)
+    made: list[str] = []
     for name, content in files.items():
         path = os.path.normpath(os.path.join(root, name))
         if not path.startswith(root + os.sep):
             continue  # an input file outside the working directory is ignored
         if name.endswith("/"):  # ``folder/``: an empty folder
-            os.makedirs(path, exist_ok=True)
+            _folders(root, path, made)
             continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(content)
+        _folders(root, os.path.dirname(path), made)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)  # as open(path, "w")
+        try:
+            view = memoryview(content.encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        made.append(path)
     # file times are ambient state too: the input's files (and the folder) carry the frozen clock's time
-    for base, dirs, names in os.walk(root):
-        for name in names + dirs:
-            _freeze_times(os.path.join(base, name))
+    if emptied:
+        for path in made:
+            _freeze_times(path)
+    else:
+        for base, dirs, names in os.walk(root):
+            for name in names + dirs:
+                _freeze_times(os.path.join(base, name))
     _freeze_times(root)
     os.chdir(root)
+
+
+def _folders(root: str, path: str, made: list[str]) -> None:
+    """Make the folder ``path`` inside ``root`` and those above it that are missing (as ``os.makedirs``), each
+    made one added to ``made``."""
+    if os.path.isdir(path):
+        return
+    if path == root:  # gone (code outside a sandbox can remove it): made again, as os.makedirs did
+        os.makedirs(path, exist_ok=True)
+        return
+    _folders(root, os.path.dirname(path), made)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+        return
+    made.append(path)
 
 
 def _freeze_times(path: str) -> None:
@@ -167,17 +198,20 @@ def remove(path: str) -> None:
         _unlink(path)
 
 
-def _clear(root: str) -> None:
-    """Remove what the folder ``root`` holds, deepest first (what cannot be removed stays)."""
+def _clear(root: str) -> bool:
+    """Remove what the folder ``root`` holds, deepest first (what cannot be removed stays); whether it is empty."""
+    emptied = True
     for base, dirs, names in os.walk(root, topdown=False):
         for name in names:
-            _unlink(os.path.join(base, name))
+            emptied = _unlink(os.path.join(base, name)) and emptied
         for name in dirs:
-            _unlink(os.path.join(base, name), folder=True)
+            emptied = _unlink(os.path.join(base, name), folder=True) and emptied
+    return emptied
 
 
-def _unlink(path: str, *, folder: bool = False) -> None:
+def _unlink(path: str, *, folder: bool = False) -> bool:
     try:
         os.rmdir(path) if folder else os.unlink(path)
     except OSError:
-        pass
+        return False
+    return True
