@@ -37,7 +37,7 @@ from calib.executors.base import CandidateResult, Comparison, ExecutorConfig, In
 from calib.executors.python.replay import Replay, take_results
 from calib.executors.python.replay import index as _index
 from calib.executors.sandbox import Batch, Limits, Sandbox, SandboxRun
-from calib.executors.sandbox.harness import ambient, scaffold, slot
+from calib.executors.sandbox.harness import ambient, scaffold
 from calib.executors.sandbox.harness.runner import THREADS_EXIT
 from calib.executors.sandbox.harness.synth import WALL_FACTOR
 from calib.executors.validity import validity
@@ -247,8 +247,6 @@ class SandboxExecutor:
                     return None, f"unparsable: {event.get('message', '')}", replayed
             died = "threads left running" if run.returncode == THREADS_EXIT else run.died or f"exit {run.returncode}"
             tries = [e["key"] for e in events if e.get("event") == "try" and isinstance(e.get("key"), str)]
-            if (tried := slot.key(run.slot)) is not None:  # a fork server's batch: the last input is in its slot
-                tries.append(tried)
             if not tries or tries[-1] in avoid:
                 break
             avoid.append(tries[-1])  # the input that took the batch down is not tried again

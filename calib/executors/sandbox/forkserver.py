@@ -9,11 +9,8 @@ the job on fd 0, the channel on fd 1. What differs: its pid, and that signals to
 fail with ``ESRCH``.
 
 The job and the outputs never pass through the server: the host makes three pipes per batch, sends
-the child's ends over the control socket (``SCM_RIGHTS``) and writes and reads the other ends itself,
-and with them the batch's *slot* (:func:`_slot`: a sealed page of the host's memory, where the search
-writes the input it is about to try instead of an event per input on its channel; the host reads it
-after the batch ended, :mod:`calib.executors.sandbox.harness.slot`). So the server holds nothing of a
-batch that the next child could find in the memory it inherits.
+the child's ends over the control socket (``SCM_RIGHTS``) and writes and reads the other ends itself.
+So the server holds nothing of a batch that the next child could find in the memory it inherits.
 :class:`calib.executors.sandbox.Sandbox` keeps the servers, one per concurrent batch, and falls back
 to a sandbox per batch if a server cannot start.
 """
@@ -29,7 +26,6 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from calib.executors.sandbox.harness.slot import SLOT_BYTES
 from calib.executors.sandbox.harness.zygote import KILL, READY, RUN
 from calib.executors.sandbox.types import SandboxRun
 
@@ -54,34 +50,6 @@ def _enlarge(fd: int) -> None:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except OSError:
         pass  # over /proc/sys/fs/pipe-max-size, or the user's pipe memory: the default size
-
-
-def _slot() -> int | None:
-    """A batch's slot: :data:`SLOT_BYTES` of zeros in a ``memfd``, sealed at that size (the batch cannot
-    grow it into the host's memory); None where ``memfd_create`` or sealing is refused (the search then
-    writes its ``try`` events on its channel, as without a fork server)."""
-    try:
-        fd = os.memfd_create("calib-slot", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    except (AttributeError, OSError):
-        return None
-    try:
-        os.ftruncate(fd, SLOT_BYTES)
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
-    except (AttributeError, OSError):
-        os.close(fd)
-        return None
-    return fd
-
-
-def _read_slot(fd: int | None) -> bytes:
-    if fd is None:
-        return b""
-    try:
-        return os.pread(fd, SLOT_BYTES, 0)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 class ForkServerError(OSError):
@@ -278,16 +246,14 @@ class ForkServer:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr (the child's ends: 0, 1, 1)
-        slot = _slot()
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
         try:
-            socket.send_fds(self.sock, [RUN], [*theirs, *([slot] if slot is not None else [])])
+            socket.send_fds(self.sock, [RUN], theirs)
         except OSError as exc:
             self.broken = True
             for r, w in pipes:
                 os.close(r)
                 os.close(w)
-            _read_slot(slot)
             raise ForkServerError(f"the fork server is gone: {exc}") from exc
         for fd in theirs:
             os.close(fd)
@@ -338,10 +304,8 @@ class ForkServer:
             feed.close()
             out.close()
             err.close()
-            written = _read_slot(slot)
         return SandboxRun(returncode=code, stdout=bytes(out.data), stderr=bytes(err.data), timed_out=timed_out,
-                          output_exceeded=out.exceeded, seconds=time.monotonic() - started, cpu_seconds=cpu,
-                          slot=written)
+                          output_exceeded=out.exceeded, seconds=time.monotonic() - started, cpu_seconds=cpu)
 
     def close(self, *, keep_stderr: bool = False) -> None:
         """Kill the server's sandbox (and any child in it) and wait for it."""

@@ -42,7 +42,6 @@ class SandboxRun:
     seconds: float
     wrapped: bool = False  # run by bwrap, which exits with 128 + N when its child dies of signal N
     cpu_seconds: float | None = None  # the batch process's CPU time (known when a fork server ran it)
-    slot: bytes = b""  # the batch's slot as it ended: the input it was trying (a fork server's batch, harness.slot)
 
     @property
     def died(self) -> str | None:

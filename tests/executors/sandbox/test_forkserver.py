@@ -30,7 +30,7 @@ import pytest
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox import FORK_SERVER_ENV, Limits, Sandbox, forkserver
-from calib.executors.sandbox.harness import seccomp, slot, zygote
+from calib.executors.sandbox.harness import seccomp, zygote
 from tests.executors.python.test_throughput_pipeline import _descendants, _settled
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -371,67 +371,6 @@ def test_every_event_of_a_batch_arrives_though_the_host_reads_its_pipe_in_paces(
     assert len(big.stdout) > 12 * 19000 > 1 << 16
     assert [json.loads(json.loads(line)["output"])["return"] for line in big.stdout.decode().splitlines()
             if '"result"' in line] == ["y" * 19000] * 12
-
-
-CRASH_ON_13 = "import os\nif n == 13 or len(str(n)) > 1000:\n    os._exit(3)\nreturn n\n"
-
-
-@needs_bwrap
-def test_a_batch_that_dies_says_in_its_slot_which_input_it_was_trying():
-    # The search writes each input's key in the batch's slot (harness/slot.py: a sealed memfd the host made),
-    # not a ``try`` event per run on its channel; the host reads the slot once the batch has ended. Given inputs
-    # whose third ends the process: the slot holds its key (as the harness writes keys: the state's items,
-    # sorted, repr), and no ``try`` event came. A key too long for the slot (a 70,000-character argument) is a
-    # ``try`` event on the channel, as without a slot, and the slot says so.
-    short = [{"args": {"n": "1"}}, {"args": {"n": "2"}}, {"args": {"n": "13"}}, {"args": {"n": "4"}}]
-    long = [{"args": {"n": "1"}}, {"args": {"n": repr("x" * 70_000)}}, {"args": {"n": "4"}}]
-    (died, died_long) = _in_one_server(*((_job(CRASH_ON_13, mode="explore", inputs=given), 30)
-                                         for given in (short, long)))
-    events = [json.loads(line) for line in died.stdout.decode().splitlines()]
-    assert died.returncode == 3 and not any(e.get("event") == "try" for e in events)
-    assert slot.key(died.slot) == repr(sorted(short[2].items()))
-    tries = [json.loads(line)["key"] for line in died_long.stdout.decode().splitlines() if '"try"' in line]
-    assert died_long.returncode == 3 and tries == [repr(sorted(long[1].items()))]
-    assert slot.key(died_long.slot) is None and died_long.slot[:4] == b"\xff" * 4
-    # and what a user sees: the input that ended the batch is "crashed", the others ran (the batch started again
-    # without it), whichever way its key came
-    executor = SandboxExecutor(ExecutorConfig(n_inputs=4, min_valid=2, input_timeout=5.0))
-    try:
-        for given, bad in ((short, 2), (long, 1)):
-            result = asyncio.run(executor.compare("def f(n):\n" + textwrap.indent(CRASH_ON_13, "    "), [],
-                                                  inputs=given))
-            assert [(i.valid, i.reason) for i in result.inputs] == [
-                (False, "crashed (exit 3)") if k == bad else (True, "") for k in range(len(given))]
-    finally:
-        executor.close()
-
-
-@needs_bwrap
-def test_a_batch_cannot_grow_its_slot_into_the_hosts_memory():
-    # the slot is host memory the batch can write: sealed at its size, it cannot be made larger (or smaller)
-    grow = _job('''\
-        import os
-        for name in os.listdir("/proc/self/fd"):
-            try:
-                target = os.readlink("/proc/self/fd/" + name)
-            except OSError:
-                continue
-            if "calib-slot" in target:
-                tried = []
-                for size in (1 << 20, 0):  # 1 MiB: under the batch's file size limit, which refuses more
-                    try:
-                        os.ftruncate(int(name), size)
-                        tried.append("grew" if size else "shrank")
-                    except OSError as exc:
-                        tried.append(exc.errno)
-                return tried
-        return "no slot"
-        ''', mode="explore", inputs=[{"args": {"n": "1"}}])
-    (run,) = _in_one_server((grow, 30))
-    events = [json.loads(line) for line in run.stdout.decode().splitlines() if line.startswith("{")]
-    (explored,) = [e for e in events if e.get("event") == "explore"]
-    assert json.loads(explored["chosen"][0]["output"])["return"] == {"list": [1, 1]}  # EPERM, EPERM
-    assert len(run.slot) == slot.SLOT_BYTES
 
 
 @needs_bwrap

@@ -15,7 +15,6 @@ import types
 
 from . import canon, hints, standins
 from .classattrs import instance_default
-from .slot import Slot
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -49,15 +48,9 @@ _write = os.write  # bound now: code under test that replaces ``os.write`` does 
 class Channel:
     """The harness's events: one JSON line each, with the job's nonce, written straight to a descriptor."""
 
-    def __init__(self, fd: int, nonce: str | None, slot: Slot | None = None) -> None:
+    def __init__(self, fd: int, nonce: str | None) -> None:
         self.fd = fd
         self.nonce = nonce
-        self.slot = slot  # where the search says which input it tries (:mod:`.slot`), else ``try`` events
-
-    def trying(self, key: str) -> None:
-        """Say that the input ``key`` is about to run (a batch that dies on it is started again without it)."""
-        if self.slot is None or not self.slot.write(key):
-            self.emit({"event": "try", "key": key})
 
     def write(self, text: str) -> None:
         view = memoryview(text.encode("utf-8"))
@@ -91,7 +84,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> list[Any]:
     unverified = False  # the chosen inputs come from runs on a reused build, not checked on fresh ones
 
     def run(state: dict[str, Any]) -> Any:  # a Record
-        runner.channel.trying(repr(sorted(state.items())))
+        runner.emit({"event": "try", "key": repr(sorted(state.items()))})
         status, reason, out = runner.run(state)
         if runner.poisoned:
             _stop_poisoned(runner)

@@ -48,7 +48,6 @@ from .calls import (
 from .placeholders import alias, globals_in, materialize
 from .probes import NAME as PROBE
 from .probes import TRY, Probes
-from .slot import Slot
 from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn, is_standin, standin_name
 from .values import New, Obj, decode
 from .workdir import files_written, own_workdir, prepare_workdir, tidy_tmp
@@ -503,14 +502,13 @@ def _read_part(source: Any) -> dict[str, Any]:
     return part
 
 
-def main(lock: Any = None, slot: int | None = None) -> None:
+def main(lock: Any = None) -> None:
     """Run one job (started by the sandbox's boot line, with the garbage collector off until the code
     under test is about to run: the harness's own start-up allocates much and frees little).
 
     ``lock()`` loads the batch process's own seccomp program (:class:`.zygote.Lock`; none without a
     sandbox): called before any code under test runs, once the job is read; with ``then_replay`` in an
-    exploring job, in both processes once the analysed batch has forked x's replay (:mod:`.handover`).
-    ``slot``: the descriptor of the batch's slot (:mod:`.slot`; a fork server's batch), else None."""
+    exploring job, in both processes once the analysed batch has forked x's replay (:mod:`.handover`)."""
     began = _cpu()
     lock = lock or handover.NoLock()
     channel_fd = high_fd(os.dup(1))
@@ -523,8 +521,7 @@ def main(lock: Any = None, slot: int | None = None) -> None:
     if not then_replay:
         lock()
     nonce = job.pop("nonce", None)
-    channel = Channel(channel_fd, nonce if isinstance(nonce, str) else None,
-                      Slot(high_fd(slot)) if slot is not None else None)
+    channel = Channel(channel_fd, nonce if isinstance(nonce, str) else None)
     if not own_workdir(workdir()):  # never empty a folder that is not the sandbox's (or the host's temp one)
         channel.emit({"event": "error", "reason": "setup", "message": f"{workdir()} is not the sandbox's working "
                       "directory (a tmpfs mount) and CALIB_WORKDIR is not set: the harness runs only in the sandbox"})

@@ -36,7 +36,6 @@ seccomp program, above all) it exits before any code under test runs (:data:`SEC
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import select
@@ -249,17 +248,12 @@ def _child(fds: list[int], started: int, rlimits: tuple[tuple[int, int, int], ..
     """In the forked child: become a fresh batch process, say so on ``started``, then run the job.
     Never returns."""
     code = CHILD_FAILED
-    slot = None
     try:
         os.setsid()
-        # the slot (a fourth descriptor, :mod:`.slot`) out of the way first: it goes to 4, after ``started``'s 3
-        held = fcntl.fcntl(fds[3], fcntl.F_DUPFD, 5) if len(fds) > 3 else None  # a free number of 5 or more
-        for target, fd in enumerate(fds[:3]):
+        for target, fd in enumerate(fds):
             os.dup2(fd, target)
         started = os.dup2(started, 3)
-        if held is not None:
-            slot = os.dup2(held, 4)
-        os.closerange(5 if slot is not None else 4, 1 << 16)
+        os.closerange(4, 1 << 16)
         _become_batch(kernel, rlimits, tops, required=True)
         # the server learns that the job is about to start on a pipe no code under test ever holds
         os.write(started, b"1")
@@ -267,17 +261,16 @@ def _child(fds: list[int], started: int, rlimits: tuple[tuple[int, int, int], ..
     except BaseException as exc:  # noqa: BLE001 - the reason goes to the batch's stderr, nothing of the job ran
         _print_exception()
         os._exit(SECCOMP_FAILED if isinstance(exc, _SeccompError) else code)
-    os._exit(_run_job(Lock(kernel), slot))
+    os._exit(_run_job(Lock(kernel)))
 
 
-def _run_job(lock: Lock, slot: int | None = None) -> int:
-    """Run the job as ``python -c`` with the harness's boot lines would (``slot``: the batch's slot's
-    descriptor, if it has one); the exit status."""
+def _run_job(lock: Lock) -> int:
+    """Run the job as ``python -c`` with the harness's boot lines would; the exit status."""
     from .runner import main  # noqa: PLC0415 - loaded already (the server imported it)
 
     code = 1
     try:
-        main(lock, slot)
+        main(lock)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -489,7 +482,7 @@ def serve(control_fd: int, rlimits: tuple[tuple[int, int, int], ...], keep: tupl
         message, fds, _flags, _addr = socket.recv_fds(sock, 64, 4)
         if not message:
             return
-        if message != RUN or len(fds) not in (3, 4):  # a late ``k`` for a child that had ended: nothing to do
+        if message != RUN or len(fds) != 3:  # a late ``k`` for a child that had ended: nothing to do
             for fd in fds:
                 os.close(fd)
             continue
