@@ -117,7 +117,10 @@ In the twenty-fifth round the roles stayed: 11-15 tuning, 16-20 and 26-30 valida
 whose verdict changed seen), 1-5 and 6-10 held out, measured at the round's end only (the start: the twenty-fourth
 round's end rows). So in the twenty-sixth, the start being the twenty-fifth round's end rows; it also measured all
 five samples three times before its end rows (at 6e79801, a446c69 and 3dd58dd; of the held-out samples only the
-totals and the numbers of functions up and down were read, no function looked at).
+totals and the numbers of functions up and down were read, no function looked at). The twenty-seventh round changed
+only speed: all five samples were measured at its start and end (one run each; no function of seeds 1-10 looked at);
+the exclusion files were drawn again from ``benchmarks/tuning-functions.jsonl`` and each seed's draw, in the order
+above (seeds 11-15's 476 functions are the file's last 476 lines).
 """
 
 from __future__ import annotations

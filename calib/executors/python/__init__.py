@@ -110,16 +110,6 @@ def _well_formed_state(state: Any) -> bool:
     return not _state_problem(state)
 
 
-def _trimmed(whole: str, chars: Any, truth: str) -> str:
-    """The suffix of ``whole`` x ran after, ``chars`` long as its explore batch reported (``context_chars``);
-    trimmed here when the report has no such length. A batch that lies about it changes only the context its
-    candidates run in, as one that forges its own outputs changes what x is taken to do (docs/executors.md,
-    *What a batch can forge*)."""
-    if isinstance(chars, int) and not isinstance(chars, bool) and 0 <= chars <= len(whole):
-        return whole[len(whole) - chars:] if chars else ""
-    return scaffold.trim_context(whole, truth)
-
-
 def _explore_problem(event: dict[str, Any], n_inputs: int, given: list[dict[str, Any]] | None) -> str:
     """Why an ``explore`` event cannot be x's report ('' when it can): the host checks what it can
     by itself, whatever the batch claims: its shape, at most ``n_inputs`` inputs (exactly the given
@@ -350,7 +340,7 @@ class SandboxExecutor:
                 ahead.append(None if i == 0 and self._then_replay else await self._start_ahead(ctx, variant))
             explored, why, replayed = await exploring
             if explored is not None:
-                ctx = _trimmed(whole, explored.get("context_chars"), truth)
+                ctx = scaffold.reported_context(whole, explored.get("context_chars"), truth)
                 if ctx != whole:  # batches started ahead hold the whole context: started again when needed
                     for batch in ahead:
                         await self._release(batch)

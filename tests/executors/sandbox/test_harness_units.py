@@ -519,3 +519,16 @@ def test_after_the_search_rewrites_x_only_the_statements_holding_rewritten_code_
 def test_reindent_moves_a_candidate_to_the_truths_indentation():
     assert scaffold.reindent("def f():\n    return 1\n", "    ") == "    def f():\n        return 1\n"
     assert scaffold.indentation(METHOD) == "    "
+
+
+def test_the_host_takes_a_reported_context_length_only_when_it_is_one():
+    # scaffold.reported_context: x's explore batch says how long the context suffix it ran after is; a length of the
+    # context is taken as it is (a lie only moves where the candidates run), anything else is trimmed on the host
+    whole = scaffold.joined_context(CUT_CONTEXT)
+    trimmed = scaffold.trim_context(CUT_CONTEXT, FUNCTION)
+    assert scaffold.reported_context(whole, len(trimmed), FUNCTION) == trimmed
+    assert scaffold.reported_context(whole, len(whole), FUNCTION) == whole
+    assert scaffold.reported_context(whole, 0, FUNCTION) == ""
+    assert scaffold.reported_context(whole, 3, FUNCTION) == whole[-3:]
+    for bad in (-1, len(whole) + 1, True, "12", None, 1.0):
+        assert scaffold.reported_context(whole, bad, FUNCTION) == trimmed, bad

@@ -94,6 +94,16 @@ def _parsing_suffix(joined: str, function: str) -> str:
     return ""
 
 
+def reported_context(whole: str, chars: Any, function: str) -> str:
+    """The suffix of ``whole`` x ran after, ``chars`` long as x's explore batch reported it (``context_chars``,
+    job key ``trim``; host side); trimmed here when the report holds no length of it. A batch that lies about it
+    changes only the context its candidates run in, as one that forges its own outputs changes what x is taken
+    to do (docs/executors.md, *What a batch can forge*)."""
+    if isinstance(chars, int) and not isinstance(chars, bool) and 0 <= chars <= len(whole):
+        return whole[len(whole) - chars:] if chars else ""
+    return trim_context(whole, function)
+
+
 class Placed:
     """A function placed in its module: the parsed module, the definition node and where it sits."""
 
