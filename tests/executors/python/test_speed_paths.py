@@ -94,6 +94,21 @@ def test_files_written_with_descriptors_are_what_open_writes(tmp_path, monkeypat
     with pytest.raises(IsADirectoryError):  # a file named like a folder the state also holds: as open() refused
         workdir.prepare_workdir(str(root), {"x/": "", "x": "text"})
 
+
+def test_a_link_to_a_folder_that_an_input_left_is_removed_before_the_next(tmp_path, monkeypatch):
+    # os.walk lists a symbolic link to a folder among the folders, and removing it as a folder failed: the link
+    # stayed in the working directory for every later input. Now the link goes (what it points to stays).
+    monkeypatch.chdir(tmp_path)
+    root, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "kept.txt").write_text("not the input's")
+    for files in ({}, {"a.txt": "one"}):
+        os.symlink(elsewhere, root / "link")
+        workdir.prepare_workdir(str(root), files)
+        assert sorted(os.listdir(root)) == sorted(files), files
+        assert (elsewhere / "kept.txt").read_text() == "not the input's"
+
 LISTS_AND_WRITES = (
     "def f(n):\n"
     "    before = sorted(os.listdir('.'))\n"

@@ -210,8 +210,8 @@ def _clear(root: str) -> bool:
 
 
 def _unlink(path: str, *, folder: bool = False) -> bool:
-    try:
-        os.rmdir(path) if folder else os.unlink(path)
+    try:  # a link to a folder is among os.walk's folders: the link goes, not what it points to
+        os.rmdir(path) if folder and not os.path.islink(path) else os.unlink(path)
     except OSError:
         return False
     return True
