@@ -240,3 +240,39 @@ def test_without_fix_ups_the_context_runs_as_one_script_would() -> None:
     assert not any("stand-ins" in w for w in result.warnings)
     (row,) = result.inputs
     assert json.loads(row.output)["exception"] == "ImportError"
+
+
+ANNOTATED = """\
+import typing
+
+
+def describe(count: int, label: str = 'n') -> typing.Optional[bool]:
+    return None
+
+"""
+
+HINTS = """\
+def hint(name):
+    return repr(describe.__annotations__.get(name))
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("future", ["", "from __future__ import annotations\n", '"""Doc."""\nfrom __future__ import annotations\n'])
+def test_annotations_are_what_the_files_own_future_imports_make_them(future: str, tmp_path) -> None:
+    # before: each statement compiled with the harness's own ``from __future__ import annotations``, so every
+    # module had string annotations ('int'), whether or not its file imports that future
+    import subprocess
+    import sys
+
+    context = future + ANNOTATED
+    inputs = [{"args": {"name": repr(name)}} for name in ("count", "label", "return")]
+    result = _compare(HINTS, context=context, inputs=inputs)
+    got = [out["return"] for out in _outputs(result)]
+    # the reference: Python itself running the file and calling the function
+    path = tmp_path / "hinted.py"
+    path.write_text(context + HINTS)
+    script = f"import runpy; ns = runpy.run_path({str(path)!r}); print([ns['hint'](n) for n in ('count', 'label', 'return')])"
+    expected = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert repr(got) == expected.strip()
+    assert (got[0] == repr('int')) == bool(future), got  # a string only where the file imports the future

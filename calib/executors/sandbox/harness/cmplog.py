@@ -686,14 +686,15 @@ def instrument(node: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module | 
     """Rewrite the comparisons in x's body in place (locations kept: coverage sees the same lines), and in
     the module's functions x calls (:func:`helpers`; ``tree``: x's module, by default the one x was placed in).
     Returns the definitions rewritten."""
-    if tree is None:
-        from . import scaffold  # noqa: PLC0415 - loaded already (the module was built from it)
+    from . import scaffold  # noqa: PLC0415 - loaded already (the module was built from it)
 
+    if tree is None:
         placed = scaffold.LAST[0]
         tree = placed.tree if placed is not None and placed.node is node else None
     found = helpers(node, tree) if tree is not None else []
+    flags = 0 if tree is None else scaffold.future_flags(tree)  # as the module's statements compile
     for helper, owner in found:  # their code as written, for outputs that hold them (canon.PINNED)
-        _pin(helper, owner)
+        _pin(helper, owner, flags)
     # module names that may hold a pattern's method: ``re.compile(p).search``, ``_re_search(p)`` (kconfiglib's helper
     # returning one); :func:`bare` checks at run time
     patterns = frozenset(t.id for s in (tree.body if tree is not None else []) if isinstance(s, ast.Assign)
@@ -787,7 +788,7 @@ def _fits(node: Any) -> bool:
                    for n in ast.walk(node))
 
 
-def _pin(node: Any, owner: Any) -> None:
+def _pin(node: Any, owner: Any, flags: int = 0) -> None:
     """Digests of a helper's code as written (``canon.PINNED``, as for x): a function of it in x's output
     is then the same value here as in the replay."""
     from . import canon, scaffold  # noqa: PLC0415
@@ -796,7 +797,8 @@ def _pin(node: Any, owner: Any) -> None:
     stmt = node if owner is None else ast.copy_location(
         ast.ClassDef(name=owner.name, bases=[], keywords=[], body=[node], decorator_list=[], **extra), owner)
     try:  # a method inside a class of its name: the same code as in the module
-        code = compile(ast.fix_missing_locations(ast.Module(body=[stmt], type_ignores=[])), scaffold.FILENAME, "exec")
+        code = compile(ast.fix_missing_locations(ast.Module(body=[stmt], type_ignores=[])), scaffold.FILENAME, "exec",
+                       flags, dont_inherit=True)
     except (SyntaxError, ValueError, TypeError):
         return
     todo = [code]

@@ -117,6 +117,7 @@ class Placed:
         self.warnings: list[str] = []
         self.nested: Any = None  # x or its outermost class, when in a block of the module (:func:`place`)
         self.context_chars = 0  # how long the context before the function is (set by :func:`place`)
+        self.flags = future_flags(tree)  # what each statement compiles with: the file's own ``__future__`` imports
 
     @property
     def qualname(self) -> str:
@@ -142,6 +143,25 @@ class Placed:
         if self.node.name in ("__new__", "__init_subclass__", "__class_getitem__"):
             return "classmethod"
         return "method"
+
+
+def future_flags(tree: ast.Module) -> int:
+    """The compiler flags of the module's leading ``from __future__ import ...`` statements (after its docstring),
+    for each statement compiled apart with ``dont_inherit``: as Python compiles the whole file, and not with the
+    harness's own ``annotations`` (in Python 3 only ``annotations`` changes what code does: string annotations)."""
+    import __future__  # noqa: PLC0415 - loaded already: every harness module imports ``annotations`` from it
+
+    flags = 0
+    for index, stmt in enumerate(tree.body):
+        if index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) \
+                and isinstance(stmt.value.value, str):
+            continue
+        if not isinstance(stmt, ast.ImportFrom) or stmt.module != "__future__" or stmt.level:
+            break
+        for alias in stmt.names:
+            feature = getattr(__future__, alias.name, None)
+            flags |= getattr(feature, "compiler_flag", 0)
+    return flags
 
 
 def place(context: str, function: str, *, trim: bool = False) -> Placed:
@@ -266,7 +286,8 @@ class Module:
         held = self._compiled.get(key)
         if held is None:
             node = stmt if self.rewrite is None else self.rewrite(stmt)
-            held = self._compiled[key] = (compile(ast.Module(body=[node], type_ignores=[]), FILENAME, "exec"),
+            held = self._compiled[key] = (compile(ast.Module(body=[node], type_ignores=[]), FILENAME, "exec",
+                                                  self.placed.flags, dont_inherit=True),
                                           stmt.lineno, stmt.end_lineno or stmt.lineno)
         return held[0]
 
