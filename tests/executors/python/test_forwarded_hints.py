@@ -420,3 +420,49 @@ def test_a_parameter_handed_to_a_nested_function_reaches_its_lines() -> None:
     result = _run(HEADER)
     assert result.conclusive, result.reason
     assert result.coverage >= 0.8
+
+
+LINETABLE = (
+    "def linetable(first, entries: Iterable[Tuple[int, str, Optional[Location]]]) -> list:\n"
+    "    rows = []\n"
+    "    it = iter(entries)\n"
+    "    for offset, name, where in it:\n"
+    "        if where is None:\n"
+    "            rows.append((offset - first, name.upper()))\n"
+    "        else:\n"
+    "            rows.append((offset, where.line))\n"
+    "    return rows\n"
+)
+LOCATION_CONTEXT = (
+    "from typing import Iterable, Optional, Tuple\n"
+    "\n"
+    "\n"
+    "class Location:\n"
+    "    def __init__(self, line=0):\n"
+    "        self.line = line\n"
+    "\n"
+    "\n"
+)
+
+
+def test_items_annotated_as_tuples_are_that_wide_and_typed_by_position() -> None:
+    # twenty-eighth round: before, the annotation gave only ``tuple`` items, rows of two numbers (``(0, -1)``)
+    info = hints.analyse(ast.parse(LINETABLE).body[0], skip_first=False)
+    entries = info.params[1]
+    assert entries.element == ["tuple3"] and [p.types for p in entries.item.parts] == [["int"], ["str"], ["none"]]
+    assert entries.item.parts[2].classes == ["Location"]
+    rows = [r for v in synth.Pools(info, random.Random(0)).by_param["entries"] if isinstance(v, list) for r in v
+            if isinstance(r, tuple)]
+    assert rows and all(len(r) == 3 for r in rows)
+    assert any(isinstance(r[0], int) and isinstance(r[1], str) and r[2] is None for r in rows)
+    assert any(isinstance(r[2], New) and r[2].cls == "Location" for r in rows)
+    # ``Tuple[int, ...]`` has no width: its items stay as they were
+    info = hints.analyse(ast.parse("def f(xs: List[Tuple[int, ...]]):\n    return xs\n").body[0], skip_first=False)
+    assert info.params[0].item is None and info.params[0].element == ["tuple"]
+
+
+@needs_bwrap
+def test_rows_typed_by_their_annotation_reach_each_branch() -> None:
+    result = _run(LINETABLE, context=LOCATION_CONTEXT)
+    assert result.conclusive, result.reason  # (before: 0.57, every row was two numbers: a ValueError unpacking it)
+    assert result.coverage == 1.0

@@ -49,6 +49,7 @@ class Param:
         self.result: Param | None = None  # what calling it returns, by the use of ``token = tokens.current()``
         self.item: Param | None = None  # what the body does with each item (``for t in terminals: t.name``)
         self.parts: list[Param] = []  # an item's positions, by what the body does with each (``for k, v in p``)
+        self.annotated = False  # the parts are typed by the parameter's annotation (``List[Tuple[int, str]]``)
         self.equals: list[Any] = []  # containers it is compared with (``segments == ['']``): values it may hold
         self.seps: list[str] = []  # what the body splits it on (``params.split(";")``): texts holding them
         self.depth = depth
@@ -105,9 +106,37 @@ def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
     param = Param(name=arg.arg, kind=kind, types=types, element=element, default=value, has_default=has)
     if arg.annotation is not None:
         _add_all(param.classes, class_names(arg.annotation))
+        _annotated_rows(param, arg.annotation)
     if has and value is not None and not types:
         param.types.append(type_of(value))
     return param
+
+
+def _annotated_rows(param: Param, annotation: ast.expr) -> None:
+    """``linenos: Iterable[Tuple[int, int, int, Optional[InstrLocation]]]``: items of that width (element ``tupleN``),
+    each position typed by its own annotation (``p.item.parts``, marked ``annotated``: :meth:`.pools.Pools._values`
+    makes rows of them), not rows of numbers of the default width 2."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return
+    if not isinstance(annotation, ast.Subscript) or "list" not in param.types and "set" not in param.types:
+        return
+    row = annotation.slice
+    if not isinstance(row, ast.Subscript) or annotation_types(row.value)[0] != ["tuple"]:
+        return
+    parts = row.slice.elts if isinstance(row.slice, ast.Tuple) else [row.slice]
+    if not 1 < len(parts) <= 6 or any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in parts):
+        return  # ``Tuple[int, ...]``: any width
+    item = param.item = Param(name=param.name + "[]", kind="item", types=["tuple"], depth=param.depth + 1)
+    for i, part in enumerate(parts):
+        types, element = annotation_types(part)
+        typed = Param(name=f"{item.name}[{i}]", kind="item", types=types, element=element, depth=param.depth + 1)
+        _add_all(typed.classes, class_names(part))
+        item.parts.append(typed)
+    item.annotated = True
+    param.element[:] = [f"tuple{len(parts)}"]
 
 
 _TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"), (list, "list"),

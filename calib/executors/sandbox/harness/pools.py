@@ -439,6 +439,10 @@ class Pools:
             elif element.startswith("unpack") and p.item is not None and len(p.item.parts) == int(element[6:]):
                 by_part = [self._pool(part) for part in p.item.parts]  # ``helper(*pair)``: as the callee's params
                 seqs = [[pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)] for i in range(8)] + seqs
+            elif p.item is not None and p.item.annotated:  # ``List[Tuple[int, Optional[Item]]]``: each position
+                by_part = [self._optional(part) for part in p.item.parts]  # typed by its own annotation
+                rows = [tuple(pool[i % len(pool)] for pool in by_part) for i in range(6)]
+                seqs = [rows[:1], rows[:2], rows[2:5], rows[3:6], *seqs]
             elif p.item is not None and any(part.attrs for part in p.item.parts):  # ``for k, v in p: k.key``
                 by_part = [self._pool(part) for part in p.item.parts]
                 rows = [tuple(pool[(i * (j + 1)) % len(pool)] for j, pool in enumerate(by_part)) for i in range(6)]
@@ -461,6 +465,14 @@ class Pools:
             lacking = [Obj(**{k: v for k, v in vars(objs[0]).items() if k != a}) for a in p.optional[:3]]
             return [objs[0], *lacking, CalibStandIn(p.name), *objs[1:]]
         return [rng.choice(BASE_INTS)]
+
+    def _optional(self, p: Param) -> list[Any]:
+        """The pool of ``p``, with ``None`` second where its annotation allows it (``Optional[Item]``)."""
+        pool = self._pool(p)
+        if "none" in p.types:
+            pool = [v for v in pool if v is not None]
+            pool[1:1] = [None]
+        return pool
 
     def _streams(self) -> list[Stream]:
         """Open files for a parameter x reads or writes as one (``fileobj.read(8)``, ``out.write(text)``): bytes whose
