@@ -54,7 +54,6 @@ WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends aft
 #: opens were within 0.2 of C at 200 runs, and none below 0.5 (docs/executors.md, "Search budget").
 NEAR = 0.2
 EXTEND = 2
-SPLICE = 0.75
 
 
 def _wanted(pair: tuple[str, Any, Any], record: Record) -> str:
@@ -144,11 +143,6 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     echoes: list[dict[str, Any]] = []
     ladders: list[dict[str, Any]] = []  # the ``nthK`` retries: run once the search stops finding anything (below)
     wanted: set[str] = set()  # the kinds and wanted values of the comparisons in _WANTS met (see below)
-    # once the search has found no new line for half its ``stagnation``, a value redrawn in a mutation is, with
-    # chance SPLICE, that parameter's value in another kept input (drawn with a generator of its own: until then the
-    # search draws exactly what it drew without this)
-    splicer = type(rng)(rng.getstate()[1][0])
-    splicing = False
 
     def attempt(values: dict[str, Any]) -> bool:
         try:
@@ -229,8 +223,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             behind = searched.get(id(base), {})
             kept.update({name: behind.get(name) for name in names if name.startswith(_AMBIENT)})
             for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
-                donor = searched.get(id(splicer.choice(parents))) if splicing and splicer.random() < SPLICE else None
-                kept[name] = donor[name] if donor and name in donor else values[name]
+                kept[name] = values[name]
             values = {name: kept.get(name, KEEP) for name in names}
         return values
 
@@ -301,10 +294,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             if not climb:
                 break
             last_progress, limit = runs, max(limit, runs + ladder())
-        if runs - last_line >= stagnation // 2:
-            splicing = True
-            if echoes:
-                pending[:0], echoes[:] = echoes, []
+        if echoes and runs - last_line >= stagnation // 2:
+            pending[:0], echoes[:] = echoes, []
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
             # finding lines or outputs goes on (:data:`EXTEND`); others end here
             if limit > budget_runs or done_at is not None or not executable \
