@@ -258,7 +258,8 @@ def hint(name):
 
 
 @needs_bwrap
-@pytest.mark.parametrize("future", ["", "from __future__ import annotations\n", '"""Doc."""\nfrom __future__ import annotations\n'])
+@pytest.mark.parametrize("future", ["", "from __future__ import annotations\n",
+                                    '"""Doc."""\nfrom __future__ import annotations\n'])
 def test_annotations_are_what_the_files_own_future_imports_make_them(future: str, tmp_path) -> None:
     # before: each statement compiled with the harness's own ``from __future__ import annotations``, so every
     # module had string annotations ('int'), whether or not its file imports that future
@@ -272,7 +273,8 @@ def test_annotations_are_what_the_files_own_future_imports_make_them(future: str
     # the reference: Python itself running the file and calling the function
     path = tmp_path / "hinted.py"
     path.write_text(context + HINTS)
-    script = f"import runpy; ns = runpy.run_path({str(path)!r}); print([ns['hint'](n) for n in ('count', 'label', 'return')])"
+    names = ("count", "label", "return")
+    script = f"import runpy; ns = runpy.run_path({str(path)!r}); print([ns['hint'](n) for n in {names!r}])"
     expected = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert repr(got) == expected.strip()
     assert (got[0] == repr('int')) == bool(future), got  # a string only where the file imports the future

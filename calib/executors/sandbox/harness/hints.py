@@ -16,7 +16,16 @@ from .literals import literal as _literal  # noqa: F401 - read as hints._literal
 from .literals import mine as _mine
 from .literals import mine_module  # noqa: F401 - read as hints.mine_module
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
-from .typenames import METHOD_KINDS, SIX_VIEWS, SUBCLASSES, TYPE_NAMES, USE_KINDS, annotation_types, class_names  # noqa: F401 - read as hints.*
+from .typenames import (  # noqa: F401 - read as hints.*
+    METHOD_KINDS,
+    SIX_VIEWS,
+    SUBCLASSES,
+    TYPE_NAMES,
+    USE_KINDS,
+    annotation_types,
+    class_names,
+    tuple_rows,
+)
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
@@ -106,37 +115,17 @@ def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
     param = Param(name=arg.arg, kind=kind, types=types, element=element, default=value, has_default=has)
     if arg.annotation is not None:
         _add_all(param.classes, class_names(arg.annotation))
-        _annotated_rows(param, arg.annotation)
+        rows = tuple_rows(arg.annotation) if "list" in types or "set" in types else None
+        if rows:  # ``Iterable[Tuple[int, Optional[Loc]]]``: items that wide, each position typed by its annotation
+            param.item = item = Param(name=arg.arg + "[]", kind="item", types=["tuple"], depth=1)
+            item.parts = [Param(name=f"{item.name}[{i}]", kind="item", types=t, element=e, depth=1) for i, (t, e, _) in
+                          enumerate(rows)]
+            for part, (_, _, classes) in zip(item.parts, rows):
+                _add_all(part.classes, classes)
+            item.annotated, param.element[:] = True, [f"tuple{len(rows)}"]  # (rows of them: .pools.Pools._values)
     if has and value is not None and not types:
         param.types.append(type_of(value))
     return param
-
-
-def _annotated_rows(param: Param, annotation: ast.expr) -> None:
-    """``linenos: Iterable[Tuple[int, int, int, Optional[InstrLocation]]]``: items of that width (element ``tupleN``),
-    each position typed by its own annotation (``p.item.parts``, marked ``annotated``: :meth:`.pools.Pools._values`
-    makes rows of them), not rows of numbers of the default width 2."""
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        try:
-            annotation = ast.parse(annotation.value, mode="eval").body
-        except SyntaxError:
-            return
-    if not isinstance(annotation, ast.Subscript) or "list" not in param.types and "set" not in param.types:
-        return
-    row = annotation.slice
-    if not isinstance(row, ast.Subscript) or annotation_types(row.value)[0] != ["tuple"]:
-        return
-    parts = row.slice.elts if isinstance(row.slice, ast.Tuple) else [row.slice]
-    if not 1 < len(parts) <= 6 or any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in parts):
-        return  # ``Tuple[int, ...]``: any width
-    item = param.item = Param(name=param.name + "[]", kind="item", types=["tuple"], depth=param.depth + 1)
-    for i, part in enumerate(parts):
-        types, element = annotation_types(part)
-        typed = Param(name=f"{item.name}[{i}]", kind="item", types=types, element=element, depth=param.depth + 1)
-        _add_all(typed.classes, class_names(part))
-        item.parts.append(typed)
-    item.annotated = True
-    param.element[:] = [f"tuple{len(parts)}"]
 
 
 _TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"), (list, "list"),

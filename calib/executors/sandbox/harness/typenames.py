@@ -123,6 +123,23 @@ def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
     return [], []
 
 
+def tuple_rows(node: ast.expr) -> list[tuple[list[str], list[str], list[str]]] | None:
+    """A container of fixed-width tuples (``Iterable[Tuple[int, int, Optional[InstrLocation]]]``, also as a string
+    annotation): each position's (types, element types, classes); None for another annotation or ``Tuple[int, ...]``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    row = node.slice if isinstance(node, ast.Subscript) else None
+    if not isinstance(row, ast.Subscript) or annotation_types(row.value)[0] != ["tuple"]:
+        return None
+    parts = row.slice.elts if isinstance(row.slice, ast.Tuple) else [row.slice]
+    if not 1 < len(parts) <= 6 or any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in parts):
+        return None  # ``Tuple[int, ...]``: any width
+    return [(*annotation_types(part), class_names(part)) for part in parts]
+
+
 def class_names(node: ast.expr) -> list[str]:
     """Names in an annotation or isinstance() spec that are not builtin or typing names (module classes)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
