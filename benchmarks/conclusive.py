@@ -120,7 +120,10 @@ five samples three times before its end rows (at 6e79801, a446c69 and 3dd58dd; o
 totals and the numbers of functions up and down were read, no function looked at). The twenty-seventh round changed
 only speed: all five samples were measured at its start and end (one run each; no function of seeds 1-10 looked at);
 the exclusion files were drawn again from ``benchmarks/tuning-functions.jsonl`` and each seed's draw, in the order
-above (seeds 11-15's 476 functions are the file's last 476 lines).
+above (seeds 11-15's 476 functions are the file's last 476 lines). In the twenty-eighth round the roles stayed: 11-15
+tuning, 16-20 and 26-30 validation (only the names of functions whose verdict changed seen), 1-5 and 6-10 held out
+(their totals and the numbers of functions up and down read, no function looked at); measured at the round's start,
+after each change on the tuning sample, and at its end.
 """
 
 from __future__ import annotations
