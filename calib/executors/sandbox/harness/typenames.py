@@ -90,15 +90,22 @@ def clock_values(kind: str, years: list[int], rng: Any = None) -> list[Any]:
 SUBCLASSES = frozenset({"defaultdict", "OrderedDict", "deque"})
 
 
+def _unquoted(node: ast.expr | None) -> ast.expr | None:
+    """A string annotation (``'List[Item]'``) as the expression it holds (None if it does not parse)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            return ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    return node
+
+
 def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
     """(types, element types) named by an annotation."""
     if node is None:
         return [], []
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            return annotation_types(ast.parse(node.value, mode="eval").body)
-        except SyntaxError:
-            return [], []
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # unquoted again while it is a string
+        return annotation_types(_unquoted(node))
     if isinstance(node, ast.Constant) and node.value is None:
         return ["none"], []
     if isinstance(node, ast.Name | ast.Attribute):
@@ -126,11 +133,7 @@ def annotation_types(node: ast.expr | None) -> tuple[list[str], list[str]]:
 def tuple_rows(node: ast.expr) -> list[tuple[list[str], list[str], list[str]]] | None:
     """A container of fixed-width tuples (``Iterable[Tuple[int, int, Optional[InstrLocation]]]``, also as a string
     annotation): each position's (types, element types, classes); None for another annotation or ``Tuple[int, ...]``."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return None
+    node = _unquoted(node)
     row = node.slice if isinstance(node, ast.Subscript) else None
     if not isinstance(row, ast.Subscript) or annotation_types(row.value)[0] != ["tuple"]:
         return None
@@ -142,11 +145,9 @@ def tuple_rows(node: ast.expr) -> list[tuple[list[str], list[str], list[str]]] |
 
 def class_names(node: ast.expr) -> list[str]:
     """Names in an annotation or isinstance() spec that are not builtin or typing names (module classes)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return []
+    node = _unquoted(node)
+    if node is None:
+        return []
     return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in TYPE_NAMES
             and n.id.lstrip("_")[:1].isupper()  # ``_ComplementSet`` too
             and n.id not in ("Optional", "Union", "Any", "Type", "ClassVar", "Literal")]
