@@ -114,7 +114,7 @@ def statement_lines(placed: scaffold.Placed) -> tuple[frozenset[int], dict[int, 
     import ast  # noqa: PLC0415
 
     node = placed.node
-    code = compile(ast.Module(body=[node], type_ignores=[]), scaffold.FILENAME, "exec", placed.flags, dont_inherit=True)
+    code = scaffold.compile_statement(node, placed.flags)
     canon.pin(code, scaffold.FILENAME)  # x as written, before the search rewrites its comparisons
     reportable: set[int] = set()
     stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]

@@ -797,8 +797,7 @@ def _pin(node: Any, owner: Any, flags: int = 0) -> None:
     stmt = node if owner is None else ast.copy_location(
         ast.ClassDef(name=owner.name, bases=[], keywords=[], body=[node], decorator_list=[], **extra), owner)
     try:  # a method inside a class of its name: the same code as in the module
-        code = compile(ast.fix_missing_locations(ast.Module(body=[stmt], type_ignores=[])), scaffold.FILENAME, "exec",
-                       flags, dont_inherit=True)
+        code = scaffold.compile_statement(ast.fix_missing_locations(stmt), flags)
     except (SyntaxError, ValueError, TypeError):
         return
     todo = [code]

@@ -164,6 +164,12 @@ def future_flags(tree: ast.Module) -> int:
     return flags
 
 
+def compile_statement(stmt: ast.stmt, flags: int) -> Any:
+    """One statement of x's module compiled alone, with the file's own ``__future__`` flags (:func:`future_flags`) and
+    none of the harness's (``dont_inherit``): every statement of the module and the copies the harness pins of them."""
+    return compile(ast.Module(body=[stmt], type_ignores=[]), FILENAME, "exec", flags, dont_inherit=True)
+
+
 def place(context: str, function: str, *, trim: bool = False) -> Placed:
     """Put ``function`` after ``context`` and find its definition node. The context is already trimmed
     (:func:`trim_context`), or with ``trim`` it is trimmed here when the function does not parse after it
@@ -286,9 +292,8 @@ class Module:
         held = self._compiled.get(key)
         if held is None:
             node = stmt if self.rewrite is None else self.rewrite(stmt)
-            held = self._compiled[key] = (compile(ast.Module(body=[node], type_ignores=[]), FILENAME, "exec",
-                                                  self.placed.flags, dont_inherit=True),
-                                          stmt.lineno, stmt.end_lineno or stmt.lineno)
+            held = self._compiled[key] = (compile_statement(node, self.placed.flags), stmt.lineno,
+                                          stmt.end_lineno or stmt.lineno)
         return held[0]
 
     def _body(self) -> list[ast.stmt]:
