@@ -135,7 +135,11 @@ LOOKUP = '''    def lookup(self, name, default=None):
 def test_attributes_whose_lookup_loops_in_the_class_getattr_start_as_stand_ins() -> None:
     # before: building self asked hasattr(instance, "_units"), which ran __getattr__ into the stand-in
     # loop rule; the loop escaped the instance's construction and every input was ``standin_loop``
-    executor = SandboxExecutor(ExecutorConfig(seed=0))
+    # each run here costs ~20 CPU ms (the lookups loop through stand-ins), so the default 2 CPU s ended this
+    # search by its budget, after ~97 runs, on a quiet machine and sooner on a loaded one (a CI run stopped it
+    # before the line of the prefix loop was reached: coverage 0.75). With 8 s it ends on its own, at the same
+    # 138 runs on a quiet machine and a loaded one, so what is asserted does not depend on the machine's load
+    executor = SandboxExecutor(ExecutorConfig(seed=0, budget_seconds=8.0))
     try:
         result = asyncio.run(executor.compare(LOOKUP, [LOOKUP], context=LOOPING_CONTEXT))
     finally:
