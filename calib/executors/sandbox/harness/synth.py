@@ -54,6 +54,11 @@ WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends aft
 #: opens were within 0.2 of C at 200 runs, and none below 0.5 (docs/executors.md, "Search budget").
 NEAR = 0.2
 EXTEND = 2
+#: A search that would end short of the criteria, its valid inputs within NEAR of the coverage criterion, runs
+#: SPLICE_RUNS more, once, where half the inputs each take one or two of another kept input's values (the lines of
+#: some branches need two values at once, each found by a different input); appended where the search ends, so that
+#: every search that meets the criteria runs as it ran without them
+SPLICE_RUNS = 60
 
 
 def _wanted(pair: tuple[str, Any, Any], record: Record) -> str:
@@ -142,6 +147,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     # changed the course of searches that were finding lines without them (tomllib's ``parse_key``: 0.86 -> 0.64)
     echoes: list[dict[str, Any]] = []
     ladders: list[dict[str, Any]] = []  # the ``nthK`` retries: run once the search stops finding anything (below)
+    spliced: list[int] = []  # where the splice runs end, once given (SPLICE_RUNS)
     wanted: set[str] = set()  # the kinds and wanted values of the comparisons in _WANTS met (see below)
 
     def attempt(values: dict[str, Any]) -> bool:
@@ -222,10 +228,26 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                     kept.update({SELF_PREFIX + k: v for k, v in vars(spec).items()})
             behind = searched.get(id(base), {})
             kept.update({name: behind.get(name) for name in names if name.startswith(_AMBIENT)})
-            for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
-                kept[name] = values[name]
+            donor = searched.get(id(rng.choice(parents)), {}) if spliced and rng.random() < 0.5 else {}
+            differ = [name for name in names if name in donor and donor[name] is not kept.get(name, KEEP)
+                      and repr(donor[name]) != repr(kept.get(name, KEEP))]
+            if differ:  # a splice (SPLICE_RUNS): one or two of another kept input's values
+                for name in rng.sample(differ, min(len(differ), rng.choice((1, 1, 2)))):
+                    kept[name] = donor[name]
+            else:
+                for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
+                    kept[name] = values[name]
             values = {name: kept.get(name, KEEP) for name in names}
         return values
+
+    def splice() -> int:
+        """Where the search would end short of the criteria, within NEAR of the coverage criterion: once,
+        SPLICE_RUNS runs more (see :func:`mutate`); the run they end at (0: the search ends)."""
+        if spliced or done_at is not None or len(parents) < 2 or not executable \
+                or len(reached & executable) / len(executable) < round(coverage - NEAR, 9):
+            return 0
+        spliced.append(runs + SPLICE_RUNS)
+        return spliced[0]
 
     walk: dict[str, Any] = {"done_at": None, "reached": 0, "shown": 0, "records": 0, "valid": 0}
 
@@ -291,18 +313,26 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         # ``haab_monthcalendar``: coverage 1.00 -> 0.38)
         climb = bool(ladders) and done_at is None
         if runs - last_progress >= stagnation:
-            if not climb:
+            if climb:
+                last_progress, limit = runs, max(limit, runs + ladder())
+            elif splice():
+                last_progress, limit = runs, max(limit, spliced[0])
+            else:
                 break
-            last_progress, limit = runs, max(limit, runs + ladder())
         if echoes and runs - last_line >= stagnation // 2:
             pending[:0], echoes[:] = echoes, []
+        if spliced and runs >= spliced[0] and done_at is None:
+            break
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
             # finding lines or outputs goes on (:data:`EXTEND`); others end here
             if limit > budget_runs or done_at is not None or not executable \
                     or len(reached & executable) / len(executable) < round(coverage - NEAR, 9):
-                if not climb:
+                if climb:
+                    limit = runs + ladder()
+                elif splice():
+                    limit = spliced[0]
+                else:
                     break
-                limit = runs + ladder()
             else:
                 limit = budget_runs * EXTEND
         # once the criteria hold, keep searching only while it still finds lines or outputs
