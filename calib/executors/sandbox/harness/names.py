@@ -48,80 +48,112 @@ def caught(expr: ast.AST) -> set[str]:
 PY3_EQUIVALENTS = {"xrange": range, "unicode": str, "basestring": str, "long": int, "unichr": chr}
 
 
-#: What :func:`unresolved_names` does with a node, by its exact type (``ast.parse`` makes no subclasses).
-_NAME, _DEF, _ARG, _ALIAS, _HANDLER, _MATCH, _REST, _DECLARED = range(8)
-_KINDS: dict[type, int] = {ast.Name: _NAME, ast.FunctionDef: _DEF, ast.AsyncFunctionDef: _DEF, ast.ClassDef: _DEF,
-                           ast.arg: _ARG, ast.alias: _ALIAS, ast.ExceptHandler: _HANDLER, ast.MatchAs: _MATCH,
-                           ast.MatchStar: _MATCH, ast.MatchMapping: _REST, ast.Global: _DECLARED,
-                           ast.Nonlocal: _DECLARED}
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_BINDERS = (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+
+
+_Scope = tuple[int, bool, set[str], set[str], set[str]]
+
+
+def _scopes(tree: ast.AST) -> tuple[list[_Scope], set[str]]:
+    """The module's scopes, the module's own first, and the names it probes for a ``NameError``: per scope its
+    parent's index, whether it is a function's (class bodies are skipped by the scopes nested in them), the
+    names it binds, those it reads and those it declares ``global``."""
+    scopes: list[_Scope] = [(-1, False, set(), set(), set())]
+    probed: set[str] = set()
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    fields = _CHILD_FIELDS
+    node_type, list_type, name_type, load, cls = ast.AST, list, ast.Name, ast.Load, ast.ClassDef
+    while stack:
+        node, at = stack.pop()
+        kind = type(node)
+        if kind is name_type:
+            scopes[at][3 if type(node.ctx) is load else 2].add(node.id)  # type: ignore[attr-defined]
+            continue
+        if kind in _FUNCTIONS or kind is cls:  # the name, decorators, defaults, annotations, bases: here
+            outer = [*getattr(node, "decorator_list", ())]
+            if kind is not ast.Lambda:
+                scopes[at][2].add(node.name)  # type: ignore[attr-defined]
+            if kind is cls:
+                outer += [*node.bases, *node.keywords]  # type: ignore[attr-defined]
+                params: set[str] = set()
+            else:
+                args = node.args  # type: ignore[attr-defined]
+                every = [a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a]
+                outer += [*args.defaults, *(d for d in args.kw_defaults if d is not None),
+                          *(a.annotation for a in every if a.annotation is not None),
+                          *([node.returns] if getattr(node, "returns", None) is not None else [])]
+                params = {a.arg for a in every}
+            stack.extend((n, at) for n in outer)
+            scopes.append((at, kind is not cls, params, set(), set()))
+            body = node.body if kind is not ast.Lambda else [node.body]  # type: ignore[attr-defined]
+            stack.extend((n, len(scopes) - 1) for n in body)
+            continue
+        if kind in _COMPREHENSIONS:  # its first iterable is read where the comprehension is
+            first = node.generators[0]  # type: ignore[attr-defined]
+            stack.append((first.iter, at))
+            scopes.append((at, True, set(), set(), set()))
+            inner = len(scopes) - 1
+            stack.extend((n, inner) for n in (first.target, *first.ifs, *node.generators[1:],  # type: ignore[attr-defined]
+                                              *(getattr(node, f) for f in ("elt", "key", "value") if hasattr(node, f))))
+            continue
+        if kind is ast.Global or kind is ast.Nonlocal:  # ``nonlocal``: a function's around it, never a global
+            scopes[at][4 if kind is ast.Global else 2].update(node.names)  # type: ignore[attr-defined]
+            continue
+        if kind is ast.alias:
+            scopes[at][2].add((node.asname or node.name).split(".")[0])  # type: ignore[attr-defined]
+            continue
+        if kind in _BINDERS or kind is ast.MatchMapping:
+            if bound := getattr(node, "name" if kind is not ast.MatchMapping else "rest"):
+                scopes[at][2].add(bound)
+        elif kind is ast.Try and any(h.type is not None and "NameError" in caught(h.type)
+                                     for h in node.handlers):  # type: ignore[attr-defined]
+            probed.update(n.id for s in node.body for n in ast.walk(s)  # type: ignore[attr-defined]
+                          if isinstance(n, ast.Name))
+        names = fields.get(kind)
+        if names is None:
+            names = fields[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        for name in names:
+            child = getattr(node, name, None)
+            if type(child) is list_type:
+                stack.extend((c, at) for c in child if isinstance(c, node_type))
+            elif isinstance(child, node_type):
+                stack.append((child, at))
+    return scopes, probed
 
 
 def unresolved_names(tree: ast.AST) -> set[str]:
-    """Names the module reads but binds nowhere and that are not builtins."""
-    loaded: set[str] = set()
-    bound: set[str] = set()
-    probed: set[str] = set()
-    declared: set[str] = set()  # ``global name`` in a function
-    kinds, load, try_type = _KINDS, ast.Load, ast.Try
-    for node in walk(tree):
-        kind = kinds.get(type(node))
-        if kind is None:
-            if type(node) is try_type and any(h.type is not None and "NameError" in caught(h.type)
-                                              for h in node.handlers):  # type: ignore[attr-defined]
-                probed.update(n.id for s in node.body for n in ast.walk(s)  # type: ignore[attr-defined]
-                              if isinstance(n, ast.Name))
-        elif kind == _NAME:
-            (loaded if type(node.ctx) is load else bound).add(node.id)  # type: ignore[attr-defined]
-        elif kind == _DEF or kind == _HANDLER or kind == _MATCH:
-            if node.name:  # type: ignore[attr-defined]
-                bound.add(node.name)  # type: ignore[attr-defined]
-        elif kind == _ARG:
-            bound.add(node.arg)  # type: ignore[attr-defined]
-        elif kind == _ALIAS:
-            bound.add((node.asname or node.name).split(".")[0])  # type: ignore[attr-defined]
-        elif kind == _REST:
-            if node.rest:  # type: ignore[attr-defined]
-                bound.add(node.rest)  # type: ignore[attr-defined]
-        else:
-            bound.update(node.names)  # type: ignore[attr-defined]
-            if type(node) is ast.Global:
-                declared.update(node.names)  # type: ignore[attr-defined]
+    """Names the module reads as globals (in its own statements, or in a function, class or comprehension
+    that neither binds them nor sits in a function that does) that its own statements never bind, and that
+    are not builtins.
+
+    By scope, as Python resolves them: a helper defined later in the file than x (avro's ``incompatible``)
+    is a stand-in even where a class has an attribute of that name (``SchemaCompatibilityType.incompatible =
+    "incompatible"``) or a function a parameter; a name bound anywhere counted as bound before issue 24's
+    twenty-ninth round, and x calling such a helper raised ``NameError``."""
+    scopes, probed = _scopes(tree)
+    read = set(scopes[0][3])
+    for parent, _function, bound, loads, declared in scopes[1:]:
+        for name in loads - (bound - declared):  # not its own: a function's around it, or a global
+            up = -1 if name in declared else parent
+            while up > 0 and not (scopes[up][1] and name in scopes[up][2] and name not in scopes[up][4]):
+                up = scopes[up][0]
+            if up <= 0:
+                read.add(name)
     # dunder names (``__builtins__``, ``__doc__``, ``__spec__`` ...) are the interpreter's, never stand-ins;
     # nor is a name the module probes with ``try: xrange`` / ``except NameError:`` (``_IS_PY2 = False``): it
-    # raises NameError there, as in Python 3 (a stand-in made boltons' funcutils take its Python 2 branches)
+    # raises NameError there, as in Python 3 (a stand-in made boltons' funcutils take its Python 2 branches).
     # A global that only functions bind (``global _cur_menu`` / ``_cur_menu = menu``, set by the function that
     # starts the program) does not exist when x is called: a stand-in too, unless the module binds it itself
-    if declared:
-        bound -= declared - module_bound(tree)
-    return {name for name in loaded - bound - probed if not hasattr(builtins, name)
+    return {name for name in read - scopes[0][2] - probed if not hasattr(builtins, name)
             and not (name.startswith("__") and name.endswith("__"))}
-
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
-           ast.GeneratorExp)
 
 
 def module_bound(tree: ast.AST) -> set[str]:
     """Names the module's own statements bind (not the bodies of its functions and classes, which bind theirs,
     nor comprehensions): its assignments, imports, definitions, loop and ``with`` targets, handlers' names."""
-    bound: set[str] = set()
-    stack = list(getattr(tree, "body", []))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-            stack.extend(node.decorator_list)
-            continue
-        if isinstance(node, _SCOPES):
-            continue
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
-            bound.add(node.name)
-        stack.extend(ast.iter_child_nodes(node))
-    return bound
+    return _scopes(tree)[0][0][2]
 
 
 def super_names(tree: ast.AST) -> set[str]:
