@@ -123,7 +123,9 @@ the exclusion files were drawn again from ``benchmarks/tuning-functions.jsonl`` 
 above (seeds 11-15's 476 functions are the file's last 476 lines). In the twenty-eighth round the roles stayed: 11-15
 tuning, 16-20 and 26-30 validation (only the names of functions whose verdict changed seen), 1-5 and 6-10 held out
 (their totals and the numbers of functions up and down read, no function looked at); measured at the round's start,
-after each change on the tuning sample, and at its end.
+after each change on the tuning sample, and at its end. So in the twenty-ninth, where the start rows are the
+twenty-eighth round's end rows, each change was measured on 11-15, then 16-20 and 26-30 (a variant chosen between
+two only by the validation samples), and the held-out samples once, at the end.
 """
 
 from __future__ import annotations
