@@ -111,8 +111,8 @@ def _scopes(tree: ast.AST) -> tuple[list[_Scope], set[str]]:
                                      for h in node.handlers):  # type: ignore[attr-defined]
             probed.update(n.id for s in node.body for n in ast.walk(s)  # type: ignore[attr-defined]
                           if isinstance(n, ast.Name))
-        names = fields.get(kind)
-        if names is None:
+        names = fields.get(kind)  # :func:`walk`'s loop, inlined in both: as a function of its own it made
+        if names is None:         # walk 17 % slower and this walk 32 % (every batch runs both on its module)
             names = fields[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
         for name in names:
             child = getattr(node, name, None)
