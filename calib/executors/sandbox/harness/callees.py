@@ -50,12 +50,51 @@ def add_callees(info: hints.Hints, placed: Any) -> None:
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == me \
                 and sub.attr in methods and sub.attr != node.name and sub.attr not in reached:
             reached.append(sub.attr)
+    reached += [name for name in protocol(node, me) if name in methods and name != node.name and name not in reached]
     for name in reached[:MAX_CALLEES]:
         callee = methods[name]
         if callee.args.args:
             hints.describe(callee, {}, info, callee.args.args[0].arg)
             if (kept := _returned(callee)) is not None:
                 _alias(info, name, kept)
+
+
+#: The special methods Python calls when code uses an object as a whole, by the use.
+_ITERATED = ("__iter__", "__next__")
+_TAKING = frozenset({"list", "tuple", "set", "frozenset", "sorted", "iter", "enumerate", "zip", "dict", "sum", "min",
+                     "max", "any", "all", "map", "filter", "reversed"})
+
+
+def protocol(node: Any, me: str) -> list[str]:
+    """The special methods of ``self`` that x's body runs without naming them, in the order of first use:
+    ``for row in self`` and ``list(self)`` its ``__iter__`` (and ``__next__``, which a class's ``__iter__``
+    often hands on to), ``len(self)`` its ``__len__``, ``self[k]`` its ``__getitem__``, ``k in self`` its
+    ``__contains__`` (textfsm's ``TextTable.Filter`` loops ``for row in self``, whose ``__next__`` walks
+    ``self._table[1:]``: x's body never names ``_table``)."""
+    def me_(n: Any) -> bool:
+        return isinstance(n, ast.Name) and n.id == me
+
+    uses: list[tuple[tuple[int, int], tuple[str, ...]]] = []
+    for sub in ast.walk(node):
+        called = sub.func.id if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) else ""
+        if isinstance(sub, ast.For | ast.AsyncFor | ast.comprehension) and me_(sub.iter) \
+                or called in _TAKING and any(map(me_, sub.args)):  # type: ignore[attr-defined]
+            names: tuple[str, ...] = _ITERATED
+        elif called == "len" and sub.args and me_(sub.args[0]):  # type: ignore[attr-defined]
+            names = ("__len__",)
+        elif isinstance(sub, ast.Subscript) and me_(sub.value):
+            names = ("__getitem__",) if isinstance(sub.ctx, ast.Load) else ("__setitem__",)
+        elif isinstance(sub, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in sub.ops) \
+                and any(map(me_, sub.comparators)):
+            names = ("__contains__",)
+        else:
+            continue
+        at = sub.iter if isinstance(sub, ast.comprehension) else sub  # (a comprehension has no position)
+        uses.append(((at.lineno, at.col_offset), names))
+    found: list[str] = []
+    for _, names in sorted(uses):
+        found += [name for name in names if name not in found]
+    return found
 
 
 def add_guards(info: hints.Hints, placed: Any) -> None:
