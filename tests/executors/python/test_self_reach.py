@@ -250,9 +250,10 @@ def test_the_special_methods_x_runs_on_self_are_named_in_the_order_of_use() -> N
                      "    v = self[k]\n"
                      "    self[k] = [x for x in other]\n"
                      "    if k in self or k in other: pass\n"
+                     "    del self[k]\n"
                      "    return sorted(self)\n").body[0]
     assert callees.protocol(node, "self") == ["__iter__", "__next__", "__len__", "__getitem__", "__setitem__",
-                                              "__contains__"]
+                                              "__contains__", "__delitem__"]
     assert callees.protocol(node, "other") == ["__len__", "__iter__", "__next__", "__contains__"]
     # what their bodies read of self becomes the input's self: __iter__'s _entries, __len__'s _count
     info = _placed_hints(LEDGER, BALANCE)

@@ -68,9 +68,10 @@ _TAKING = frozenset({"list", "tuple", "set", "frozenset", "sorted", "iter", "enu
 def protocol(node: Any, me: str) -> list[str]:
     """The special methods of ``self`` that x's body runs without naming them, in the order of first use:
     ``for row in self`` and ``list(self)`` its ``__iter__`` (and ``__next__``, which a class's ``__iter__``
-    often hands on to), ``len(self)`` its ``__len__``, ``self[k]`` its ``__getitem__``, ``k in self`` its
-    ``__contains__`` (textfsm's ``TextTable.Filter`` loops ``for row in self``, whose ``__next__`` walks
-    ``self._table[1:]``: x's body never names ``_table``)."""
+    often hands on to), ``len(self)`` its ``__len__``, ``self[k]`` its ``__getitem__`` (``__setitem__``,
+    ``__delitem__`` where it is set or deleted), ``k in self`` its ``__contains__`` (textfsm's
+    ``TextTable.Filter`` loops ``for row in self``, whose ``__next__`` walks ``self._table[1:]``: x's body
+    never names ``_table``)."""
     def me_(n: Any) -> bool:
         return isinstance(n, ast.Name) and n.id == me
 
@@ -83,7 +84,8 @@ def protocol(node: Any, me: str) -> list[str]:
         elif called == "len" and sub.args and me_(sub.args[0]):  # type: ignore[attr-defined]
             names = ("__len__",)
         elif isinstance(sub, ast.Subscript) and me_(sub.value):
-            names = ("__getitem__",) if isinstance(sub.ctx, ast.Load) else ("__setitem__",)
+            names = ("__getitem__",) if isinstance(sub.ctx, ast.Load) else (
+                "__setitem__",) if isinstance(sub.ctx, ast.Store) else ("__delitem__",)
         elif isinstance(sub, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in sub.ops) \
                 and any(map(me_, sub.comparators)):
             names = ("__contains__",)
