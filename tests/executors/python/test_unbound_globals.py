@@ -96,8 +96,9 @@ def _compare(function: str, context: str) -> object:
 def test_a_global_only_functions_bind_is_unresolved() -> None:
     tree = ast.parse(MENU_CONTEXT + "\n" + LEAVE)
     # _tree is bound by the module itself; _kconf and _cur_menu only by menuconfig's ``global`` statement
-    assert names.module_bound(tree) >= {"_tree", "menuconfig", "_parent_menu", "_leave_menu"}
-    assert not names.module_bound(tree) & {"_kconf", "_cur_menu", "old_menu", "node"}
+    module_bound = names._scopes(tree)[0][0][2]  # the module's own scope: what its statements bind
+    assert module_bound >= {"_tree", "menuconfig", "_parent_menu", "_leave_menu"}
+    assert not module_bound & {"_kconf", "_cur_menu", "old_menu", "node"}
     assert names.unresolved_names(tree) == {"_kconf", "_cur_menu"}
     # the module binding it anywhere at its own level (in a block too) keeps it real
     assert names.unresolved_names(ast.parse("if True:\n    _kconf = 1\n" + MENU_CONTEXT + LEAVE)) == {"_cur_menu"}

@@ -150,12 +150,6 @@ def unresolved_names(tree: ast.AST) -> set[str]:
             and not (name.startswith("__") and name.endswith("__"))}
 
 
-def module_bound(tree: ast.AST) -> set[str]:
-    """Names the module's own statements bind (not the bodies of its functions and classes, which bind theirs,
-    nor comprehensions): its assignments, imports, definitions, loop and ``with`` targets, handlers' names."""
-    return _scopes(tree)[0][0][2]
-
-
 def super_names(tree: ast.AST) -> set[str]:
     """Attributes the module reaches through ``super().name`` (``super().__init__``, ``super().feed``)."""
     return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call)
