@@ -36,10 +36,14 @@ def instance_default(cls: type, name: str) -> bool:
     (``contentparams = None``: set later, by the class or a mixin of another file), or a plain value
     (``_cache = {}``) that the file's code also sets on objects (``self._cache = ...``): then
     ``self.name`` is input, like any other attribute x reads. So is a ``__slots__`` member: the input's value
-    of ``self.tracks`` on gpxpy's slotted ``GPX`` was dropped as the class's own, and x saw ``[]`` on every input."""
+    of ``self.tracks`` on gpxpy's slotted ``GPX`` was dropped as the class's own, and x saw ``[]`` on every input.
+    So is a property with a setter, set through it (the class's own code): textfsm's ``Row.header = [...]`` sets
+    the row's keys and pads its values, where the input's value was dropped before."""
     value = getattr(cls, name, None)
     if type(value) is types.MemberDescriptorType:
         return True
+    if type(value) is property:  # set through its setter, the class's own code (textfsm's ``Row.header``)
+        return value.fset is not None
     if value is None or type(value) not in _PLAIN:
         return value is None and hasattr(cls, name)
     placed = scaffold.LAST[0]
