@@ -105,7 +105,8 @@ def load_inputs(path: Path) -> list[dict[str, Any]]:
         if "standins" in item:
             if item["standins"] not in STANDIN_MODES:
                 fixed = [m for m in tuple.__iter__(STANDIN_MODES) if not m.startswith("mixed")]
-                raise InputError(f"input {i}: standins must be one of {', '.join(fixed)}, mixedN or nthN (N >= 1), "
+                raise InputError(f"input {i}: standins must be one of {', '.join(fixed)}, mixedN, mixedN~ID:V "
+                                 "(up to 8 draws set; docs/executors.md, Input states) or nthN (N >= 1), "
                                  f"got {item['standins']!r}", path=str(path))
             if item["standins"] != "standin":
                 state["standins"] = item["standins"]

@@ -392,7 +392,11 @@ def test_an_inputs_file_accepts_every_mixed_mode_and_scripted_stand_ins(tmp_path
                                  "self": "Obj(peek=StandIn('peek', ['0', None]))"}]))
     (state,) = load_inputs(path)
     assert state["standins"] == "mixed4242" and "StandIn('peek', ['0', None])" in state["self"]
-    path.write_text(json.dumps([{"args": {"n": 1}, "standins": "mixed0"}]))
-    with pytest.raises(InputError, match=r"standins must be one of standin, .*, mixedN or nthN \(N >= 1\), "
-                                         r"got 'mixed0'"):
-        load_inputs(path)
+    path.write_text(json.dumps([{"args": {"n": 1}, "standins": "mixed42~0a1b2c3d:11"}]))  # a draw set (the search's)
+    assert load_inputs(path)[0]["standins"] == "mixed42~0a1b2c3d:11"
+    for bad in ("mixed0", "mixed42~0a1b2c3d", "mixed42~0A1B2C3D:1"):
+        path.write_text(json.dumps([{"args": {"n": 1}, "standins": bad}]))
+        with pytest.raises(InputError, match=r"standins must be one of standin, .*, mixedN, mixedN~ID:V \(up to 8 "
+                                             r"draws set; docs/executors.md, Input states\) or nthN \(N >= 1\), "
+                                             rf"got '{bad}'"):
+            load_inputs(path)

@@ -97,6 +97,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> list[Any]:
         record.in_try = standins.LOG.try_calls > 0
         record.handed = standins.LOG.handed > 0
         record.called = standins.LOG.called
+        record.drawn = standins.LOG.drawn
         return record
 
     info = runner.params

@@ -33,7 +33,7 @@ def standin_default(mode: str | None) -> Any:
     if mode in ("raise", "raise_in_try", "echo"):  # markers the stand-ins' calls act on
         return {"raise": standins.RAISE, "raise_in_try": standins.RAISE_IN_TRY, "echo": standins.ECHO}[mode]
     if standins.is_mixed(mode):
-        return standins.Mixed(int(mode[5:]))  # type: ignore[index]
+        return standins.Mixed.parse(mode)  # type: ignore[arg-type]
     if standins.is_nth(mode):
         return standins.Nth(int(mode[3:]))  # type: ignore[index]
     value = _STANDIN_RETURNS.get(mode)

@@ -47,6 +47,8 @@ class CallLog:
         self.truthy = True
         self.agree = False
         self.mixed: int | None = None
+        self.forced: dict[str, int] = {}  # a mixed mode's draws set by the search (``mixedN~ID:V``, see Mixed)
+        self.drawn: dict[str, tuple[int, int]] = {}  # this input's draws: key -> (n, value), the first DRAWN
         self.counts: dict[str, int] = {}
         self.seen: set[str] = set()
         self.fresh = REPEAT_FROM
@@ -86,6 +88,8 @@ class CallLog:
         self.fresh = REPEAT_FROM  # the operation that last added an entry not in ``seen``
         # the ``mixedK`` modes: what each call returns, and how each stand-in behaves, is drawn per name
         self.mixed = default.variant if isinstance(default, Mixed) else None
+        self.forced = default.forced if isinstance(default, Mixed) else {}
+        self.drawn = {}
         self.counts = {}
         self.nth = default.k if isinstance(default, Nth) else 0
         if self.mixed is not None or self.nth:
@@ -110,7 +114,12 @@ class CallLog:
             h = ((h ^ (h >> 16)) * 0x85EBCA6B) & 0xFFFFFFFF
             h = ((h ^ (h >> 13)) * 0xC2B2AE35) & 0xFFFFFFFF
             h ^= h >> 16
-        return h % n
+        value = h % n
+        if self.forced and (forced := self.forced.get(draw_id(key))) is not None:
+            value = forced % n
+        if len(self.drawn) < DRAWN and key not in self.drawn:
+            self.drawn[key] = (n, value)
+        return value
 
     def mixed_return(self, name: str, asked: str, args: tuple[Any, ...] = ()) -> Any:
         """What the k-th call of the stand-in ``name`` returns in a mixed mode, given what it was asked
@@ -261,10 +270,39 @@ LOG = CallLog()
 
 
 class Mixed:
-    """``LOG.reset(Mixed(k))``: the ``mixedK`` stand-in mode (see :func:`.calls.standin_default`)."""
+    """``LOG.reset(Mixed(k))``: the ``mixedK`` stand-in mode (see :func:`.calls.standin_default`), with the draws
+    the mode names set: ``mixedK~ID:V~...`` answers V (mod the draw's range) wherever the draw whose key has the
+    :func:`draw_id` ID is made, whatever K draws there. The search sets them one at a time (:func:`forcing`), so a
+    branch that needs two stand-ins' answers to agree is reached from an input that had one of them right."""
 
-    def __init__(self, variant: int) -> None:
+    def __init__(self, variant: int, forced: dict[str, int] | None = None) -> None:
         self.variant = variant
+        self.forced = forced or {}
+
+    @classmethod
+    def parse(cls, mode: str) -> Mixed:
+        head, *parts = mode[5:].split("~")
+        return cls(int(head), {i: int(v) for i, _, v in (part.partition(":") for part in parts)})
+
+
+#: The draws of a mixed mode an input records (:attr:`CallLog.drawn`), and the most a mode sets (:func:`forcing`)
+DRAWN, FORCED = 64, 8
+
+
+def draw_id(key: str) -> str:
+    """The name of a mixed mode's draw in a ``mixedK~ID:V`` mode: FNV-1a of its key, 8 hex digits."""
+    h = 2166136261
+    for ch in key:
+        h = ((h ^ ord(ch)) * 16777619) & 0xFFFFFFFF
+    return f"{h:08x}"
+
+
+def forcing(mode: str, key: str, value: int) -> str:
+    """``mode`` (a mixed one) with the draw ``key`` set to ``value``: the oldest set draw dropped past FORCED."""
+    head, *parts = mode.split("~")
+    ident = draw_id(key)
+    parts = [p for p in parts if not p.startswith(ident)][-(FORCED - 1):]
+    return "~".join([head, *parts, f"{ident}:{value}"])
 
 
 #: What a stand-in is as an integer in a mixed mode (drawn per name): 1 most often, then 0 and 2.
@@ -289,8 +327,14 @@ def is_nth(mode: object) -> bool:
 def is_mixed(mode: object) -> bool:
     """``mixedN`` (N = 1, 2, ...): each call of a stand-in returns what a draw fixed by N, the stand-in's
     name, its plain arguments and the call's rank picks (:data:`_MIXED_RETURNS`); each stand-in's
-    truth value, length and comparisons with plain values are drawn the same way."""
-    return isinstance(mode, str) and mode.startswith("mixed") and mode[5:].isdigit() and int(mode[5:]) > 0
+    truth value, length and comparisons with plain values are drawn the same way. ``mixedN~ID:V``: with the
+    draw ID set to V (:class:`Mixed`; at most FORCED, V of one or two digits)."""
+    if not isinstance(mode, str) or not mode.startswith("mixed"):
+        return False
+    head, *parts = mode[5:].split("~")
+    return head.isdigit() and int(head) > 0 and len(parts) <= FORCED and all(
+        len(p) in (10, 11) and p[8] == ":" and p[9:].isdigit() and all(c in "0123456789abcdef" for c in p[:8])
+        for p in parts)
 
 
 #: What a call returns in a mixed mode, drawn per stand-in name and per call: mostly another stand-in

@@ -33,6 +33,7 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
 )
 from .record import Record, select  # noqa: F401 - select: the search's choice, read as synth.select
 from .redqueen import _AMBIENT, _rewrite, replacements  # noqa: F401 - also read as synth.replacements, synth._rewrite
+from .standins import forcing, is_mixed
 from .values import New, Obj, decode, encode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -140,6 +141,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
 
     pending: list[dict[str, Any]] = []  # input-to-state replacements waiting for a run
     searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
+    drawn: dict[int, dict[str, tuple[int, int]]] = {}  # the mixed-mode draws each state's run made (by its id)
     reached: set[int] = set()
     shown: set[str] = set()
     retried = {"echo": 0, "raise_in_try": 0, "nth": 0}  # inputs retried in those stand-in modes
@@ -163,6 +165,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         record.values = values
         records.append(record)
         searched[id(state)] = values
+        if record.drawn:
+            drawn[id(state)] = record.drawn
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more; the oldest first
             pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])  # (at most 64)
@@ -235,16 +239,28 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                 for name in rng.sample(differ, min(len(differ), rng.choice((1, 1, 2)))):
                     kept[name] = donor[name]
             else:
-                for name in rng.sample(names, min(len(names), rng.choice((1, 1, 2)))):
-                    kept[name] = values[name]
+                # in a mixed stand-in mode, each draw the base's run made is redrawn like a value (the mode kept,
+                # that draw set to another answer): one stand-in's answer changed, the others' kept
+                made = drawn.get(id(base), {}) if is_mixed(base.get("standins", "")) else {}
+                choices = [*names, *made] if made else names
+                for name in rng.sample(choices, min(len(choices), rng.choice((1, 1, 2)))):
+                    if name in made:
+                        size, was = made[name]
+                        if size > 1 and is_mixed(kept[STANDINS]):
+                            kept[STANDINS] = forcing(kept[STANDINS], name, (was + rng.randrange(1, size)) % size)
+                    else:
+                        kept[name] = values[name]
             values = {name: kept.get(name, KEEP) for name in names}
         return values
+
+    def far() -> bool:
+        """Whether the valid inputs' lines are further than NEAR from the coverage criterion (or x has none)."""
+        return not executable or len(reached & executable) / len(executable) < round(coverage - NEAR, 9)
 
     def splice() -> int:
         """Where the search would end short of the criteria, within NEAR of the coverage criterion: once,
         SPLICE_RUNS runs more (see :func:`mutate`); the run they end at (0: the search ends)."""
-        if spliced or done_at is not None or len(parents) < 2 or not executable \
-                or len(reached & executable) / len(executable) < round(coverage - NEAR, 9):
+        if spliced or done_at is not None or len(parents) < 2 or far():
             return 0
         spliced.append(runs + SPLICE_RUNS)
         return spliced[0]
@@ -325,8 +341,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             break
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
             # finding lines or outputs goes on (:data:`EXTEND`); others end here
-            if limit > budget_runs or done_at is not None or not executable \
-                    or len(reached & executable) / len(executable) < round(coverage - NEAR, 9):
+            if limit > budget_runs or done_at is not None or far():
                 if climb:
                     limit = runs + ladder()
                 elif splice():
