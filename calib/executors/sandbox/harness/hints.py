@@ -374,9 +374,11 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
     operands = [node.left, *node.comparators]  # a slice compared (``buf[0:8] == b"..."``) is of the whole's type
     found = [p for p in (subject(_whole(o)) for o in operands) if p is not None]
     for o in operands:  # ``type(p) in (int, list)``, ``type(p) is str``: p is of those types
-        if isinstance(o, ast.Call) and isinstance(o.func, ast.Name) and o.func.id == "type" and len(o.args) == 1 \
-                and (p := subject(o.args[0])) is not None:
-            for other in operands:
+        if isinstance(o, ast.Call) and isinstance(o.func, ast.Name) and o.func.id == "type" and len(o.args) == 1:
+            p = subject(o.args[0])
+            for q in [q for q in found if q is not p]:  # ``type(value) != type_``: a class (typedload's _basicload)
+                _add(q.types, "class")
+            for other in operands if p is not None else ():
                 names = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
                 _add_all(p.types, [TYPE_NAMES[n.id] for n in names if isinstance(n, ast.Name) and n.id in TYPE_NAMES])
                 _add_all(p.classes, [c for n in names if isinstance(n, ast.Name) for c in class_names(n)])  # a file's
@@ -411,8 +413,7 @@ def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
 
 
 def _add(types: list[str], kind: str) -> None:
-    if kind not in types:
-        types.append(kind)
+    types += [kind] if kind not in types else []
 
 
 def _add_all(types: list[str], kinds: list[str]) -> None:
