@@ -125,7 +125,10 @@ tuning, 16-20 and 26-30 validation (only the names of functions whose verdict ch
 (their totals and the numbers of functions up and down read, no function looked at); measured at the round's start,
 after each change on the tuning sample, and at its end. So in the twenty-ninth, where the start rows are the
 twenty-eighth round's end rows, each change was measured on 11-15, then 16-20 and 26-30 (a variant chosen between
-two only by the validation samples), and the held-out samples once, at the end.
+two only by the validation samples), and the held-out samples once, at the end. So in the thirtieth, the start rows
+being the twenty-ninth round's end rows; three variants of one change (a mixed mode's draws set one at a time: all
+along, only once a search had found no line for 30 runs, only in the splice runs) were each measured on 11-15, 16-20
+and 26-30, and the one kept (all along) was the best on 11-15 and, counted by distinct functions, on 16-20 and 26-30.
 """
 
 from __future__ import annotations
