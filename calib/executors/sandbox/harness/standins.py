@@ -102,14 +102,13 @@ class CallLog:
         self.agree = default is True  # the ``true`` mode: comparisons with stand-ins hold
 
     def draw(self, key: str, n: int, spread: bool = False) -> int:
-        """A number in ``range(n)`` fixed by the mixed variant and ``key`` (FNV-1a: no hash seed, no import).
+        """A number in ``range(n)`` fixed by the mixed variant and ``key`` (:func:`fnv1a`), unless the mode sets
+        that draw (:class:`Mixed`); recorded in :attr:`drawn`.
 
         FNV's low bits follow only the characters' low bits (``h % 2`` is their parity, the same for 'str'
         and 'int' in every variant); ``spread`` mixes all bits down first (murmur3's finaliser). The older
         draws (truth values, lengths, returns) keep the plain hash, so their inputs replay as before."""
-        h = 2166136261
-        for ch in f"{self.mixed}:{key}":
-            h = ((h ^ ord(ch)) * 16777619) & 0xFFFFFFFF
+        h = fnv1a(f"{self.mixed}:{key}")
         if spread:
             h = ((h ^ (h >> 16)) * 0x85EBCA6B) & 0xFFFFFFFF
             h = ((h ^ (h >> 13)) * 0xC2B2AE35) & 0xFFFFFFFF
@@ -289,12 +288,17 @@ class Mixed:
 DRAWN, FORCED = 64, 8
 
 
+def fnv1a(text: str) -> int:
+    """The 32-bit FNV-1a hash of ``text``: no hash seed (the same in every process), no import."""
+    h = 2166136261
+    for ch in text:
+        h = ((h ^ ord(ch)) * 16777619) & 0xFFFFFFFF
+    return h
+
+
 def draw_id(key: str) -> str:
     """The name of a mixed mode's draw in a ``mixedK~ID:V`` mode: FNV-1a of its key, 8 hex digits."""
-    h = 2166136261
-    for ch in key:
-        h = ((h ^ ord(ch)) * 16777619) & 0xFFFFFFFF
-    return f"{h:08x}"
+    return f"{fnv1a(key):08x}"
 
 
 def forcing(mode: str, key: str, value: int) -> str:
