@@ -16,23 +16,19 @@ from .literals import literal as _literal  # noqa: F401 - read as hints._literal
 from .literals import mine as _mine
 from .literals import mine_module  # noqa: F401 - read as hints.mine_module
 from .shapes import SHAPES, shaped  # noqa: F401 - x's parameters' names: part of what x says
-from .typenames import (  # noqa: F401 - read as hints.*
-    METHOD_KINDS,
-    SIX_VIEWS,
-    SUBCLASSES,
-    TYPE_NAMES,
-    USE_KINDS,
-    annotation_types,
-    class_names,
-    tuple_rows,
-)
+from .typenames import TYPE_NAMES, annotation_types, class_names, tuple_rows
+from .uses import add as _add
+from .uses import add_all as _add_all
+from .uses import attribute_use as _attribute_use
+from .uses import call_use as _call_use
+from .uses import called as _called
+from .uses import compare_use as _compare_use
+from .uses import type_of  # noqa: F401 - read as hints.type_of
+from .uses import whole as _whole
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
-
-_PATH_CLASSES = frozenset({"Path", "PurePath", "PosixPath", "PurePosixPath", "PathLike"})
-
 
 class Param:
     """One parameter of the function and what is known about the values it takes.
@@ -128,14 +124,6 @@ def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
     return param
 
 
-_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (bytes, "bytes"), (list, "list"),
-          (dict, "dict"), (tuple, "tuple"), (set, "set"), (frozenset, "set"))
-
-
-def type_of(value: Any) -> str:
-    return next((name for t, name in _TYPES if isinstance(value, t)), "any")
-
-
 class _Subjects:
     """Maps expressions to the Param they describe: a parameter name, or ``self.attr`` for methods."""
 
@@ -173,11 +161,6 @@ class _Subjects:
 
 
 _OBJECT_ATTRS = frozenset(dir(object()))
-
-
-def _whole(node: ast.AST) -> ast.AST:
-    """The sequence a slice of it is taken from (``terminals[:max_size]``), else ``node``."""
-    return node.value if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) else node
 
 
 def _enumerated(target: ast.AST, it: ast.AST) -> bool:
@@ -294,127 +277,3 @@ def describe(func: ast.AST, params: dict[str, Param], hints: Hints, self_name: s
                 ok, value = _literal(key)
                 if ok:
                     _mine(value, hints)
-
-
-def _attribute_use(p: Param, attr: str) -> None:
-    for methods, kind in USE_KINDS:
-        if attr in methods:
-            _add(p.types, kind)
-    for methods, kind in METHOD_KINDS:
-        if attr in methods:
-            _add(p.types, kind)
-            return
-    _add(p.types, "object")
-    if attr not in p.attrs:
-        p.attrs.append(attr)
-
-
-def _called(node: ast.AST) -> str:
-    """The name a call expression calls (``timedelta`` of ``timedelta(days=1)`` or ``dt.timedelta(...)``), else ''."""
-    func = node.func if isinstance(node, ast.Call) else None
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-
-
-_SPLITS = frozenset({"split", "rsplit", "partition", "rpartition"})
-
-
-def _call_use(node: ast.Call, subject: _Subjects) -> None:
-    func = node.func
-    if isinstance(func, ast.Attribute) and func.attr in ("get", "pop", "setdefault") and node.args:
-        ok, key = _literal(node.args[0])
-        if ok and isinstance(key, str) and (p := subject(func.value)) is not None and key not in p.keys:
-            p.keys.append(key)  # ``options.get("verbose")``: a mapping with that key
-    if isinstance(func, ast.Attribute) and func.attr in _SPLITS and node.args:
-        ok, sep = _literal(node.args[0])
-        if ok and isinstance(sep, str) and 0 < len(sep) <= 4 and (p := subject(func.value)) is not None:
-            _add(p.seps, sep)  # ``key, value = line.split(":", 1)``: texts holding it
-    if (p := subject(func)) is not None:
-        _add(p.types, "callable")
-        return
-    if isinstance(func, ast.Attribute) and (p := subject(func.value)) is not None:
-        _add(p.called, func.attr)
-    if _called(node) in SIX_VIEWS and node.args and (p := subject(node.args[0])) is not None:
-        _attribute_use(p, "items")  # ``six.iteritems(kparams)``: a mapping, as ``kparams.items()`` says
-    if not isinstance(func, ast.Name) or not node.args:
-        return
-    p = subject(node.args[0])
-    if p is None:
-        return
-    if func.id in ("len", "sorted", "enumerate", "reversed", "sum", "max", "min", "zip", "any", "all", "iter"):
-        _add(p.types, "list")
-    elif func.id in ("range", "chr", "hex", "bin", "oct"):
-        _add(p.types, "int")
-    elif func.id in ("open",):
-        _add(p.types, "path")
-    elif func.id in ("hasattr", "getattr") and len(node.args) >= 2:
-        ok, attr = _literal(node.args[1])
-        if ok and isinstance(attr, str) and attr.isidentifier():  # ``hasattr(data, "read")``
-            _attribute_use(p, attr)
-            if not attr.startswith("__"):  # objects with it and without it (pools); not a protocol's
-                _add(p.optional, attr)
-    elif func.id == "issubclass" and len(node.args) == 2:  # ``issubclass(cls, TranslitLanguagePack)``: that
-        spec = node.args[1]  # class itself first (and the file's subclasses of it, :mod:`.pools`)
-        _add_all(p.bases, [c for item in (spec.elts if isinstance(spec, ast.Tuple) else [spec])
-                           for c in class_names(item)])
-    elif func.id == "isinstance" and len(node.args) == 2:
-        spec = node.args[1]
-        for item in spec.elts if isinstance(spec, ast.Tuple) else [spec]:
-            _add_all(p.types, annotation_types(item)[0])
-            _add_all(p.classes, class_names(item))
-            # ``isinstance(coll, defaultdict)``: a dict does not pass, an instance of that class does
-            if isinstance(item, ast.Name) and item.id in SUBCLASSES:
-                _add(p.classes, item.id)
-            elif isinstance(item, ast.Attribute) and getattr(item.value, "id", "") in ("ast", "_ast"):
-                _add(p.types, "ast:" + item.attr)  # ``isinstance(node, ast.Lambda)``: syntax-tree nodes
-            if "path" in p.types and getattr(item, "attr", getattr(item, "id", "")) in _PATH_CLASSES:
-                _add(p.types, "pathobj")  # ``isinstance(obj, pathlib.PurePath)``: a path object, not a text
-
-
-def _compare_use(node: ast.Compare, subject: _Subjects, hints: Hints) -> None:
-    operands = [node.left, *node.comparators]  # a slice compared (``buf[0:8] == b"..."``) is of the whole's type
-    found = [p for p in (subject(_whole(o)) for o in operands) if p is not None]
-    for o in operands:  # ``type(p) in (int, list)``, ``type(p) is str``: p is of those types
-        if isinstance(o, ast.Call) and isinstance(o.func, ast.Name) and o.func.id == "type" and len(o.args) == 1:
-            p = subject(o.args[0])
-            for q in [q for q in found if q is not p]:  # ``type(value) != type_``: a class (typedload's _basicload)
-                _add(q.types, "class")
-            for other in operands if p is not None else ():
-                names = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
-                _add_all(p.types, [TYPE_NAMES[n.id] for n in names if isinstance(n, ast.Name) and n.id in TYPE_NAMES])
-                _add_all(p.classes, [c for n in names if isinstance(n, ast.Name) for c in class_names(n)])  # a file's
-    if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
-        ok, key = _literal(node.left)
-        p = subject(node.comparators[0])
-        # ``"verbose" in options``: a mapping with that key (or a text containing it); ``all(k in jwk for k in
-        # ["x", "y", "crv"])``: with each of those
-        keys = [key] if ok else subject.looped.get(getattr(node.left, "id", None)) or []
-        for key in keys if p is not None else ():
-            if isinstance(key, str) and key not in p.keys:
-                p.keys.append(key)
-    for operand, op in zip(node.comparators, node.ops):
-        ok, value = _literal(operand)
-        if not ok:
-            continue
-        if isinstance(op, ast.In | ast.NotIn) and isinstance(value, list | tuple | set | frozenset | dict):
-            for item in value:
-                _mine(item, hints)
-            for p in found:
-                _add_all(p.types, [type_of(v) for v in list(value)[:3]])
-            continue
-        _mine(value, hints)
-        for p in found:
-            if isinstance(op, ast.Eq | ast.NotEq) and isinstance(value, list | tuple | dict | set | frozenset) \
-                    and 0 < len(value) <= 8 and value not in p.equals:
-                p.equals.append(value)  # ``if segments == ['']:``: a literal container no pool would draw
-            if isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq) and value is None:
-                _add(p.types, "none")
-            elif value is not None:
-                _add(p.types, type_of(value))
-
-
-def _add(types: list[str], kind: str) -> None:
-    types += [kind] if kind not in types else []
-
-
-def _add_all(types: list[str], kinds: list[str]) -> None:
-    types += [kind for kind in dict.fromkeys(kinds) if kind not in types]
