@@ -98,6 +98,7 @@ def explore(runner: Runner, job: dict[str, Any]) -> list[Any]:
         record.handed = standins.LOG.handed > 0
         record.called = standins.LOG.called
         record.drawn = standins.LOG.drawn
+        record.wants = standins.LOG.wants
         return record
 
     info = runner.params

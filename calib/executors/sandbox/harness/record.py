@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 class Record:
     """One execution of x: its encoded input state, whether it counts, its status and output state."""
 
-    __slots__ = ("called", "drawn", "handed", "in_try", "lines", "output", "state", "status", "valid", "values")
+    __slots__ = (
+        "called", "drawn", "handed", "in_try", "lines", "output", "state", "status", "valid", "values", "wants")
 
     def __init__(self, state: dict[str, Any], valid: bool, status: str, output: str,
                  lines: frozenset[int] = frozenset(), values: dict[str, Any] | None = None) -> None:
@@ -26,6 +27,7 @@ class Record:
         self.handed = False  # a stand-in was called with a plain value first (standins.LOG.handed)
         self.called = 0  # calls of stand-ins (standins.LOG.called)
         self.drawn: dict[str, tuple[int, int]] = {}  # a mixed mode's draws: key -> (range, value) (standins.LOG.drawn)
+        self.wants: dict[str, set[int]] = {}  # draws whose answer x used as data: key -> shaped answers (LOG.wants)
 
     def __repr__(self) -> str:
         return f"Record(valid={self.valid!r}, status={self.status!r}, output={self.output[:60]!r})"

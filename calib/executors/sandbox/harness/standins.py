@@ -49,6 +49,8 @@ class CallLog:
         self.mixed: int | None = None
         self.forced: dict[str, int] = {}  # a mixed mode's draws set by the search (``mixedN~ID:V``, see Mixed)
         self.drawn: dict[str, tuple[int, int]] = {}  # this input's draws: key -> (n, value), the first DRAWN
+        self.answered: dict[str, str] = {}  # mixed modes: a stand-in a call answered (its name) -> that call's draw
+        self.wants: dict[str, set[int]] = {}  # a call's draw -> the shaped answers fitting x's use of its answer
         self.counts: dict[str, int] = {}
         self.seen: set[str] = set()
         self.fresh = REPEAT_FROM
@@ -90,6 +92,8 @@ class CallLog:
         self.mixed = default.variant if isinstance(default, Mixed) else None
         self.forced = default.forced if isinstance(default, Mixed) else {}
         self.drawn = {}
+        self.answered = {}
+        self.wants = {}
         self.counts = {}
         self.nth = default.k if isinstance(default, Nth) else 0
         if self.mixed is not None or self.nth:
@@ -101,9 +105,10 @@ class CallLog:
         self.truthy = default is not False  # the ``false`` mode: stand-ins are falsy
         self.agree = default is True  # the ``true`` mode: comparisons with stand-ins hold
 
-    def draw(self, key: str, n: int, spread: bool = False) -> int:
+    def draw(self, key: str, n: int, spread: bool = False, more: int = 0) -> int:
         """A number in ``range(n)`` fixed by the mixed variant and ``key`` (:func:`fnv1a`), unless the mode sets
-        that draw (:class:`Mixed`); recorded in :attr:`drawn`.
+        that draw (:class:`Mixed`: then in ``range(n + more)``, ``more`` answers a variant never draws); recorded
+        in :attr:`drawn` (with the range ``n``).
 
         FNV's low bits follow only the characters' low bits (``h % 2`` is their parity, the same for 'str'
         and 'int' in every variant); ``spread`` mixes all bits down first (murmur3's finaliser). The older
@@ -115,10 +120,16 @@ class CallLog:
             h ^= h >> 16
         value = h % n
         if self.forced and (forced := self.forced.get(draw_id(key))) is not None:
-            value = forced % n
+            value = forced % (n + more)
         if len(self.drawn) < DRAWN and key not in self.drawn:
             self.drawn[key] = (n, value)
         return value
+
+    def used(self, name: str, fits: tuple[int, ...]) -> None:
+        """x used the stand-in ``name`` as data those shaped answers are (:data:`_FITS`): where a call answered it
+        (mixed modes), the search may set that call's draw to one of them (:attr:`wants`)."""
+        if (of := self.answered.get(name)) is not None:
+            self.wants.setdefault(of, set()).update(fits)
 
     def mixed_return(self, name: str, asked: str, args: tuple[Any, ...] = ()) -> Any:
         """What the k-th call of the stand-in ``name`` returns in a mixed mode, given what it was asked
@@ -130,13 +141,20 @@ class CallLog:
         before unpacking it gets the same one."""
         k = self.counts[name] = self.counts.get(name, 0) + 1
         key = f"{name}{asked}#{k}"
-        choice = _MIXED_RETURNS[self.draw(key, len(_MIXED_RETURNS))]
+        owner, _, method = name.rpartition(".")  # ``d.items()`` of ``d = yaml.load(f)``: dicts would fit that answer
+        if (fits := _FITS.get(method)) is not None:
+            self.used(owner, fits)
+        drawn = self.draw(key, len(_MIXED_RETURNS), more=len(_SHAPED_RETURNS))
+        if drawn >= len(_MIXED_RETURNS):
+            return _SHAPED_RETURNS[drawn - len(_MIXED_RETURNS)]()
+        choice = _MIXED_RETURNS[drawn]
         if choice is _STANDIN_DEFAULT:
             if len(args) > 1 and self.draw(key + "?echo", 2, spread=True) == 0:
                 return args
             typed = _TYPED_RETURNS.get(name.rpartition(".")[2])
             if typed is not None and self.draw(key + "?typed", 2, spread=True) == 0:
                 return typed  # ``key.encode(...).decode("utf-8")``
+            self.answered[name + "()"] = key
             return CalibStandIn(name + "()")
         if choice is RAISE:
             raise FAILURE[0](f"{STANDIN_CLASS_NAME} {name} {FAILED}: this call fails)")
@@ -347,6 +365,25 @@ _MIXED_RETURNS: tuple[Any, ...] = (_STANDIN_DEFAULT, _STANDIN_DEFAULT, _STANDIN_
                                    True, 0, 1, "", [], RAISE)
 
 
+#: What a call may also return in a mixed mode, only where the mode sets its draw (a variant never draws them): data a
+#: dependency hands back for x to take apart (``d = yaml.load(f)`` and ``for old, new in d.items(): old.split(".")``),
+#: made afresh per answer
+_SHAPED_RETURNS: tuple[Any, ...] = (
+    lambda: "a.b", lambda: "a b\nc=d", lambda: {"a.b": "c.d"}, lambda: {"name": "a", "value": 1},
+    lambda: {"a": [1, 2]}, lambda: {"a": {"b": 1}}, lambda: ["a", "b"], lambda: [1, 2, 3], lambda: [("a", 1), ("b", 2)],
+    lambda: b"ab")
+SHAPED_FROM = len(_MIXED_RETURNS)  # a set draw of a call's answer at or past this is a shaped answer
+_SHAPED_KINDS = {"str": (0, 1), "dict": (2, 3, 4, 5), "list": (6, 7, 8), "bytes": (9,)}
+#: The shaped answers a method x calls on a call's stand-in answer asks for (:attr:`CallLog.wants`)
+_FITS: dict[str, tuple[int, ...]] = {
+    **dict.fromkeys(("split", "rsplit", "strip", "lstrip", "rstrip", "startswith", "endswith", "lower", "upper",
+                     "replace", "partition", "rpartition", "find", "splitlines", "format", "isdigit"),
+                    _SHAPED_KINDS["str"]),
+    **dict.fromkeys(("items", "keys", "values", "get", "setdefault", "update"), _SHAPED_KINDS["dict"]),
+    **dict.fromkeys(("append", "extend", "index", "count", "sort", "insert", "remove"), _SHAPED_KINDS["list"]),
+    **dict.fromkeys(("decode", "hex"), _SHAPED_KINDS["bytes"])}
+
+
 #: What a stand-in's conversion method answers (``decode``, ``encode``, ``hexdigest`` ...), where it would answer
 #: another stand-in: its callers hand the result on to builtins (``file.write``, ``bytes.fromhex``) rather than call it
 #: further. A withheld key's ``.encode(encoder=...)`` gives bytes, and their ``.decode("utf-8")`` a text. (Not a
@@ -496,7 +533,9 @@ class CalibStandIn:
     def __getitem__(self, key: Any, *args: Any) -> Any:
         if args:
             return _explicit(self, "__getitem__", (key, *args))
-        LOG.record("getitem", object.__getattribute__(self, "_calib_name"), key)
+        LOG.record("getitem", name := object.__getattribute__(self, "_calib_name"), key)
+        if LOG.answered:  # ``d["key"]``, ``d[0]`` of a call's answer ``d``: a mapping, a list
+            LOG.used(name, _SHAPED_KINDS["dict" if isinstance(key, str) else "list"])
         return _child(self, "[]")
 
     def __setitem__(self, key: Any, value: Any, *args: Any) -> None:
@@ -540,6 +579,8 @@ class CalibStandIn:
         if width is not None and LOG.mixed is not None and name.endswith(")"):  # a call's answer (``start, end =
             # parse(text)``: ``end`` None in some inputs); an input's stand-in keeps its stand-in items
             return iter([_unpacked_item(f"{name}[{i}]") for i in range(width)])
+        if LOG.answered and width is None:  # ``for v in d``
+            LOG.used(name, _SHAPED_KINDS["list"])
         return iter([CalibStandIn(f"{name}[{i}]") for i in range(len(self) if width is None else width)])
 
     def __len__(self, *args: Any) -> int:

@@ -33,7 +33,7 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
 )
 from .record import Record, select  # noqa: F401 - select: the search's choice, read as synth.select
 from .redqueen import _AMBIENT, _rewrite, replacements  # noqa: F401 - also read as synth.replacements, synth._rewrite
-from .standins import forcing, is_mixed
+from .standins import SHAPED_FROM, forcing, is_mixed
 from .values import New, Obj, decode, encode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -142,6 +142,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     pending: list[dict[str, Any]] = []  # input-to-state replacements waiting for a run
     searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
     drawn: dict[int, dict[str, tuple[int, int]]] = {}  # the mixed-mode draws each state's run made (by its id)
+    wants: dict[int, dict[str, set[int]]] = {}  # and the shaped answers its use of call answers asks for
     reached: set[int] = set()
     shown: set[str] = set()
     retried = {"echo": 0, "raise_in_try": 0, "nth": 0}  # inputs retried in those stand-in modes
@@ -151,6 +152,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     ladders: list[dict[str, Any]] = []  # the ``nthK`` retries: run once the search stops finding anything (below)
     spliced: list[int] = []  # where the splice runs end, once given (SPLICE_RUNS)
     wanted: set[str] = set()  # the kinds and wanted values of the comparisons in _WANTS met (see below)
+    shaped: set[str] = set()  # the calls whose answers were retried as data (see below)
 
     def attempt(values: dict[str, Any]) -> bool:
         try:
@@ -167,6 +169,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         searched[id(state)] = values
         if record.drawn:
             drawn[id(state)] = record.drawn
+        if record.wants:
+            wants[id(state)] = record.wants
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more; the oldest first
             pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])  # (at most 64)
@@ -190,6 +194,13 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             if hit and record.valid and values.get(STANDINS, undrawn) == "standin" and retried[mode] < 8:
                 retried[mode] += 1
                 (echoes if mode == "echo" else pending).insert(0, {**values, STANDINS: mode})
+        # a call's answer x took apart as data (``d.items()``, ``d["k"]``, ``v.split(".")``), the first time for that
+        # call: the input again with that answer each data of the kind (:data:`.standins._SHAPED_RETURNS`), at once
+        for key, fits in record.wants.items() if record.valid and is_mixed(values.get(STANDINS)) else ():
+            if key not in shaped:
+                shaped.add(key)
+                mode = values[STANDINS]
+                pending[:0] = [{**values, STANDINS: forcing(mode, key, SHAPED_FROM + f)} for f in sorted(fits)]
         # stand-ins called twice or more where each answer was falsy (a chain of checks they answer, run through to
         # its end): then the K-th call true, one input per K, after the echo retries
         if record.valid and record.called >= 2 and values.get(STANDINS) in _FALSY and retried["nth"] < _LADDERS:
@@ -246,7 +257,10 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                 for name in rng.sample(choices, min(len(choices), rng.choice((1, 1, 2)))):
                     if name in made:
                         size, was = made[name]
-                        if size > 1 and is_mixed(kept[STANDINS]):
+                        fits = wants.get(id(base), {}).get(name)
+                        if fits and is_mixed(kept[STANDINS]) and rng.random() < 0.5:  # data x takes apart
+                            kept[STANDINS] = forcing(kept[STANDINS], name, SHAPED_FROM + rng.choice(sorted(fits)))
+                        elif size > 1 and is_mixed(kept[STANDINS]):
                             kept[STANDINS] = forcing(kept[STANDINS], name, (was + rng.randrange(1, size)) % size)
                     else:
                         kept[name] = values[name]
