@@ -129,6 +129,8 @@ two only by the validation samples), and the held-out samples once, at the end. 
 being the twenty-ninth round's end rows; three variants of one change (a mixed mode's draws set one at a time: all
 along, only once a search had found no line for 30 runs, only in the splice runs) were each measured on 11-15, 16-20
 and 26-30, and the one kept (all along) was the best on 11-15 and, counted by distinct functions, on 16-20 and 26-30.
+So in the thirty-first (shaped answers of withheld calls), the start rows being the thirtieth round's end rows: three
+variants on 11-15, the kept one then on 16-20 and 26-30, the held-out samples once at the end.
 """
 
 from __future__ import annotations
