@@ -14,9 +14,6 @@ import ast
 import asyncio
 import random
 
-import pytest
-
-from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import calls, hints, standins, synth
 from calib.executors.sandbox.harness.pools import STANDINS
@@ -108,13 +105,6 @@ def test_the_search_sets_draws_one_at_a_time_to_reach_a_branch_three_answers_gua
     assert sum(reached) >= 8
     forced = [r for r in _search(0, flips=True) if "~" in r.state.get("standins", "")]
     assert forced and all(standins.is_mixed(r.state["standins"]) for r in forced)
-
-
-@pytest.fixture(scope="module")
-def executor():
-    ex = SandboxExecutor(ExecutorConfig(seed=0))
-    yield ex
-    ex.close()
 
 
 CHECK = '''def check(name):

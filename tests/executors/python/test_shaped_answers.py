@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
-from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import calls, standins
 
@@ -72,13 +69,6 @@ def test_a_set_draw_answers_shaped_data_afresh_and_a_variant_never_draws_one() -
         except standins.CalibStandInError:
             continue  # the RAISE answer
         assert standins.is_standin(answer) or repr(answer) in plain, (n, answer)
-
-
-@pytest.fixture(scope="module")
-def executor():
-    ex = SandboxExecutor(ExecutorConfig(seed=0))
-    yield ex
-    ex.close()
 
 
 ALIASES = '''def load_aliases(path):
