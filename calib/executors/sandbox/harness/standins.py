@@ -151,7 +151,7 @@ class CallLog:
         if choice is _STANDIN_DEFAULT:
             if len(args) > 1 and self.draw(key + "?echo", 2, spread=True) == 0:
                 return args
-            typed = _TYPED_RETURNS.get(name.rpartition(".")[2])
+            typed = _TYPED_RETURNS.get(method)
             if typed is not None and self.draw(key + "?typed", 2, spread=True) == 0:
                 return typed  # ``key.encode(...).decode("utf-8")``
             self.answered[name + "()"] = key
