@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import datetime
+import json
 import math
 import random
 import subprocess
@@ -77,6 +78,60 @@ def test_a_plain_date_is_an_output_under_the_frozen_clock() -> None:
     # in a process of its own: the frozen clock patches time, os.stat and os.getpid for good
     done = subprocess.run([sys.executable, "-c", FROZEN], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr  # before: StopIteration from canon.canonical(moment.date())
+
+
+AS_OUTSIDE = """
+import datetime
+from calib.executors.sandbox.harness import env
+moment = datetime.datetime(2024, 1, 15, 3, 4)
+plain = (datetime.date.max, datetime.date.min, moment.date(), datetime.date(2024, 1, 15))
+def relations():
+    return ([isinstance(v, datetime.date) for v in plain], [isinstance(v, datetime.datetime) for v in plain],
+            isinstance(moment, datetime.date), issubclass(datetime.datetime, datetime.date),
+            issubclass(datetime.date, datetime.datetime), isinstance(datetime.date, type),
+            isinstance(3, datetime.date), issubclass(bool, datetime.date))
+before = relations()
+env.freeze()
+moment = datetime.datetime(2024, 1, 15, 3, 4)
+plain = (datetime.date.max, datetime.date.min, moment.date(), datetime.date(2024, 1, 15))
+assert type(plain[3]).__name__ == "date" and type(plain[3]) is not type(plain[2]), "the frozen class and a plain one"
+assert relations() == before, (relations(), before)
+"""
+
+
+def test_isinstance_and_issubclass_hold_under_the_frozen_clock_as_outside() -> None:
+    # before: a plain date (date.max, moment.date()) was no datetime.date in the sandbox, nor datetime a subclass of
+    # it, so dbf's module-level ``Date.max = Date(datetime.date.max)`` raised a TypeError (list 4, seeds 31-35)
+    done = subprocess.run([sys.executable, "-c", AS_OUTSIDE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+DAYS = (
+    "import datetime\n"
+    "\n"
+    "class Day:\n"
+    "    def __init__(self, value):\n"
+    "        if isinstance(value, datetime.date):\n"
+    "            self.value = value\n"
+    "        else:\n"
+    "            self.value = datetime.date(value, 1, 1)\n"
+    "\n"
+    "LAST = Day(datetime.date.max)\n"
+    "\n"
+)
+UNTIL = "def until_last(year):\n    return (LAST.value - Day(year).value).days\n"
+
+
+@needs_bwrap
+def test_a_module_built_from_date_max_runs_as_outside() -> None:
+    ex = SandboxExecutor(ExecutorConfig(seed=0))
+    try:
+        result = asyncio.run(ex.compare(UNTIL, [], context=DAYS, inputs=[{"args": {"year": "2000"}}]))
+    finally:
+        ex.close()
+    assert not result.warnings  # before: "line 10: TypeError (LAST stand-ins)"
+    (state,) = result.inputs
+    assert state.valid and json.loads(state.output)["return"] == (datetime.date.max - datetime.date(2000, 1, 1)).days
 
 
 @needs_bwrap

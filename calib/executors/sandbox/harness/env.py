@@ -115,7 +115,20 @@ def _sleep(seconds: float) -> None:
     _clock["mono"] += seconds
 
 
-class FrozenDateTime(_dt.datetime):
+class _AsReal(type):
+    """The frozen clock's classes answer ``isinstance`` and ``issubclass`` as the ``datetime`` class each stands for
+    (its first base). A plain ``date`` (``date.max``, what ``datetime.date()`` and C arithmetic return) is then a
+    ``datetime.date`` in the sandbox as it is outside, and ``datetime.datetime`` a subclass of ``datetime.date``:
+    dbf's module-level ``Date.max = Date(datetime.date.max)`` raised a TypeError otherwise."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls.__mro__[1])
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, cls.__mro__[1])
+
+
+class FrozenDateTime(_dt.datetime, metaclass=_AsReal):
     @classmethod
     def now(cls, tz: Any = None) -> Any:
         return cls.fromtimestamp(_clock["now"], tz if tz is not None else _dt.timezone.utc).replace(
@@ -130,7 +143,7 @@ class FrozenDateTime(_dt.datetime):
         return cls.now()
 
 
-class FrozenDate(_dt.date):
+class FrozenDate(_dt.date, metaclass=_AsReal):
     @classmethod
     def today(cls) -> Any:
         return cls.fromtimestamp(_clock["now"])
