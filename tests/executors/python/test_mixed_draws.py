@@ -128,3 +128,24 @@ def test_a_forced_mode_replays_in_the_sandbox(executor: SandboxExecutor) -> None
     assert outputs[2] == outputs[3]  # setting another draw leaves this one to N
     # the candidate (x itself) replays every input to the same output: the forced draw is part of the input
     assert result.candidates[0].matches == (True, True, True, True)
+
+
+ARCHIVE = '''def archive(key):
+    if lookup(key) is not None or exists(key) is not True:
+        return "skipped"
+    saved = [save(key, part) for part in range(30)]
+    return len(saved)
+'''
+
+
+def test_an_input_a_failing_answer_made_invalid_is_run_again_with_that_call_answering(
+        executor: SandboxExecutor) -> None:
+    # Two answers must agree (lookup None, exists True): only a mixed mode or its set draws give that. Then 30 calls,
+    # each failing in 1 of 12 draws (standins.RAISE_DRAW): nearly every such input ended invalid ("standin"), so it
+    # was never kept and the lines past the guard never counted (before: coverage 0.50 on executor seeds 0-2).
+    # Now the input is run again with the call that failed answering a stand-in, until none fails (knack's
+    # ``_add_parameter_help``: ``show_in_help()`` true, then the help entry's call failed; list 4, seeds 31-35)
+    result = asyncio.run(executor.compare(ARCHIVE, [], context="from store.backend import exists, lookup, save\n"))
+    assert result.conclusive and result.coverage == 1.0, result.reason
+    mended = [i for i in result.inputs if i.valid and '"return":30' in i.output]
+    assert mended and all(standins.is_mixed(i.state["standins"]) and "~" in i.state["standins"] for i in mended)

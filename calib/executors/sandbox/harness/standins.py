@@ -373,6 +373,7 @@ _SHAPED_RETURNS: tuple[Any, ...] = (
     lambda: {"a": [1, 2]}, lambda: {"a": {"b": 1}}, lambda: ["a", "b"], lambda: [1, 2, 3], lambda: [("a", 1), ("b", 2)],
     lambda: b"ab")
 SHAPED_FROM = len(_MIXED_RETURNS)  # a set draw of a call's answer at or past this is a shaped answer
+RAISE_DRAW = len(_MIXED_RETURNS) - 1  # the draw of a call's answer that makes the call fail (``RAISE``)
 _SHAPED_KINDS = {"str": (0, 1), "dict": (2, 3, 4, 5), "list": (6, 7, 8), "bytes": (9,)}
 #: The shaped answers a method x calls on a call's stand-in answer asks for (:attr:`CallLog.wants`)
 _FITS: dict[str, tuple[int, ...]] = {

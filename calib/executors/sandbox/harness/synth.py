@@ -33,7 +33,7 @@ from .pools import (  # noqa: F401 - STANDIN_MODES and varies_seed are used thro
 )
 from .record import Record, select  # noqa: F401 - select: the search's choice, read as synth.select
 from .redqueen import _AMBIENT, _rewrite, replacements  # noqa: F401 - also read as synth.replacements, synth._rewrite
-from .standins import SHAPED_FROM, forcing, is_mixed
+from .standins import RAISE_DRAW, SHAPED_FROM, forcing, is_mixed
 from .values import New, Obj, decode, encode
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
@@ -47,6 +47,7 @@ _WANTS = frozenset({"at", "len", "len_order"})  # comparisons whose first sight 
 #: check, ``isa``, is not: both its branches run, and rewriting on every run that met one flooded the search.)
 _WANTED_ON_REWRITE = frozenset({"as", "key"})
 _LADDERS, _RUNGS = 2, 8  # inputs retried in the ``nthK`` modes per search, and the most K
+_MENDED = 16  # inputs retried per search with the call that failed and made them invalid answering (see search)
 _FALSY = frozenset({"none", "false", "zero", "empty_str", "empty_list"})  # modes whose stand-in calls answer falsy
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
 #: A search whose valid inputs reached at least the coverage criterion less ``NEAR`` of x's lines when its run budget is
@@ -145,7 +146,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
     wants: dict[int, dict[str, set[int]]] = {}  # and the shaped answers its use of call answers asks for
     reached: set[int] = set()
     shown: set[str] = set()
-    retried = {"echo": 0, "raise_in_try": 0, "nth": 0}  # inputs retried in those stand-in modes
+    retried = {"echo": 0, "raise_in_try": 0, "nth": 0, "mended": 0}  # inputs retried in those stand-in modes
     # the ``echo`` retries wait until the search finds no new line for half its ``stagnation``: tried at once, they
     # changed the course of searches that were finding lines without them (tomllib's ``parse_key``: 0.86 -> 0.64)
     echoes: list[dict[str, Any]] = []
@@ -201,6 +202,15 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                 shaped.add(key)
                 mode = values[STANDINS]
                 pending[:0] = [{**values, STANDINS: forcing(mode, key, SHAPED_FROM + f)} for f in sorted(fits)]
+        # a mixed mode's call that failed by its draw made the input invalid after it reached lines no valid input had
+        # (``if info.show_in_help():`` answered, then ``HelpParameter(**kwargs)`` failed): the input again at once, that
+        # call answering a stand-in. The last failing draw is the one that ended the run; those before it were handled
+        if not record.valid and record.status == "standin" and retried["mended"] < _MENDED \
+                and is_mixed(mode := values.get(STANDINS)) and record.lines - reached:
+            failed = [key for key, (size, value) in record.drawn.items() if size == SHAPED_FROM and value == RAISE_DRAW]
+            if failed:
+                retried["mended"] += 1
+                pending.insert(0, {**values, STANDINS: forcing(mode, failed[-1], 0)})
         # stand-ins called twice or more where each answer was falsy (a chain of checks they answer, run through to
         # its end): then the K-th call true, one input per K, after the echo retries
         if record.valid and record.called >= 2 and values.get(STANDINS) in _FALSY and retried["nth"] < _LADDERS:
