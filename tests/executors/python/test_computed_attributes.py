@@ -71,3 +71,62 @@ def test_a_cached_property_is_conclusive_and_its_value_is_the_output() -> None:
     assert "en" in returns and len(set(map(str, returns))) >= 2
     assert result.candidates[0].sim_func is not None and result.candidates[0].sim_func < 1.0
     assert own.conclusive and own.coverage == 1.0, own.reason
+
+
+OWN = (
+    "import functools\n"
+    "\n"
+    "class LazyAttr:\n"
+    "    def __init__(self, func=None):\n"
+    "        self.fget = func\n"
+    "\n"
+    "    def __get__(self, instance, owner):\n"
+    "        if instance is None:\n"
+    "            return self\n"
+    "        return self.fget(instance)\n"
+    "\n"
+    "class logged:\n"
+    "    def __init__(self, func):\n"
+    "        self.func = func\n"
+    "\n"
+    "    def __get__(self, instance, owner):\n"
+    "        return functools.partial(self.func, instance)\n"
+    "\n"
+    "class Relation:\n"
+    "    def __init__(self, src, tgt):\n"
+    "        self.src = src\n"
+    "        self.tgt = tgt\n"
+    "\n"
+)
+LABEL = (
+    "    @LazyAttr\n"
+    "    def label(self):\n"
+    "        if self.src == self.tgt:\n"
+    "            return 'self-join'\n"
+    "        return '%s -> %s' % (self.src, self.tgt)\n"
+)
+SCALED = (
+    "    @logged\n"
+    "    def scaled(self, factor):\n"
+    "        if factor > 2:\n"
+    "            return self.src * factor\n"
+    "        return -factor\n"
+)
+
+
+@needs_bwrap
+def test_a_descriptor_of_any_name_runs_x_when_read_or_gives_what_x_is_called_as() -> None:
+    # dbf's ``@LazyAttr def index(yo)`` (list 4, seeds 31-35): a name the rule above does not know. The attribute is
+    # read while x is observed; x ran in the read, so the read's value is x's (before: every input call_failed, the
+    # harness calling x's value). A descriptor that hands back a bound callable instead is called with the input
+    ex = SandboxExecutor(ExecutorConfig())
+    try:
+        label = asyncio.run(ex.compare(LABEL, [LABEL.replace("self-join", "same")], context=OWN))
+        scaled = asyncio.run(ex.compare(SCALED, [], context=OWN))
+    finally:
+        ex.close()
+    assert label.conclusive and label.coverage == 1.0, label.reason
+    returns = {json.loads(i.output)["return"] for i in label.inputs if i.valid and '"return"' in (i.output or "")}
+    assert "self-join" in returns and any(" -> " in str(r) for r in returns)
+    assert label.candidates[0].sim_func is not None and label.candidates[0].sim_func < 1.0
+    assert scaled.conclusive and scaled.coverage == 1.0, scaled.reason

@@ -424,7 +424,20 @@ class Runner:
             return types.MethodType(raw, instance), instance
         if _computed(raw):  # x runs when the attribute is read: read while x is observed, not here
             return (lambda: raw.__get__(instance, owner)), instance
+        if placed.node.decorator_list and hasattr(type(raw), "__get__") and not is_standin(raw):
+            return self._read(raw, instance, owner), instance
         return raw.__get__(instance, owner), instance
+
+    def _read(self, raw: Any, instance: Any, owner: type) -> Any:
+        """x held by a descriptor of another name (dbf's ``@LazyAttr def index(yo)``, ``@MutableDefault def
+        _field_types()``: each runs x when the attribute is read): the attribute read while x is observed, and what
+        the read gave is x's value when x ran in it, else what x is called as (a decorator's bound wrapper).
+        Before, the read ran x before its lines counted, and then the harness called x's value: every input
+        ``call_failed``."""
+        def read(*args: Any, **kwargs: Any) -> Any:
+            value = raw.__get__(instance, owner)
+            return value if self.lines else value(*args, **kwargs)
+        return read
 
     def _arguments(self, state: dict[str, Any], ns: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         given = {name: materialize(decode(src), ns) for name, src in (state.get("args") or {}).items()}
