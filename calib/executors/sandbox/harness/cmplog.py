@@ -475,10 +475,20 @@ def cut(value: Any, start: Any, stop: Any) -> Any:
     part = value[start:stop]  # the bounds as written (None too): a stand-in or x's own class sees the same slice
     start = 0 if start is None else start
     if type(value) in (str, bytes) and type(start) is int and 0 <= start <= 4096 and len(_CUTS) < 64 \
-            and (part or len(value) <= start):
-        # an empty slice of a text too short to reach it (``number[3:5]`` of ``"R"``) is kept too: the empty text
-        # is one object, so the comparison that follows pairs it with the last such cut
+            and (part or len(value) <= start or type(stop) is int and stop < 0):
+        # an empty slice of a text too short to reach it (``number[3:5]`` of ``"R"``, ``fmt[1:-1]`` of ``"()"``) is
+        # kept too: the empty text is one object, so the comparison that follows pairs it with the last such cut
         _CUTS[id(part)] = (part, value, start)
+    return part
+
+
+def at(value: Any, index: int) -> Any:
+    """``value[index]`` for an index written as a number, keeping a text's character with the text and its position
+    (``fmt[0][0] != "("``, ``s[-1] == ")"``: the comparison that follows puts the wanted character there, kind
+    ``at``; a replacement of the first such character, as ``eq`` gives, misses ``s[-1]``)."""
+    part = value[index]
+    if type(value) is str and len(_CUTS) < 64:
+        _CUTS[id(part)] = (part, value, index)  # a negative index as written: from the end (:func:`.shapes.put`)
     return part
 
 
@@ -500,7 +510,10 @@ def number(text: Any) -> Any:
             _keep("number", text, "")
         held = _CUTS.get(id(text)) if not text and type(text) in (str, bytes) and _CUTS else None
         if held is not None and held[0] is text and len(PAIRS) < PAIR_LIMIT:
-            PAIRS.append(("at", held[1], (held[2], b"1234" if type(text) is bytes else "1234")))
+            if len(held[1]) > held[2]:  # ``int(fmt[1:-1])`` of ``"()"``: digits between, the end kept (``"(1)"``)
+                PAIRS.append(("insert", held[1], (held[2], b"1" if type(text) is bytes else "1")))
+            else:
+                PAIRS.append(("at", held[1], (held[2], b"1234" if type(text) is bytes else "1234")))
         raise
 
 
@@ -531,8 +544,22 @@ def see(value: Any, position: int, op: str) -> Any:
 
 
 # reached as ``__calib_cmp__.method`` ...
-for _recorder in (method, item, see, size, code, cut, number, inner, isa, lookup, has, imports, bare):
+for _recorder in (method, item, see, size, code, cut, at, number, inner, isa, lookup, has, imports, bare):
     setattr(compare, _recorder.__name__, _recorder)
+
+
+def _recorded(node: ast.AST, recorder: str) -> bool:
+    """Whether ``node`` calls the recorder ``recorder`` (``fmt[0]`` rewritten as ``__calib_cmp__.at(fmt, 0)``)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == recorder \
+        and isinstance(node.func.value, ast.Name) and node.func.value.id == NAME
+
+
+def _index(node: ast.AST) -> Any:
+    """The number an index is written as (``0``, ``-1``), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _index(node.operand)
+        return None if inner is None else -inner
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 class Plain(ast.NodeTransformer):
@@ -633,9 +660,14 @@ class _Instrument(ast.NodeTransformer):
                 or isinstance(table, ast.Dict) and all(isinstance(k, ast.Constant) for k in table.keys)):
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="item", ctx=ast.Load())
             return ast.copy_location(ast.Call(func=recorder, args=[table, node.slice], keywords=[]), node)
-        part = node.slice  # ``buf[0:8]``, ``data[i:i + 4]``: a slice with no step of a name, kept (:func:`cut`)
+        part = node.slice
+        if isinstance(node.ctx, ast.Load) and type(_index(part)) is int:  # ``s[0]``, ``fmt[0][-1]`` (:func:`at`)
+            recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="at", ctx=ast.Load())
+            return ast.copy_location(ast.Call(func=recorder, args=[table, part], keywords=[]), node)
+        # ``buf[0:8]``, ``data[i:i + 4]``: a slice with no step of a name, kept (:func:`cut`)
         if isinstance(node.ctx, ast.Load) and isinstance(part, ast.Slice) and part.step is None \
-                and isinstance(table, ast.Name) and (part.lower is None or isinstance(part.lower, ast.Constant)) \
+                and (isinstance(table, ast.Name) or _recorded(table, "at")) \
+                and (part.lower is None or isinstance(part.lower, ast.Constant)) \
                 and (part.lower or part.upper) is not None:  # (not ``items[:]``, a copy)
             recorder = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="cut", ctx=ast.Load())
             bounds = [part.lower or ast.Constant(None), part.upper or ast.Constant(None)]

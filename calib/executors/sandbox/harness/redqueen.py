@@ -52,6 +52,8 @@ def _rewrite(kind: str, v: Any, a: Any, b: Any, depth: int = 0, rng: Any = None)
         return [{b}] if t is set else [{b: 1}] if t is dict else [t([b])]
     if kind == "at" and t in (str, bytes) and v == a:  # ``buf[0:8] == MAGIC``: MAGIC there
         return [shapes.put(v, *b)]
+    if kind == "insert" and t is type(a) and v == a:  # ``int(fmt[1:-1])`` of ``"()"``: a number between
+        return [v[:b[0]] + b[1] + v[b[0]:]]
     if kind in ("ord", "charclass", "number") and t is str and type(a) is str:
         if kind == "ord" and type(b) is int:
             news = [regexes.splice(v, a, chr(c)) for c in (b, b + 1, b - 1) if 0 <= c <= 0x10FFFF]

@@ -68,8 +68,14 @@ def parsed(hints: Any) -> list[str]:
 
 
 def put(v: Any, at: int, want: Any) -> Any:
-    """``v`` with ``want`` at ``at`` (padded to reach it), as bytes or text as ``want`` is (latin-1 either way)."""
+    """``v`` with ``want`` at ``at`` (padded to reach it), as bytes or text as ``want`` is (latin-1 either way). A
+    negative ``at`` counts from the end (``s[-1] == ")"``); where that would overwrite the start, ``want`` is added
+    at the end instead (``"("`` becomes ``"()"``, not ``")"``: ``s[0] == "("`` held already)."""
     if type(v) is not type(want):
         v = v.encode("latin-1", "replace") if type(v) is str else v.decode("latin-1")
+    if at < 0:
+        at = len(v) + at
+        if at < 1:
+            return v + want
     pad = (b"\x00" if type(want) is bytes else " ") * max(0, at - len(v))
     return v[:at] + pad + want + v[at + len(want):]

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-_WANTS = frozenset({"at", "len", "len_order"})  # comparisons whose first sight is progress (:func:`search`)
+_WANTS = frozenset({"at", "insert", "len", "len_order"})  # comparisons whose first sight is progress (:func:`search`)
 #: A value read as another type than it has and a key or name looked up and not found (:mod:`.cmplog`): an error on
 #: the way, whose first sight is progress where the input can be rewritten (:func:`_wanted`). (An ``isinstance``
 #: check, ``isa``, is not: both its branches run, and rewriting on every run that met one flooded the search.)

@@ -126,6 +126,14 @@ def compare_use(node: ast.Compare, subject: Any, hints: Any) -> None:
         for key in keys if p is not None else ():
             if isinstance(key, str) and key not in p.keys:
                 p.keys.append(key)
+    for held, other in ((node.left, node.comparators[0]), (node.comparators[0], node.left)) if len(node.ops) == 1 \
+            and isinstance(node.ops[0], ast.Eq | ast.NotEq) else ():
+        # ``fmt[0][0] != "("``, ``s[-1] == ")"``: what is indexed and compared with one character is a text first
+        # (dbf's ``add_character``: its ``format`` was a list of lists before, and no input reached past the check)
+        if isinstance(held, ast.Subscript) and type(_literal(held.slice)[1]) is int \
+                and (char := _literal(other))[0] and isinstance(char[1], str) and len(char[1]) == 1 \
+                and (p := subject(held.value)) is not None:
+            p.types[:] = ["str", *(t for t in p.types if t != "str")]
     for operand, op in zip(node.comparators, node.ops):
         ok, value = _literal(operand)
         if not ok:
