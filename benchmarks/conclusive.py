@@ -112,7 +112,7 @@ twenty-third round the roles stayed (11-15 tuning, 16-20 validation with its reg
 26-30 held out, measured at the end only, the start being the twenty-second round's end rows). In the
 twenty-fourth round too, except that seeds 26-30 lost one function's verdict (drawn five times) to a change of the
 round, which was found by bisecting that function's verdict over the round's commits without its name or code being
-looked at, and mended: seeds 26-30 count as a validation sample from then on. Seeds 31 and up are untouched.
+looked at, and mended: seeds 26-30 count as a validation sample from then on. Seeds 31 and up were then untouched.
 In the twenty-fifth round the roles stayed: 11-15 tuning, 16-20 and 26-30 validation (only the names of functions
 whose verdict changed seen), 1-5 and 6-10 held out, measured at the round's end only (the start: the twenty-fourth
 round's end rows). So in the twenty-sixth, the start being the twenty-fifth round's end rows; it also measured all
@@ -130,7 +130,11 @@ being the twenty-ninth round's end rows; three variants of one change (a mixed m
 along, only once a search had found no line for 30 runs, only in the splice runs) were each measured on 11-15, 16-20
 and 26-30, and the one kept (all along) was the best on 11-15 and, counted by distinct functions, on 16-20 and 26-30.
 So in the thirty-first (shaped answers of withheld calls), the start rows being the thirtieth round's end rows: three
-variants on 11-15, the kept one then on 16-20 and 26-30, the held-out samples once at the end.
+variants on 11-15, the kept one then on 16-20 and 26-30, the held-out samples once at the end. In the thirty-second,
+seeds 31-35 (``--exclude benchmarks/tuning-functions.jsonl`` and each of seeds 1-30's ``--out`` files, not one
+another's) were the tuning sample, looked at function by function; 11-15 was measured again for one variant, 16-20 and
+26-30 stayed validation samples (only the names of functions whose verdict changed seen), 1-5 and 6-10 were measured
+once at the end (totals and the numbers up and down read). Seeds 36 and up are untouched.
 """
 
 from __future__ import annotations
