@@ -23,9 +23,9 @@ from __future__ import annotations
 import ast
 import asyncio
 
-from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor
 from calib.executors.sandbox.harness import cmplog, hints, redqueen, shapes
+from tests.executors.python.test_magic_numbers import _recorded as recorded
 from tests.executors.sandbox.test_forkserver import needs_bwrap
 
 CONTEXT = (
@@ -47,11 +47,8 @@ X = (
 
 
 def _recorded(source: str) -> dict:
-    tree = ast.parse(source)
-    cmplog.instrument(tree.body[0], tree)
-    namespace: dict = {cmplog.NAME: cmplog.compare, "FieldSpecError": ValueError, "FLAGS": {}}
-    exec(compile(tree, "<t>", "exec"), namespace)  # noqa: S102 - the test's own function
-    cmplog.take_pairs()
+    namespace = recorded(source)  # x instrumented as the search runs it (test_magic_numbers)
+    namespace.update(FieldSpecError=ValueError, FLAGS={})
     return namespace
 
 
@@ -88,14 +85,9 @@ def test_an_item_indexed_and_compared_with_a_character_is_a_text_first() -> None
 
 
 @needs_bwrap
-def test_a_bracketed_size_is_reached() -> None:
-    ex = SandboxExecutor(ExecutorConfig())
-    try:
-        result = asyncio.run(ex.compare(X, [X.replace("< 256", "<= 256")], context=CONTEXT))
-    finally:
-        ex.close()
+def test_a_bracketed_size_is_reached(executor: SandboxExecutor) -> None:
+    result = asyncio.run(executor.compare(X, [X.replace("< 256", "<= 256")], context=CONTEXT))
     # before: coverage 0.20, every input raised at the first check
     assert result.conclusive and result.coverage >= 0.8, result.reason
     returns = [i.output for i in result.inputs if i.valid and '"return"' in (i.output or "")]
     assert returns  # a size read from between the brackets
-

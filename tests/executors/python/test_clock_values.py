@@ -123,12 +123,8 @@ UNTIL = "def until_last(year):\n    return (LAST.value - Day(year).value).days\n
 
 
 @needs_bwrap
-def test_a_module_built_from_date_max_runs_as_outside() -> None:
-    ex = SandboxExecutor(ExecutorConfig(seed=0))
-    try:
-        result = asyncio.run(ex.compare(UNTIL, [], context=DAYS, inputs=[{"args": {"year": "2000"}}]))
-    finally:
-        ex.close()
+def test_a_module_built_from_date_max_runs_as_outside(executor: SandboxExecutor) -> None:
+    result = asyncio.run(executor.compare(UNTIL, [], context=DAYS, inputs=[{"args": {"year": "2000"}}]))
     assert not result.warnings  # before: "line 10: TypeError (LAST stand-ins)"
     (state,) = result.inputs
     assert state.valid and json.loads(state.output)["return"] == (datetime.date.max - datetime.date(2000, 1, 1)).days

@@ -115,16 +115,12 @@ SCALED = (
 
 
 @needs_bwrap
-def test_a_descriptor_of_any_name_runs_x_when_read_or_gives_what_x_is_called_as() -> None:
+def test_a_descriptor_of_any_name_runs_x_when_read_or_gives_what_x_is_called_as(executor: SandboxExecutor) -> None:
     # dbf's ``@LazyAttr def index(yo)`` (list 4, seeds 31-35): a name the rule above does not know. The attribute is
     # read while x is observed; x ran in the read, so the read's value is x's (before: every input call_failed, the
     # harness calling x's value). A descriptor that hands back a bound callable instead is called with the input
-    ex = SandboxExecutor(ExecutorConfig())
-    try:
-        label = asyncio.run(ex.compare(LABEL, [LABEL.replace("self-join", "same")], context=OWN))
-        scaled = asyncio.run(ex.compare(SCALED, [], context=OWN))
-    finally:
-        ex.close()
+    label = asyncio.run(executor.compare(LABEL, [LABEL.replace("self-join", "same")], context=OWN))
+    scaled = asyncio.run(executor.compare(SCALED, [], context=OWN))
     assert label.conclusive and label.coverage == 1.0, label.reason
     returns = {json.loads(i.output)["return"] for i in label.inputs if i.valid and '"return"' in (i.output or "")}
     assert "self-join" in returns and any(" -> " in str(r) for r in returns)
