@@ -36,17 +36,28 @@ def test_a_short_attribute_chain_keeps_its_whole_name() -> None:
     assert _name(token.parent) != _name(token.parent.parent)
 
 
-def test_a_walk_along_a_stand_in_keeps_its_name_within_the_bound() -> None:
+def test_a_walk_along_a_stand_in_keeps_its_name_within_the_bound_and_ends_by_the_repeat_rule() -> None:
     token = CalibStandIn("self.style")
     lengths = []
-    for _ in range(3000):  # ``ttype = ttype.parent`` in a loop that never finds its way out
-        token = token.parent
-        lengths.append(len(_name(token)))
+    with pytest.raises(standins.StandInLoop, match="repeating the log"):
+        for _ in range(3000):  # ``ttype = ttype.parent`` in a loop that never finds its way out
+            token = token.parent
+            lengths.append(len(_name(token)))
     name = _name(token)
-    # the uncut name would be "self.style" + 3000 x ".parent" = 21,010 characters
+    # the uncut name would be "self.style" + 1000 x ".parent" = 7,010 characters
     assert max(lengths) == MAX_NAME + 1 == len(name)
     assert name.startswith("self.style.parent.parent") and name.endswith(".parent.parent")
     assert "\u2026" in name
+    # each step made a new stand-in and logged nothing: the walk ends after REPEAT_LIMIT steps (it ran until the
+    # input's timeout before: ``while cur: cur = cur.next``, each stand-in truthy)
+    assert len(lengths) == REPEAT_LIMIT and LOG.ops == REPEAT_LIMIT + 1 and not LOG.entries
+
+
+def test_reading_an_attribute_again_is_not_counted() -> None:
+    token = CalibStandIn("self.flag")
+    for _ in range(3 * REPEAT_LIMIT):  # ``for row in rows: if self.flag: ...``: the same stand-in each time
+        assert token.enabled is token.enabled
+    assert LOG.ops == 1
 
 
 def test_a_text_grown_from_a_stand_in_turns_into_a_stand_in_past_the_bound() -> None:
@@ -168,3 +179,36 @@ def test_a_looping_lookup_is_forgotten_and_leaves_the_budget_as_it_was() -> None
     assert LOG.ops == 1 and len(LOG.entries) == 1 and LOG.budget == standins.OPS_BUDGET
     assert calls._lacks(Answering(), "missing") is False  # a __getattr__ that answers: no stand-in
     assert calls._lacks(Looping.__new__(Looping), "__class__") is False
+
+
+# a walk along a linked list of nodes (kconfiglib's ``_flatten`` and ``_finalize_choice`` walk ``node.next``):
+# on a stand-in menu every ``cur.next`` is a new stand-in, each truthy, so the walk never ended
+CHAIN = '''def describe_chain(menu):
+    """The entries of a menu's linked list of nodes, and how the walk ended."""
+    count = 0
+    shown = []
+    cur = menu.first
+    while cur:
+        if cur.kind is Separator:
+            shown.append("-")
+        elif cur.prompt:
+            shown.append(cur.prompt)
+        count += 1
+        cur = cur.next
+    if not count:
+        return "empty"
+    return count, shown
+'''
+
+
+@needs_bwrap
+def test_a_walk_along_stand_in_nodes_is_a_stand_in_loop_and_the_search_goes_on(executor) -> None:
+    # before: three inputs timed out, which spent the search's time budget after six runs
+    # (valid_inputs 3 < 8, mostly timeout); now each such walk ends after REPEAT_LIMIT steps
+    result = asyncio.run(executor.compare(CHAIN, [], context="from withheld.menus import Separator\n"))
+    assert "timeout" not in {r.reason for r in result.inputs}
+    assert result.conclusive, result.reason
+    assert result.runs > 6
+    walked = asyncio.run(executor.compare(CHAIN, [], context="from withheld.menus import Separator\n",
+                                          inputs=[{"args": {"menu": "StandIn('menu')"}}]))
+    assert [r.reason for r in walked.inputs] == ["standin_loop"]

@@ -30,8 +30,8 @@ def standin_default(mode: str | None) -> Any:
     """What calls to stand-ins return in this input state: a stand-in (default), a fixed value, or raise."""
     if mode in (None, "standin", "items"):
         return standins._STANDIN_DEFAULT
-    if mode in ("raise", "raise_in_try", "echo"):  # markers the stand-ins' calls act on
-        return {"raise": standins.RAISE, "raise_in_try": standins.RAISE_IN_TRY, "echo": standins.ECHO}[mode]
+    if mode in ("raise", "raise_in_try", "raise_other_in_try", "echo"):  # markers the stand-ins' calls act on
+        return getattr(standins, mode.upper())
     if standins.is_mixed(mode):
         return standins.Mixed.parse(mode)  # type: ignore[arg-type]
     if standins.is_nth(mode):

@@ -105,6 +105,15 @@ def analyse(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_first: bool) -
     return hints
 
 
+def broad_after(node: Any) -> bool:
+    """Whether one of x's ``try`` statements has a handler of every exception (``except Exception``, a bare
+    ``except``) after another handler: what a withheld exception's handler before it catches, it never sees."""
+    broad = ("Exception", "BaseException")
+    return node is not None and any(
+        isinstance(t, ast.Try) and any(h.type is None or isinstance(h.type, ast.Name) and h.type.id in broad
+                                       for h in t.handlers[1:]) for t in ast.walk(node))
+
+
 def _param(arg: ast.arg, kind: str, default: ast.expr | None) -> Param:
     types, element = annotation_types(arg.annotation)
     has, value = _literal(default)

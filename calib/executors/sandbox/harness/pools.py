@@ -16,7 +16,7 @@ import random
 from . import astnodes, cmplog, funcs, globalrefs, inputs, mutators
 from .astnodes import examples
 from .calls import DEFAULT_NAME, closure_params, literal_aliases, sentinel_defaults
-from .hints import Hints, Param, type_of
+from .hints import Hints, Param, broad_after, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .names import walk
 from .standins import CalibStandIn, is_mixed, is_nth
@@ -70,7 +70,9 @@ class _Modes(tuple):  # type: ignore[type-arg]
 
 
 STANDIN_MODES = _Modes(("standin", "items", "none", "raise", "zero", "empty_str", "empty_list", "true", "false",
-                        "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6", "echo", "raise_in_try"))
+                        "mixed1", "mixed2", "mixed3", "mixed4", "mixed5", "mixed6", "echo", "raise_in_try",
+                        "raise_other_in_try"))
+ASKED_MODES = ("raise_in_try", "raise_other_in_try", "echo")  # modes the search asks for, never drawn
 _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "urandom")
 FRESH_MIXED = 15  # the first mixed variant :meth:`Pools.fresh` may draw (past the listed ones)
 #: The builtin types whose values a ``*args`` pool holds as items when x checks its items against them.
@@ -181,9 +183,10 @@ class Pools:
         if vary_seed:  # the random seed is part of the input state (docs/architecture.md); vary it where it matters
             self.by_param[SEED] = list(range(12))
         if vary_standins:  # so is the behaviour of mocked dependencies: what their calls return, or raise
-            # (not ``raise_in_try`` and ``echo``: the search asks for them where a run called a stand-in in a
-            # try body, or handed one a value of x's: :func:`.synth.search`)
-            self.by_param[STANDINS] = [m for m in STANDIN_MODES if m not in ("raise_in_try", "echo")]
+            # (not ``raise_in_try``, ``raise_other_in_try`` and ``echo``: the search asks for them where a run called
+            # a stand-in in a try body, or handed one a value of x's: :func:`.synth.search`)
+            self.by_param[STANDINS] = [m for m in STANDIN_MODES if m not in ASKED_MODES]
+        self.broad_after = broad_after(hints.node)  # x's try statements: a broad handler after another
         self.pairs: list[tuple[str, Any, Any]] = []
 
     def _ambient(self, h: Hints) -> inputs.Uses:

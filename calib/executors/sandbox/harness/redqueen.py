@@ -150,6 +150,7 @@ def _converted(v: Any, kind: Any) -> list[Any]:
     return []
 
 
+OVERFLOW = 4  # the comparisons a run's rewrites come from, at most, in multiples of the limit (:func:`replacements`)
 _AMBIENT = (ENV_PREFIX, FILE_PREFIX, DIR_PREFIX, STDIN, ARGV)  # pseudo-parameters of the input's environment
 
 
@@ -169,12 +170,15 @@ def _numbers_in_text(kind: str, v: Any, a: Any, b: Any) -> list[Any]:
 
 
 def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limit: int = 8,
-                 rng: Any = None) -> list[dict[str, Any]]:
+                 rng: Any = None, overflow: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Input-to-state replacement (Redqueen): inputs like ``values`` with one value rewritten so that a
     comparison x made on it (:data:`.cmplog.PAIRS`) may go the other way. ``url = "abc:x"`` whose
     ``scheme == "data"`` failed becomes ``"data:x"``; ``value[0] in "(["`` turns ``"abc"`` into ``"(bc"``;
     ``DATE.match(text)`` that failed on ``"abc"`` turns it into ``"2024-01-31"``. ``rng`` draws the strings
-    a pattern matches (the search's; without one, a generator seeded by the pattern and the value)."""
+    a pattern matches (the search's; without one, a generator seeded by the pattern and the value).
+    ``overflow``: where the rewrites of the comparisons past the ``limit`` go (up to :data:`OVERFLOW` times
+    it), one each, in order: an ``elif`` chain of seventeen ``sectype == "SHT_…"`` gives its first eight
+    here and the nine others there."""
     per_pair: list[list[tuple[dict[str, Any], str]]] = []  # each comparison's rewrites (and the value's name), in the
     # order x made the comparisons
     seen: set[str] = set()
@@ -197,14 +201,16 @@ def replacements(values: dict[str, Any], pairs: list[tuple[str, Any, Any]], limi
                     mine.append(({**values, name: new}, name))
         if mine:
             per_pair.append(mine)
-            if len(per_pair) >= limit:
+            if len(per_pair) >= limit * (OVERFLOW if overflow is not None else 1):
                 break
     # each comparison's first rewrite of each input value first, then the others: a loop's first comparison
     # (``i < len(text)`` with ``i`` 0) rewrote every input value that happened to be 0 three ways (to 13, 14 and 12),
     # and filled the limit before ``c == exit`` was reached
+    if overflow is not None:
+        overflow.extend(mine[0][0] for mine in per_pair[limit:])
     first: list[dict[str, Any]] = []
     rest: list[dict[str, Any]] = []
-    for mine in per_pair:
+    for mine in per_pair[:limit]:
         named: set[str] = set()
         for rewrite, name in mine:
             (rest if name in named else first).append(rewrite)

@@ -169,6 +169,11 @@ RAISE = object()
 #: handler without ``is_collection(value)`` before it failing too. The search tries it on an input whose
 #: run called a stand-in there (``LOG.try_calls``; :func:`.synth.search`).
 RAISE_IN_TRY = object()
+#: ``LOG.default = RAISE_OTHER_IN_TRY`` (mode ``raise_other_in_try``): as :data:`RAISE_IN_TRY`, the call raising
+#: :class:`CalibStandInFailure`, which no withheld name stands for: ``except mutagen.id3.ID3NoHeaderError:`` (that
+#: is :class:`CalibStandInError` itself) lets it through to the ``except Exception as err:`` after it. The search
+#: tries it after ``raise_in_try`` where x has such a broad handler after another (:func:`.hints.broad_after`).
+RAISE_OTHER_IN_TRY = object()
 #: ``LOG.default = ECHO`` (mode ``echo``): a call to a stand-in returns its first argument, as the many helpers
 #: that clean, convert or check a value and hand it back do (``number = clean(number, ' -').strip()`` in a
 #: withheld ``stdnum.util``, ``to_text(s)``, ``ensure_list(v)``), so what x does next turns on its own input;
@@ -228,7 +233,12 @@ FAILED = "failed (input state"
 
 def asked_to_fail(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure the input state asked a stand-in for, not one of a stand-in misused."""
-    return (type(exc) is CalibStandInError or type(exc) is FAILURE[0]) and FAILED in str(exc)
+    return type(exc) in (CalibStandInError, FAILURE[0], CalibStandInFailure) and FAILED in str(exc)
+
+
+class CalibStandInFailure(Exception):
+    """What a failing stand-in call raises in the mode ``raise_other_in_try``: a failure of none of the classes
+    x's handlers name (:data:`RAISE_OTHER_IN_TRY`)."""
 
 
 #: The class a failing stand-in call raises (``FAILURE[0]``): :class:`CalibStandInError`, or one also derived from the
@@ -423,6 +433,16 @@ def standin_for(name: str) -> Any:
     return CalibStandIn(name)
 
 
+def _count() -> None:
+    """One stand-in operation that adds no log entry (arithmetic, a new attribute): past :data:`OPS_BUDGET`
+    of them in an input, or :data:`REPEAT_LIMIT` since the log last grew, the input ends (``standin_loop``)."""
+    LOG.ops += 1
+    if LOG.ops > LOG.budget:
+        raise StandInLoop(f"{STANDIN_CLASS_NAME}: more than {LOG.budget} stand-in operations in one input")
+    if LOG.ops - LOG.fresh > REPEAT_LIMIT:
+        raise StandInLoop(f"{STANDIN_CLASS_NAME}: {REPEAT_LIMIT} stand-in operations repeating the log")
+
+
 def _child(parent: CalibStandIn, suffix: str) -> Any:
     name = object.__getattribute__(parent, "_calib_name") + suffix
     if len(name) > MAX_NAME:  # a loop walking a stand-in (``t = t.parent``): its middle goes, so each step
@@ -472,6 +492,9 @@ class CalibStandIn:
             raise AttributeError(attr)
         attrs = object.__getattribute__(self, "_calib_attrs")
         if attr not in attrs:
+            # counted like a call that logs nothing: ``while cur: cur = cur.next`` walks a new stand-in each
+            # step, each truthy, and ran until the input's timeout (two of them ended kconfiglib's searches)
+            _count()
             attrs[attr] = _child(self, "." + attr)
         return attrs[attr]
 
@@ -520,7 +543,9 @@ class CalibStandIn:
             LOG.try_calls += 1
         if LOG.default is RAISE or LOG.default is RAISE_IN_TRY and LOG.trying > 0:
             raise FAILURE[0](f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
-        if LOG.default is RAISE_IN_TRY or LOG.default is ECHO and not args:
+        if LOG.default is RAISE_OTHER_IN_TRY and LOG.trying > 0:
+            raise CalibStandInFailure(f"{STANDIN_CLASS_NAME} {name} {FAILED}: dependencies fail)")
+        if LOG.default is RAISE_IN_TRY or LOG.default is RAISE_OTHER_IN_TRY or LOG.default is ECHO and not args:
             return CalibStandIn(name + "()")
         if LOG.default is ECHO:
             return args[0]
@@ -687,11 +712,7 @@ class CalibStandIn:
     def _arith(self: CalibStandIn, *other: Any) -> CalibStandIn:
         # counted like a call: ``while src[pos] in chars: pos += 1`` on a stand-in ``pos`` (always read as
         # 0) logs nothing, and would otherwise run until the input's timeout
-        LOG.ops += 1
-        if LOG.ops > LOG.budget:
-            raise StandInLoop(f"{STANDIN_CLASS_NAME}: more than {LOG.budget} stand-in operations in one input")
-        if LOG.ops - LOG.fresh > REPEAT_LIMIT:
-            raise StandInLoop(f"{STANDIN_CLASS_NAME}: {REPEAT_LIMIT} stand-in operations repeating the log")
+        _count()
         # one ``<op>`` however many: a loop's running total (``n<op><op>...``) grew its name, and so the
         # cost of every operation on it, with each step (netaddr's IPSet.__contains__ timed out)
         name = object.__getattribute__(self, "_calib_name")

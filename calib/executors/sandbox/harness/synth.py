@@ -47,6 +47,7 @@ _WANTS = frozenset({"at", "insert", "len", "len_order"})  # comparisons whose fi
 #: check, ``isa``, is not: both its branches run, and rewriting on every run that met one flooded the search.)
 _WANTED_ON_REWRITE = frozenset({"as", "key"})
 _LADDERS, _RUNGS = 2, 8  # inputs retried in the ``nthK`` modes per search, and the most K
+_LATER = 32  # rewrites kept of the comparisons past each run's first eight (:func:`.redqueen.replacements`)
 _MENDED = 16  # inputs retried per search with the call that failed and made them invalid answering (see search)
 _FALSY = frozenset({"none", "false", "zero", "empty_str", "empty_list"})  # modes whose stand-in calls answer falsy
 WALL_FACTOR = 4  # a search whose runs mostly wait (for their timeouts) ends after 4x its budget in wall time
@@ -141,12 +142,13 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             written.update({a: pools.content(a, 0) for a in argv if a in pools.argv_files and a not in written})
 
     pending: list[dict[str, Any]] = []  # input-to-state replacements waiting for a run
+    later: list[dict[str, Any]] = []  # and those of comparisons past a run's first eight: see overflowed (below)
     searched: dict[int, dict[str, Any]] = {}  # the values behind each state run (by the state's id)
     drawn: dict[int, dict[str, tuple[int, int]]] = {}  # the mixed-mode draws each state's run made (by its id)
     wants: dict[int, dict[str, set[int]]] = {}  # and the shaped answers its use of call answers asks for
     reached: set[int] = set()
     shown: set[str] = set()
-    retried = {"echo": 0, "raise_in_try": 0, "nth": 0, "mended": 0}  # inputs retried in those stand-in modes
+    retried = dict.fromkeys(("echo", "raise_in_try", "raise_other_in_try", "nth", "mended"), 0)  # inputs retried so
     # the ``echo`` retries wait until the search finds no new line for half its ``stagnation``: tried at once, they
     # changed the course of searches that were finding lines without them (tomllib's ``parse_key``: 0.86 -> 0.64)
     echoes: list[dict[str, Any]] = []
@@ -174,7 +176,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
             wants[id(state)] = record.wants
         if record.valid and (record.lines - reached or record.output not in shown):
             # an input that found something new: the comparisons it made may open more; the oldest first
-            pending.extend(replacements(values, pools.pairs)[:max(0, 64 - len(pending))])  # (at most 64)
+            pending.extend(replacements(values, pools.pairs, overflow=later)[:max(0, 64 - len(pending))])  # (<= 64)
+            del later[_LATER:]
         elif record.valid:
             # a part of the input compared with what x wants at that place (``buf[0:8] == MAGIC``), or its length
             # with a size (``len(buf) > 524``), for the first time: progress a line cannot show (the ``and``
@@ -190,9 +193,12 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                     news += found
             pending.extend(news[:max(0, 64 - len(pending))])
         # a stand-in handed a value (``clean(number, ' -')``), or called in a try body of x: then in that mode
-        # (``raise_in_try`` also where stand-in modes are not drawn, the stand-ins being x's arguments)
-        for mode, hit, undrawn in (("echo", record.handed, None), ("raise_in_try", record.in_try, "standin")):
-            if hit and record.valid and values.get(STANDINS, undrawn) == "standin" and retried[mode] < 8:
+        # (``raise_in_try`` also where stand-in modes are not drawn, the stand-ins being x's arguments); a run in it,
+        # where a broad handler follows another, again with failures no handler names (``raise_other_in_try``)
+        asked = (("echo", record.handed, None, ("standin",)), ("raise_in_try", record.in_try, "standin", ("standin",)),
+                 ("raise_other_in_try", record.in_try and pools.broad_after, None, ("raise", "raise_in_try")))
+        for mode, hit, undrawn, was in asked:
+            if hit and record.valid and values.get(STANDINS, undrawn) in was and retried[mode] < 8:
                 retried[mode] += 1
                 (echoes if mode == "echo" else pending).insert(0, {**values, STANDINS: mode})
         # a call's answer x took apart as data (``d.items()``, ``d["k"]``, ``v.split(".")``), the first time for that
@@ -290,6 +296,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         return spliced[0]
 
     walk: dict[str, Any] = {"done_at": None, "reached": 0, "shown": 0, "records": 0, "valid": 0}
+    extra = {"until": 0, "done": False}  # where the overflowed rewrites' runs end; whether they ran (once)
 
     def walked(runs: int) -> bool:
         """The stopping rule (below) during the walk too: once the criteria hold, it goes on only while
@@ -306,6 +313,15 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
         done_at = walk["done_at"]
         return done_at is not None and (runs - done_at >= patience or executable <= reached and len(shown) >= n
                                         and len({r.output for r in select(records, n)}) >= n)
+
+    def overflowed() -> int:  # where the search would end short of the criteria, once: the rewrites of comparisons
+        # past each run's first eight (``later``) queued first, with twice their number of runs; where they end (or 0)
+        if extra["done"] or not later:
+            return 0
+        extra["done"] = True
+        pending[:0], later[:] = later, []
+        extra["until"] = runs + 2 * len(pending)
+        return extra["until"]
 
     def ladder() -> int:
         """The nthK retries queued first; the runs they get (twice what is queued)."""
@@ -357,12 +373,16 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                 last_progress, limit = runs, max(limit, runs + ladder())
             elif splice():
                 last_progress, limit = runs, max(limit, spliced[0])
+            elif done_at is None and overflowed():
+                last_progress, limit = runs, max(limit, extra["until"])
             else:
                 break
         if echoes and runs - last_line >= stagnation // 2:
             pending[:0], echoes[:] = echoes, []
-        if spliced and runs >= spliced[0] and done_at is None:
-            break
+        if spliced and runs >= max(spliced[0], extra["until"]) and done_at is None:
+            if not overflowed():
+                break
+            last_progress, limit = runs, max(limit, extra["until"])
         if runs >= limit:  # the run budget spent: once, a search near the coverage criterion that is still
             # finding lines or outputs goes on (:data:`EXTEND`); others end here
             if limit > budget_runs or done_at is not None or far():
@@ -370,6 +390,8 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                     limit = runs + ladder()
                 elif splice():
                     limit = spliced[0]
+                elif done_at is None and overflowed():
+                    limit = extra["until"]
                 else:
                     break
             else:
