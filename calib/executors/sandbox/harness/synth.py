@@ -315,7 +315,7 @@ def search(pools: Pools, run: Callable[[dict[str, Any]], Record], *, executable:
                                         and len({r.output for r in select(records, n)}) >= n)
 
     def overflowed() -> int:  # where the search would end short of the criteria, once: the rewrites of comparisons
-        # past each run's first eight (``later``) queued first, with twice their number of runs; where they end (or 0)
+        # past each run's first eight (``later``) queued first, and twice the queue's length in runs; where they end
         if extra["done"] or not later:
             return 0
         extra["done"] = True
