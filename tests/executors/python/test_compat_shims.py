@@ -7,21 +7,17 @@ and dpkt's HTTP ``Request.unpack`` never got past its first check (coverage 0.33
 ``compat``, ``_compat``, ``py3compat``, ``compatibility`` or ``six`` now gives the names six has from the harness's six
 (``compat.make_six``, checked against the real six in test_six_compat.py); its other names (dpkt's ``compat_ord``)
 stay stand-ins.
-
-Where a parameter is handed to a call that needs a given type (``BytesIO(buf)``, ``StringIO(text)``,
-``struct.unpack("<I", data)``), the hints now say so, and its pool holds values of that type first.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import io
 import json
 
 import six as real_six
 
-from calib.executors.sandbox.harness import compat, hints
+from calib.executors.sandbox.harness import compat
 
 FIRST_WORDS = '''def first_words(buf, limit=2):
     f = BytesIO(buf)
@@ -72,14 +68,3 @@ def test_a_compat_module_imported_under_another_name_answers_as_python_3(executo
     result = asyncio.run(executor.compare(x, [], context=context, inputs=inputs))
     assert [json.loads(i.output)["return"] for i in result.inputs] == [{"list": ["abc", "def"]}, {"list": []}]
 
-
-def test_a_parameter_handed_to_a_typed_call_is_of_that_type() -> None:
-    source = ("def f(buf, text, data, offset, other):\n"
-              "    a = BytesIO(buf)\n"
-              "    b = io.StringIO(text)\n"
-              "    c = struct.unpack_from('<I', data, offset)\n"
-              "    d = struct.unpack('<I', other)\n")
-    node = ast.parse(source).body[0]
-    assert isinstance(node, ast.FunctionDef)
-    types = {p.name: p.types for p in hints.analyse(node, skip_first=False).params}
-    assert types == {"buf": ["bytes"], "text": ["str"], "data": ["bytes"], "offset": [], "other": ["bytes"]}

@@ -51,9 +51,6 @@ def called(node: ast.AST) -> str:
 
 
 _SPLITS = frozenset({"split", "rsplit", "partition", "rpartition"})
-#: Calls whose argument at that position must be of that type: ``f = BytesIO(buf)``, ``struct.unpack("<I", data)``.
-_TYPED_ARGS = {"BytesIO": (0, "bytes"), "StringIO": (0, "str"), "memoryview": (0, "bytes"), "unpack": (1, "bytes"),
-               "unpack_from": (1, "bytes"), "iter_unpack": (1, "bytes")}
 
 
 def call_use(node: ast.Call, subject: Any) -> None:
@@ -73,9 +70,6 @@ def call_use(node: ast.Call, subject: Any) -> None:
         add(p.called, func.attr)
     if called(node) in SIX_VIEWS and node.args and (p := subject(node.args[0])) is not None:
         attribute_use(p, "items")  # ``six.iteritems(kparams)``: a mapping, as ``kparams.items()`` says
-    at, kind = _TYPED_ARGS.get(called(node), (-1, ""))
-    if 0 <= at < len(node.args) and (p := subject(node.args[at])) is not None:
-        add(p.types, kind)
     if not isinstance(func, ast.Name) or not node.args:
         return
     p = subject(node.args[0])
