@@ -134,7 +134,9 @@ variants on 11-15, the kept one then on 16-20 and 26-30, the held-out samples on
 seeds 31-35 (``--exclude benchmarks/tuning-functions.jsonl`` and each of seeds 1-30's ``--out`` files, not one
 another's) were the tuning sample, looked at function by function; 11-15 was measured again for one variant, 16-20 and
 26-30 stayed validation samples (only the names of functions whose verdict changed seen), 1-5 and 6-10 were measured
-once at the end (totals and the numbers up and down read). Seeds 36 and up are untouched.
+once at the end (totals and the numbers up and down read). In the thirty-third, the same roles: each change measured
+on 31-35, 16-20, 26-30 and 11-15 (a change that lost verdicts there dropped), the held-out samples once at the end.
+Seeds 36 and up are untouched.
 """
 
 from __future__ import annotations

@@ -28,10 +28,9 @@ def _returns(result) -> list:
 
 
 # isodate's parse_duration guards its argument with six's string_types (isodate 0.6.1, isoduration.py); six itself
-# now has its Python 3 meaning in the sandbox (harness/compat.py, tests/executors/python/test_six_compat.py), and so
-# has a project's own compatibility module since issue 24's thirty-third round (``from .compat import string_types``
-# is ``(str,)``: test_compat_shims.py), so the withheld string type here is another module's of the project
-SIX_CONTEXT = "from .helpers import string_types\n"
+# now has its Python 3 meaning in the sandbox (harness/compat.py, tests/executors/python/test_six_compat.py), so the
+# withheld string type here is a project's own compatibility module's, as many packages keep one
+SIX_CONTEXT = "from .compat import string_types\n"
 SIX_TRUTH = (
     "def shout(text):\n"
     "    if not isinstance(text, string_types):\n"

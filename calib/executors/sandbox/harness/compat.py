@@ -214,24 +214,6 @@ class CompatFinder:
         """Nothing to run: the module is made whole."""
 
 
-#: The last part of a module's name that says it is a project's own Python 2/3 compatibility module (dpkt's
-#: ``.compat``, pyelftools' ``..common.py3compat``, ``._compat``): :func:`shim`.
-_SHIM_NAMES = frozenset({"compat", "_compat", "py3compat", "compatibility", "_compatibility", "six", "_six"})
-
-
-def shim(module: str) -> dict[str, Any]:
-    """The names a withheld project module of that name gives that six gives too, as six gives them on Python 3
-    (``from .compat import BytesIO, iteritems``: those modules re-export six's or the standard library's, and a
-    stand-in ``BytesIO(buf)`` read nothing); empty for any other module. Names six lacks (dpkt's ``compat_ord``)
-    stay stand-ins."""
-    if module.rpartition(".")[2] not in _SHIM_NAMES:
-        return {}
-    names = dict(vars(make_six()))
-    for name in ("__name__", "__doc__", "__package__", "__loader__", "__spec__", "__version__", "moves"):
-        names.pop(name, None)
-    return names
-
-
 def forget() -> None:
     """Take what :class:`CompatFinder` made out of ``sys.modules`` (the next build imports ``six`` afresh)."""
     for name in CompatFinder.made:

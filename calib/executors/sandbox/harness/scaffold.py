@@ -432,16 +432,11 @@ class Module:
                 bound = alias.asname or alias.name.split(".")[0]
                 ns[bound] = mocks.partly_real(alias.name if alias.asname or bound == alias.name else "",
                                               alias.name if alias.asname else bound)
-                if alias.asname and (names := compat.shim(alias.name)):  # ``import pkg.py3compat as compat``
-                    ns[bound] = standins.StandInModule(alias.name)
-                    vars(ns[bound]).update(names)
         else:
             module = "." * stmt.level + (stmt.module or "")
-            shim = compat.shim(module)  # ``from .compat import BytesIO``: six's names as six gives them
             for alias in stmt.names:
                 if alias.name != "*":
                     ok, value = mocks.real(module, alias.name) if why == "mocked" else (False, None)
-                    ok, value = (True, shim[alias.name]) if not ok and alias.name in shim else (ok, value)
                     ns[alias.asname or alias.name] = value if ok else standin_for(f"{module}.{alias.name}".lstrip("."))
         self.warnings.append(f"line {stmt.lineno}: import stand-ins ({why})")
 

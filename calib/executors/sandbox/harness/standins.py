@@ -16,8 +16,6 @@ import builtins
 import re
 import sys
 
-from .compat import shim
-
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the harness does not import typing (start-up time)
 if TYPE_CHECKING:
     from typing import Any
@@ -988,10 +986,6 @@ class StandInModule(type(re)):  # types.ModuleType, without importing types for 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
-        if names := shim(attr):  # ``from . import compat``: a module with six's names (made afresh at each read)
-            module = StandInModule(f"{self.__name__}.{attr}")
-            vars(module).update(names)
-            return module
         name = self.__name__
         if name == FAKE_PACKAGE or name.startswith(FAKE_PACKAGE + "."):
             name = name[len(FAKE_PACKAGE) + 1:] or "."
@@ -1050,7 +1044,6 @@ class StandInFinder:
     def create_module(cls, spec: Any) -> Any:
         module = StandInModule(spec.name)
         module.__path__ = []  # a package: submodules import too
-        vars(module).update(shim(spec.name))  # a project's ``compat`` module: six's names as six gives them
         if cls.active:
             cls.made.append(spec.name)
         return module
