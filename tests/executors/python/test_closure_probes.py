@@ -3,7 +3,7 @@
 x that builds and returns a function (a validator factory, a parser factory) has most of its lines in
 that function, which only the harness's probe calls run. They used to pass the number 2 to each
 parameter; now the first call's arguments are part of the input state (key ``probe``), drawn like
-parameters from what the closure's body does with them (:func:`calls.closure_params`), and replayed
+parameters from what the closure's body does with them (:func:`returned.closure_params`), and replayed
 identically for every candidate. A parameter used as a class (``isinstance(data, schema)``,
 ``inspect.isclass(schema)``) takes classes (``Global('int')``), and a withheld ``wraps(func)`` is
 ``functools.wraps``."""
@@ -20,7 +20,7 @@ import pytest
 
 from calib.executors.base import ExecutorConfig
 from calib.executors.python import SandboxExecutor, _state_problem
-from calib.executors.sandbox.harness import calls, globalrefs, hints, synth
+from calib.executors.sandbox.harness import globalrefs, hints, returned, synth
 from calib.executors.sandbox.harness.placeholders import lookup
 from calib.executors.sandbox.harness.values import Global, decode
 
@@ -59,13 +59,13 @@ def _closure_on_host(kind: object, path: object, data: object) -> object:
 
 def test_the_closure_x_returns_names_the_probe_parameters() -> None:
     node = ast.parse(FACTORY).body[0]
-    params = calls.closure_params(node)
+    params = returned.closure_params(node)
     assert [p.name for p in params] == ["path", "data"]
     assert "list" in params[1].types  # ``for i, item in enumerate(data)``
     decorator = ast.parse("def cached(cache):\n    def decorator(func):\n        return func\n    return decorator\n")
-    assert calls.closure_params(decorator.body[0]) == []  # a decorator keeps the probe function
+    assert returned.closure_params(decorator.body[0]) == []  # a decorator keeps the probe function
     plain = ast.parse("def f(a):\n    def helper(b):\n        return b\n    return helper(a)\n")
-    assert calls.closure_params(plain.body[0]) == []  # a helper x calls, not a closure it returns
+    assert returned.closure_params(plain.body[0]) == []  # a helper x calls, not a closure it returns
 
 
 def test_the_search_draws_probe_arguments_and_the_host_checks_them() -> None:

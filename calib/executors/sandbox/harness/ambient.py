@@ -32,7 +32,7 @@ MAX_ENV_NAME = 256  # characters of a name
 MAX_ENV_VALUE = 4096  # characters of a value
 MAX_STDIN = 64 * 1024  # characters of stdin
 MAX_ARGV = 64  # command-line arguments per input
-MAX_PROBE_ARGS = 3  # arguments of a returned closure's first probe call (:func:`.calls.closure_params`)
+MAX_PROBE_ARGS = 3  # arguments of a returned closure's first probe call (:func:`.returned.closure_params`)
 MAX_ARG = 4096  # characters of one argument
 ABSENT = "absent.txt"  # a file name on the command line that the search does not write
 ARGV0 = "prog"  # sys.argv[0], the same for every input (argparse's usage line names it)
@@ -41,7 +41,7 @@ ARGV0 = "prog"  # sys.argv[0], the same for every input (argparse's usage line n
 def check(env: Any, stdin: Any, argv: Any = None, probe: Any = None) -> str:
     """Why ``env``/``stdin``/``argv``/``probe`` of an input state are not well formed ('' when they are); the host
     runs the same check on every state a batch reports, and the harness on every state it is given. (``probe``:
-    a returned closure's first arguments, :func:`.calls.closure_params`.)"""
+    a returned closure's first arguments, :func:`.returned.closure_params`.)"""
     if env is not None:
         if not isinstance(env, dict) or len(env) > MAX_ENV:
             return f"env must be a mapping of at most {MAX_ENV} names"

@@ -15,10 +15,11 @@ import random
 
 from . import astnodes, cmplog, funcs, globalrefs, inputs, mutators
 from .astnodes import examples
-from .calls import DEFAULT_NAME, closure_params, literal_aliases, sentinel_defaults
+from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
 from .hints import Hints, Param, broad_after, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .names import walk
+from .returned import closure_params
 from .standins import CalibStandIn, is_mixed, is_nth
 from .typenames import clock_values
 from .values import Global, New, Obj, Stream
@@ -550,6 +551,11 @@ class Pools:
         """The i-th value of attribute ``attr`` of an object parameter: from what the body does with
         ``p.attr`` when it says (``for part in item.content`` → a list), else from the name."""
         child = p.children.get(attr)
+        if child is not None and child.classes and child.attrs and i in (2, 4):  # ``item = node.item``, then
+            # ``item.type`` and ``isinstance(item, Choice)``: not only instances of the class (the first values
+            # of its pool), objects with the attributes read too; 2 and 4 (:func:`.globalrefs.extend` sets the
+            # odd ones' attribute to a name x compares it with), built as the first and third of its objects
+            return [v for v in self._values("object", child) if type(v) is Obj][i - 2]
         if child is not None and (child.types or child.attrs or child.keys):
             pool = self._pool(child)
             return pool[i % len(pool)]

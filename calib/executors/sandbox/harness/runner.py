@@ -40,14 +40,13 @@ from .calls import (
     by_position,
     drain,
     make_instance,
-    probe,
-    probe_passed,
     standin_default,
     statement_lines,
 )
 from .placeholders import alias, globals_in, materialize
 from .probes import NAME as PROBE
 from .probes import TRY, Probes
+from .returned import probe, probe_passed
 from .standins import LOG, STANDIN_CLASS_NAME, CalibStandIn, is_standin, standin_name
 from .values import New, Obj, decode
 from .workdir import files_written, own_workdir, prepare_workdir, tidy_tmp
@@ -251,7 +250,7 @@ class Runner:
             args, kwargs = self._arguments(state, ns)
             if instance is not None and "Arg(" in str(state.get("self", "")):  # ``node is self.head_node``
                 alias(instance, state["self"], self.positional, args, kwargs)
-            texts = state.get("probe") or []  # a returned closure's first arguments (calls.closure_params)
+            texts = state.get("probe") or []  # a returned closure's first arguments (returned.closure_params)
             given = [materialize(decode(text), ns) for text in texts]
             before = _UNCHANGEABLE if all(type(v) in _IMMUTABLE for v in (*args, *kwargs.values())) \
                 else canon.dumps(canon.canonical([args, kwargs]))

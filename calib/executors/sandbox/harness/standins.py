@@ -62,7 +62,7 @@ class CallLog:
         self.ops += 1
         if self.ops > self.budget:
             raise StandInLoop(f"{STANDIN_CLASS_NAME} {name}: more than {self.budget} stand-in operations in one input")
-        # functions handed to a stand-in: x's own are called after x (calls.probe_passed)
+        # functions handed to a stand-in: x's own are called after x (returned.probe_passed)
         if kind == "call" and len(payload) == 2 and len(self.passed) < MAX_PASSED_KEPT:
             for pos, arg in [*enumerate(payload[0]), *payload[1].items()]:
                 if type(arg) is _FUNCTION and not any(arg is f for _, f in self.passed):
