@@ -68,6 +68,35 @@ COUNTER = (
     "    return Counter\n"
 )
 
+# mutagen 1.46's _util.enum, its docstring left out: a class made by type() whose methods x sets
+ENUM = (
+    "def enum(cls):\n"
+    "    assert cls.__bases__ == (object,)\n"
+    "    d = dict(cls.__dict__)\n"
+    "    new_type = type(cls.__name__, (int,), d)\n"
+    "    new_type.__module__ = cls.__module__\n"
+    "    map_ = {}\n"
+    "    for key, value in d.items():\n"
+    "        if key.upper() == key and isinstance(value, int):\n"
+    "            value_instance = new_type(value)\n"
+    "            setattr(new_type, key, value_instance)\n"
+    "            map_[value] = key\n"
+    "\n"
+    "    def str_(self):\n"
+    "        if self in map_:\n"
+    "            return '%s.%s' % (type(self).__name__, map_[self])\n"
+    "        return '%d' % int(self)\n"
+    "\n"
+    "    def repr_(self):\n"
+    "        if self in map_:\n"
+    "            return '<%s.%s: %d>' % (type(self).__name__, map_[self], int(self))\n"
+    "        return '%d' % int(self)\n"
+    "\n"
+    "    setattr(new_type, '__repr__', repr_)\n"
+    "    setattr(new_type, '__str__', str_)\n"
+    "    return new_type\n"
+)
+
 
 def _x_lines(source: str) -> tuple[int, int, int]:
     return (1, 1, source.count("\n"))
@@ -75,7 +104,7 @@ def _x_lines(source: str) -> tuple[int, int, int]:
 
 def _defined(source: str, *args: object) -> object:
     """Our own test source run here, as the scaffold names it (the probe knows x's code by its file)."""
-    namespace: dict[str, object] = {}
+    namespace: dict[str, object] = {"__name__": "module_of_x"}
     exec(compile(source, scaffold.FILENAME, "exec"), namespace)  # noqa: S102 - the test's own source
     name = source.split("(")[0].removeprefix("def ")
     return namespace[name](*args)  # type: ignore[operator]
@@ -85,7 +114,7 @@ def test_the_methods_of_a_returned_instance_are_called_once_each() -> None:
     class Base:  # what the withheld TypedFunction stands for
         pass
 
-    namespace: dict[str, object] = {"std_core": type("core", (), {"TypedFunction": Base})}
+    namespace: dict[str, object] = {"__name__": "module_of_x", "std_core": type("core", (), {"TypedFunction": Base})}
     exec(compile(USER_FUNC, scaffold.FILENAME, "exec"), namespace)  # noqa: S102 - the test's own source
     instance = namespace["user_func"](len, ("a",), "b")  # type: ignore[operator]
     out = returned.methods(instance, _x_lines(USER_FUNC))
@@ -103,7 +132,7 @@ def test_a_returned_class_is_made_from_its_own_init_and_probed(capsys: pytest.Ca
     cls = _defined(COUNTER, 10, 13)
     out = returned.methods(cls, _x_lines(COUNTER))
     # Counter(2): value 10, step 2; bump() 12; the property read after it: 13 - 12; __del__ is not called
-    assert out == [["r(2)", {"return": {"object": "counter_class.<locals>.Counter",
+    assert out == [["r(2)", {"return": {"object": "module_of_x.counter_class.<locals>.Counter",
                                         "state": [["step", 2], ["value", 10]]}}],
                    ["r(2).bump()", {"return": 12}],
                    ["r(2).left", {"return": 1}]]
@@ -155,3 +184,29 @@ def test_a_class_factory_is_conclusive() -> None:
     assert result.coverage == 1.0
     labels = {label for item in result.inputs if item.valid for label, _ in json.loads(item.output)["probes"]}
     assert labels == {"r(2)", "r(2).bump()", "r(2).left"}
+
+
+def test_the_methods_x_sets_on_a_class_it_makes_are_called() -> None:
+    class Color:
+        RED = 0
+        BLUE = 3
+
+    cls = _defined(ENUM, Color)
+    out = returned.methods(cls, _x_lines(ENUM))
+    # Color() is 0, RED's value: both methods find it in map_ (methods in name order: __repr__, __str__)
+    assert [label for label, _ in out] == ["r()", "r().__repr__()", "r().__str__()"]
+    assert out[1:] == [["r().__repr__()", {"return": "<Color.RED: 0>"}], ["r().__str__()", {"return": "Color.RED"}]]
+
+
+@needs_bwrap
+def test_a_class_made_by_type_is_conclusive() -> None:
+    executor = SandboxExecutor(ExecutorConfig(budget_seconds=3.0))
+    try:
+        result = asyncio.run(executor.compare(ENUM, []))
+    finally:
+        executor.close()
+    # before: coverage 0.71 (neither str_ nor repr_ ever ran)
+    assert result.conclusive, result.reason
+    assert result.coverage >= 0.9
+    reached = set(range(1, ENUM.count("\n") + 1)) - set(result.uncovered_lines)
+    assert {14, 16, 19, 21} <= reached  # both methods ran: ``if self in map_:`` and the ``'%d'`` return

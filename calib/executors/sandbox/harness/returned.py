@@ -124,6 +124,7 @@ def probe(value: Any, lines: tuple[int, int, int], given: list[Any] | None = Non
 _NOT_CALLED = frozenset({"__init__", "__new__", "__del__", "__init_subclass__", "__class_getitem__", "__set_name__",
                          "__getattribute__", "__setattr__", "__delattr__"})
 MAX_METHODS = 16
+_NOT_X = frozenset({"builtins", CalibStandIn.__module__})  # modules whose classes x does not define
 
 
 def _function(attr: Any) -> Any:
@@ -145,11 +146,13 @@ def _method_args(fn: Any, bound: bool) -> tuple[list[Any], dict[str, Any], list[
 
 def methods(value: Any, lines: tuple[int, int, int]) -> list[Any] | None:
     """When x returns an instance of a class it defines (``return UserFunction()``) or the class itself (a class
-    factory: it is called first, with :func:`_probe_args`' values for its own ``__init__``), the class's own
-    methods are x's behaviour: each (properties read, at most :data:`MAX_METHODS`) is called once on the
-    instance, by name, with :func:`_probe_args`' values; entries as :func:`probe`'s. None for anything else."""
+    factory: it is called first, with :func:`_probe_args`' values for its own ``__init__``), or a class whose
+    methods it set (mutagen's ``enum`` decorator: ``type(name, (int,), d)``, then ``setattr(new_type,
+    "__repr__", repr_)``), the class's own methods (functions defined within x's lines) are x's behaviour: each
+    (properties read, at most :data:`MAX_METHODS`) is called once on the instance, by name, with
+    :func:`_probe_args`' values; entries as :func:`probe`'s. None for anything else."""
     cls = value if issubclass(type(value), type) else type(value)  # not isinstance: a stand-in's __class__
-    if "<locals>" not in cls.__qualname__:
+    if cls.__module__ in _NOT_X:  # the common case, cheaply: a builtin value, a stand-in
         return None
     own = [(name, attr) for name, attr in sorted(vars(cls).items()) if _own(_function(attr), lines)]
     if not own:
