@@ -16,11 +16,12 @@ import random
 from . import astnodes, cmplog, funcs, globalrefs, inputs, mutators
 from .astnodes import examples
 from .calls import DEFAULT_NAME, literal_aliases, sentinel_defaults
-from .hints import Hints, Param, broad_after, type_of
+from .hints import Hints, Param, analyse, broad_after, type_of
 from .inputs import DIR_PREFIX, ENV_PREFIX, FILE_PREFIX, STDIN
 from .names import walk
 from .returned import closure_params
 from .standins import CalibStandIn, is_mixed, is_nth
+from .trees import last_class
 from .typenames import clock_values
 from .values import Global, New, Obj, Stream
 
@@ -78,6 +79,8 @@ _RANDOM_NAMES = ("random", "uuid", "secrets", "shuffle", "randint", "choice", "u
 FRESH_MIXED = 15  # the first mixed variant :meth:`Pools.fresh` may draw (past the listed ones)
 #: The builtin types whose values a ``*args`` pool holds as items when x checks its items against them.
 _ITEM_TYPES = frozenset({"dict", "list", "str", "int", "float", "bytes", "bool", "set", "tuple"})
+#: The types of a constructor's first parameter an instance of a file's class is built from (:meth:`Pools._built`)
+_BUILT_FROM = ("date", "datetime", "time", "timedelta", "str", "int", "float", "bytes", "list", "dict")
 KEEP = CalibStandIn("<keep>")  # a marker only: never reaches the function
 DEFAULT = CalibStandIn(DEFAULT_NAME)  # as an argument: left out, its default applies (calls.DEFAULT_NAME)
 _ARITHMETIC = frozenset(("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift",
@@ -139,6 +142,7 @@ class Pools:
         self.sentinels = {id(p) for p in hints.params if p.name in sentinels}
         self.literals = literal_aliases(hints.tree) if hints.params else {}
         self._bytes_literals: list[bytes] | None = None  # x's bytes literals (:meth:`_streams`)
+        self._made: dict[str, list[New]] = {}  # instances of the file's classes built from their constructor (_built)
         defaults = [p.default for p in hints.params if isinstance(p.default, str) and inputs.looks_like_file(p.default)]
         self.files = list(dict.fromkeys(hints.files + defaults + ["input.txt", "data.json"]))
         self.params: dict[str, Param] = {p.name: p for p in hints.params}
@@ -376,12 +380,27 @@ class Pools:
             if rank >= 2:  # ``type(p) is DateTuple`` ... ``is IntervalTuple``: a chain of checks
                 out += shaped or [New(cls), New(cls, "abc")]
                 continue
-            made = [*shaped, New(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
+            made = [*shaped, New(cls), *self._built(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]),
+                    New(cls, "abc"), New(cls, 3)]
             if container is not None:  # not a set: instances need not be hashable
                 wrap = tuple if container == "tuple" else list
                 out += [wrap(made[:1]), wrap(made[1:3]), wrap(made[:4])]
             out += made
         return out
+
+    def _built(self, cls: str) -> list[New]:
+        """Instances of the file's class ``cls`` made from what its constructor's first parameter takes, one of each
+        plain type its body says (dbf's ``Date(year)`` takes a ``datetime.date``, a text or a ``Date``, where
+        ``Date(3)`` raises and ``Date()`` is the null date, which no ``if other:`` passes); once per class."""
+        if cls not in self._made:
+            node = last_class(self.hints.tree, cls) if self.hints.tree is not None else None
+            made = [s for s in getattr(node, "body", ()) if type(s).__name__ == "FunctionDef"
+                    and s.name in ("__init__", "__new__")]
+            params = analyse(made[0], skip_first=True).params if made else []
+            first = next((q for q in params if q.kind == "positional"), None)
+            kinds = [t for t in first.types if t in _BUILT_FROM][:3] if first is not None else []
+            self._made[cls] = [New(cls, self._values(t, first)[0]) for t in kinds]
+        return self._made[cls]
 
     def _values(self, kind: str, p: Param) -> list[Any]:
         h, rng = self.hints, self.rng
