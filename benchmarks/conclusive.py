@@ -136,7 +136,9 @@ another's) were the tuning sample, looked at function by function; 11-15 was mea
 26-30 stayed validation samples (only the names of functions whose verdict changed seen), 1-5 and 6-10 were measured
 once at the end (totals and the numbers up and down read). In the thirty-third, the same roles: each change measured
 on 31-35, 16-20, 26-30 and 11-15 (a change that lost verdicts there dropped), the held-out samples once at the end.
-Seeds 36 and up are untouched.
+In the thirty-fourth, seeds 31-35 stayed a tuning sample and seeds 36-40 (drawn with the tuning file and each of
+seeds 1-35's ``--out`` files excluded) became a second one, looked at function by function; 16-20, 26-30 and 11-15
+as before, 1-5 and 6-10 held out, measured once at the end. Seeds 41 and up are untouched.
 """
 
 from __future__ import annotations

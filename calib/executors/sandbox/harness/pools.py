@@ -380,8 +380,9 @@ class Pools:
             if rank >= 2:  # ``type(p) is DateTuple`` ... ``is IntervalTuple``: a chain of checks
                 out += shaped or [New(cls), New(cls, "abc")]
                 continue
-            made = [*shaped, New(cls), *self._built(cls), New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]),
-                    New(cls, "abc"), New(cls, 3)]
+            # instances built from what the constructor takes in place of the last fixed shapes (as many values)
+            fixed = [New(cls, {"a": 1, "b": 2}), New(cls, [1, 2, 3]), New(cls, "abc"), New(cls, 3)]
+            made = [*shaped, New(cls), *(self._built(cls) + fixed)[:len(fixed)]]
             if container is not None:  # not a set: instances need not be hashable
                 wrap = tuple if container == "tuple" else list
                 out += [wrap(made[:1]), wrap(made[1:3]), wrap(made[:4])]
